@@ -1,0 +1,151 @@
+"""``derender-server`` / ``python -m app``: flags named as vLLM names them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.bundled_qwen3 import BUNDLED_NAME
+from app.settings import Settings
+
+_DEFAULTS = Settings()
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    settings: Settings
+    host: str
+    port: int
+    log_level: str
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="derender-server",
+        description="Token ids in, OpenAI chat/completion responses out (vLLM's derender API).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--model",
+        default=BUNDLED_NAME,
+        help=f"a local model/tokenizer directory, a hub id already in the local cache, "
+        f"or the bundled {BUNDLED_NAME!r} (default)",
+    )
+    parser.add_argument("--tokenizer", help="where the tokenizer comes from, if not --model")
+    parser.add_argument(
+        "--served-model-name",
+        nargs="+",
+        default=[],
+        help="names accepted in a request's model field; the first is echoed by default",
+    )
+    parser.add_argument(
+        "--max-model-len", type=_positive_int, help="context length (default: the model's)"
+    )
+    parser.add_argument(
+        "--max-logprobs",
+        type=int,
+        default=20,
+        help="most top logprob candidates per position (-1: no limit)",
+    )
+    parser.add_argument("--tool-call-parser")
+    parser.add_argument("--reasoning-parser")
+    parser.add_argument("--enable-auto-tool-choice", action="store_true")
+    parser.add_argument(
+        "--default-chat-template-kwargs",
+        type=_json_object,
+        default={},
+        help="JSON object merged under each request's chat_template_kwargs",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.max_request_bytes,
+        help="largest request body accepted (413 beyond it)",
+    )
+    parser.add_argument(
+        "--inline-decode-tokens",
+        type=int,
+        default=_DEFAULTS.inline_decode_tokens,
+        help="requests with at most this many tokens decode on the event loop; "
+        "larger ones go to the worker pool",
+    )
+    parser.add_argument(
+        "--decode-workers",
+        type=_positive_int,
+        default=_DEFAULTS.decode_workers,
+        help="threads that decode large requests off the event loop",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+    )
+    return parser
+
+
+def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
+    args = build_parser().parse_args(argv)
+    settings = Settings(
+        model=args.model,
+        tokenizer=args.tokenizer,
+        served_model_names=tuple(args.served_model_name),
+        max_model_len=args.max_model_len,
+        max_logprobs=args.max_logprobs,
+        tool_call_parser=args.tool_call_parser,
+        reasoning_parser=args.reasoning_parser,
+        enable_auto_tool_choice=args.enable_auto_tool_choice,
+        default_chat_template_kwargs=args.default_chat_template_kwargs,
+        max_request_bytes=args.max_request_bytes,
+        inline_decode_tokens=args.inline_decode_tokens,
+        decode_workers=args.decode_workers,
+    )
+    return ServerOptions(settings, args.host, args.port, args.log_level)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    options = parse_options(argv)
+    logging.basicConfig(
+        level=options.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from app.server import build_app
+    from app.tokenizer import TokenizerLoadError
+    from parsers.registry import ParserConfigError
+
+    try:
+        app = build_app(options.settings)
+    except (TokenizerLoadError, ParserConfigError) as exc:
+        sys.exit(f"derender-server: {exc}")
+
+    import uvicorn
+
+    uvicorn.run(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
+        loop="uvloop",
+        http="httptools",
+    )

@@ -1,0 +1,440 @@
+"""Token ids to chat and completion responses on the plain path (no parser).
+
+One-shot responses decode each choice from the prompt-seeded window; streamed chunks
+continue the window carried in ``stream_state``. Both run the same per-token
+detokenizer, so any chunking yields the one-shot text. Stop handling follows vLLM
+0.33.0: the token that stopped generation is left out of the text, and a stop string
+cuts one-shot text where it matched.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+
+import msgspec
+
+from app.detokenizer import DecodeWindow, Detokenizer
+from app.logprobs import (
+    LogprobResolver,
+    chat_top_limit,
+    completion_top_limit,
+    context_tail,
+    to_completion_logprobs,
+)
+from app.protocol import (
+    ChatChoice,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatDerenderRequest,
+    ChatLogProbs,
+    ChatMessage,
+    ChatRequest,
+    ChatStreamChoice,
+    ChatStreamDerenderRequest,
+    Completion,
+    CompletionChoice,
+    CompletionChunk,
+    CompletionDerenderRequest,
+    CompletionRequest,
+    CompletionStreamChoice,
+    CompletionStreamDerenderRequest,
+    DecodeOptions,
+    DeltaMessage,
+    GenerateChunk,
+    GenerateLogProbs,
+    StopReason,
+    StreamState,
+    Usage,
+)
+from app.tokenizer import Tokenizer
+
+
+def skip_special_tokens(request: DecodeOptions | None, preserve_special: bool = False) -> bool:
+    """Whether decoding drops special tokens; a parser needs them kept as markers."""
+    if preserve_special:
+        return False
+    return request is None or request.skip_special_tokens is not False
+
+
+def chat_top_logprobs(request: ChatRequest | None) -> int | None:
+    if request is None:
+        return None
+    return chat_top_limit(request.logprobs, request.top_logprobs, bool(request.logprob_token_ids))
+
+
+def completion_top_logprobs(request: CompletionRequest | None) -> int | None:
+    if request is None:
+        return None
+    return completion_top_limit(request.logprobs, bool(request.logprob_token_ids))
+
+
+def find_stop_string(
+    text: str, new_chars: int, stops: Sequence[str], include: bool
+) -> tuple[str, int] | None:
+    """The stop string that completes earliest in the last ``new_chars`` of ``text``.
+
+    Returns it with the length to cut the text to (-1: no cut needed).
+    """
+    if not new_chars or not stops:
+        return None
+    best: str | None = None
+    best_index = 0
+    best_end = sys.maxsize
+    for stop in stops:
+        index = text.find(stop, 1 - new_chars - len(stop))
+        if index != -1 and index + len(stop) < best_end:
+            best, best_index, best_end = stop, index, index + len(stop)
+    if best is None:
+        return None
+    if not include:
+        return best, best_index
+    return best, (-1 if best_end >= len(text) else best_end)
+
+
+def _stream_usage(chunk: GenerateChunk, prompt_tokens: int | None) -> Usage | None:
+    if chunk.usage is None:
+        return None
+    prompt = prompt_tokens if prompt_tokens is not None else (chunk.usage.prompt_tokens or 0)
+    return Usage.of(prompt, chunk.usage.completion_tokens or 0)
+
+
+class Derenderer:
+    """The plain derender operations over one tokenizer."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    # ------------------------------------------------------------------ shared pieces
+
+    def drop_stop_token(
+        self,
+        token_ids: list[int],
+        finish_reason: str | None,
+        stop_reason: StopReason,
+        request: DecodeOptions | None,
+    ) -> tuple[list[int], StopReason]:
+        """Leave out the token that stopped generation, as the engine's detokenizer does.
+
+        An int ``stop_reason`` names that token. When none is reported, the last id is
+        checked against the request's stop ids and the model's EOS ids, and a stop
+        token other than the primary EOS becomes the ``stop_reason``.
+        """
+        if finish_reason != "stop" or isinstance(stop_reason, str) or not token_ids:
+            return token_ids, stop_reason
+        last = token_ids[-1]
+        if stop_reason is None:
+            honor_eos = request is None or not request.ignore_eos
+            stop_ids = (request.stop_token_ids if request is not None else None) or ()
+            if honor_eos and last == self.tokenizer.eos_token_id:
+                stopped = True
+            elif last in stop_ids or (honor_eos and last in self.tokenizer.model_eos_token_ids):
+                stopped, stop_reason = True, last
+            else:
+                stopped = False
+        else:
+            stopped = last == stop_reason
+        if not stopped or (request is not None and request.include_stop_str_in_output):
+            return token_ids, stop_reason
+        return token_ids[:-1], stop_reason
+
+    def decode_output(
+        self,
+        token_ids: list[int],
+        finish_reason: str | None,
+        stop_reason: StopReason,
+        request: DecodeOptions | None,
+        seed: DecodeWindow,
+        skip_special: bool,
+    ) -> tuple[str, StopReason]:
+        """Decode a complete output into the text the engine would have returned."""
+        reported = stop_reason
+        token_ids, stop_reason = self.drop_stop_token(
+            token_ids, finish_reason, stop_reason, request
+        )
+        if finish_reason != "stop" or isinstance(reported, int):
+            stops: list[str] = []
+        elif isinstance(reported, str):
+            stops = [reported]
+        else:
+            stops = request.stop_strings() if request is not None else []
+        min_tokens = request.min_tokens if request is not None else 0
+        window = DecodeWindow(list(seed.prev_tokens), seed.prefix_offset, seed.read_offset)
+        detokenizer = Detokenizer(self.tokenizer, window, skip_special)
+        head = detokenizer.decode(token_ids[:min_tokens])
+        tail = detokenizer.decode(token_ids[min_tokens:])
+        text = head + tail
+        include = request is not None and request.include_stop_str_in_output
+        match = find_stop_string(text, len(tail), stops, include)
+        if match is None:
+            return text, stop_reason
+        stop, cut = match
+        return (text if cut == -1 else text[:cut]), stop
+
+    # ------------------------------------------------------------------ one-shot
+
+    def chat(self, request: ChatDerenderRequest, model: str) -> ChatCompletion:
+        """A one-shot chat completion without a parser."""
+        gen = request.generate_response
+        chat_request = request.chat_request
+        skip = skip_special_tokens(chat_request)
+        seed_ids = request.prompt_token_ids
+        if seed_ids is None:
+            seed_ids = gen.prompt_token_ids
+        seed = DecodeWindow.seeded(self.tokenizer, seed_ids, skip)
+        return_token_ids = bool(chat_request is not None and chat_request.return_token_ids)
+        top_limit = chat_top_logprobs(chat_request)
+        choices = []
+        for choice in gen.choices:
+            token_ids = choice.token_ids or []
+            logprobs = None
+            if choice.logprobs is not None:
+                logprobs = LogprobResolver(self.tokenizer).resolve(choice.logprobs, top_limit)
+            text, stop_reason = self.decode_output(
+                token_ids, choice.finish_reason, choice.stop_reason, chat_request, seed, skip
+            )
+            message = ChatMessage(
+                role="assistant",
+                content=text,
+                refusal=None,
+                annotations=None,
+                audio=None,
+                function_call=None,
+                reasoning=None,
+            )
+            choices.append(
+                ChatChoice(
+                    index=choice.index,
+                    message=message,
+                    logprobs=logprobs,
+                    finish_reason=choice.finish_reason or "stop",
+                    stop_reason=stop_reason,
+                    token_ids=token_ids if return_token_ids else None,
+                )
+            )
+        completion_tokens = sum(len(c.token_ids) for c in gen.choices if c.token_ids)
+        return ChatCompletion(
+            id=gen.request_id,
+            object="chat.completion",
+            created=int(time.time()),
+            model=model,
+            choices=choices,
+            service_tier=None,
+            system_fingerprint=None,
+            usage=Usage.of(request.prompt_tokens or 0, completion_tokens),
+            prompt_logprobs=gen.prompt_logprobs,
+            prompt_token_ids=gen.prompt_token_ids if return_token_ids else None,
+            prompt_text=None,
+            kv_transfer_params=gen.kv_transfer_params,
+            ec_transfer_params=None,
+            metrics=gen.metrics,
+        )
+
+    def completion(self, request: CompletionDerenderRequest, model: str) -> Completion:
+        """A one-shot text completion over one generate response per prompt."""
+        responses = request.generate_responses
+        count = len(responses)
+        prompt_tokens = request.prompt_tokens or [0] * count
+        prompt_ids = request.prompt_token_ids or [None] * count
+        completion_request = request.completion_request
+        skip = skip_special_tokens(completion_request)
+        top_limit = completion_top_logprobs(completion_request)
+        return_token_ids = bool(
+            completion_request is not None and completion_request.return_token_ids
+        )
+        choices: list[CompletionChoice] = []
+        completion_tokens = 0
+        for gen, seed_override in zip(responses, prompt_ids, strict=True):
+            seed_ids = seed_override if seed_override is not None else gen.prompt_token_ids
+            seed = DecodeWindow.seeded(self.tokenizer, seed_ids, skip)
+            for choice in gen.choices:
+                token_ids = choice.token_ids or []
+                text, stop_reason = self.decode_output(
+                    token_ids,
+                    choice.finish_reason,
+                    choice.stop_reason,
+                    completion_request,
+                    seed,
+                    skip,
+                )
+                logprobs = None
+                if choice.logprobs is not None:
+                    resolved = LogprobResolver(self.tokenizer).resolve(choice.logprobs, top_limit)
+                    logprobs = to_completion_logprobs(resolved, choice.logprobs)
+                choices.append(
+                    CompletionChoice(
+                        index=len(choices),
+                        text=text,
+                        logprobs=logprobs,
+                        finish_reason=choice.finish_reason,
+                        stop_reason=stop_reason,
+                        token_ids=token_ids if return_token_ids else None,
+                        prompt_logprobs=None,
+                        prompt_token_ids=gen.prompt_token_ids if return_token_ids else None,
+                    )
+                )
+                completion_tokens += len(token_ids)
+        first = responses[0]
+        kv_params = first.kv_transfer_params
+        if any(r.kv_transfer_params != kv_params for r in responses[1:]):
+            kv_params = None
+        return Completion(
+            id=first.request_id,
+            object="text_completion",
+            created=int(time.time()),
+            model=model,
+            choices=choices,
+            service_tier=None,
+            system_fingerprint=None,
+            usage=Usage.of(sum(prompt_tokens), completion_tokens),
+            kv_transfer_params=kv_params,
+            ec_transfer_params=None,
+            # Metrics describe one prompt; several cannot be merged.
+            metrics=first.metrics if count == 1 else None,
+        )
+
+    # ------------------------------------------------------------------ streaming
+
+    def _stream_window(
+        self,
+        state: StreamState | None,
+        prompt_token_ids: list[int] | None,
+        chunk: GenerateChunk,
+        skip: bool,
+    ) -> tuple[StreamState, DecodeWindow]:
+        """The carried state, or on a stream's first call one seeded from the prompt."""
+        if state is None:
+            seed_ids = prompt_token_ids if prompt_token_ids is not None else chunk.prompt_token_ids
+            window = DecodeWindow.seeded(self.tokenizer, seed_ids, skip)
+            state = StreamState(window.prev_tokens, window.prefix_offset, window.read_offset)
+        window = DecodeWindow(list(state.prev_tokens), state.prefix_offset, state.read_offset)
+        return state, window
+
+    def _resolve_stream_logprobs(
+        self, logprobs: GenerateLogProbs | None, state: StreamState, top_limit: int | None
+    ) -> ChatLogProbs | None:
+        if logprobs is None:
+            return None
+        resolver = LogprobResolver(self.tokenizer, state.logprob_context_token_ids)
+        return resolver.resolve(logprobs, top_limit)
+
+    def chat_stream(
+        self, request: ChatStreamDerenderRequest, model: str
+    ) -> tuple[ChatCompletionChunk, StreamState]:
+        """One streamed chat chunk without a parser."""
+        chunk = request.generate_chunk
+        chat_request = request.chat_request
+        skip = skip_special_tokens(chat_request)
+        state, window = self._stream_window(
+            request.stream_state, request.prompt_token_ids, chunk, skip
+        )
+        return_token_ids = bool(chat_request is not None and chat_request.return_token_ids)
+        choices = []
+        for choice in chunk.choices:
+            token_ids = choice.token_ids or []
+            text_ids, stop_reason = self.drop_stop_token(
+                token_ids, choice.finish_reason, choice.stop_reason, chat_request
+            )
+            text = Detokenizer(self.tokenizer, window, skip).decode(text_ids)
+            logprobs = self._resolve_stream_logprobs(
+                choice.logprobs, state, chat_top_logprobs(chat_request)
+            )
+            delta = DeltaMessage(
+                role=None if state.role_sent else "assistant",
+                content=text or None,
+                reasoning=None,
+            )
+            state = msgspec.structs.replace(
+                state,
+                prev_tokens=window.prev_tokens,
+                prefix_offset=window.prefix_offset,
+                read_offset=window.read_offset,
+                role_sent=True,
+                logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
+            )
+            choices.append(
+                ChatStreamChoice(
+                    index=choice.index,
+                    delta=delta,
+                    logprobs=logprobs,
+                    finish_reason=choice.finish_reason,
+                    stop_reason=stop_reason,
+                    token_ids=choice.token_ids if return_token_ids else None,
+                )
+            )
+        reply = ChatCompletionChunk(
+            id=chunk.request_id,
+            object="chat.completion.chunk",
+            created=int(time.time()),
+            model=model,
+            choices=choices,
+            usage=_stream_usage(chunk, request.prompt_tokens),
+            system_fingerprint=None,
+            prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
+            prompt_text=None,
+            metrics=chunk.metrics,
+        )
+        return reply, state
+
+    def completion_stream(
+        self, request: CompletionStreamDerenderRequest, model: str
+    ) -> tuple[CompletionChunk, StreamState]:
+        """One streamed completion chunk."""
+        chunk = request.generate_chunk
+        completion_request = request.completion_request
+        skip = skip_special_tokens(completion_request)
+        state, window = self._stream_window(
+            request.stream_state, request.prompt_token_ids, chunk, skip
+        )
+        return_token_ids = bool(
+            completion_request is not None and completion_request.return_token_ids
+        )
+        choices = []
+        for choice in chunk.choices:
+            token_ids = choice.token_ids or []
+            text_ids, stop_reason = self.drop_stop_token(
+                token_ids, choice.finish_reason, choice.stop_reason, completion_request
+            )
+            text = Detokenizer(self.tokenizer, window, skip).decode(text_ids)
+            resolved = self._resolve_stream_logprobs(
+                choice.logprobs, state, completion_top_logprobs(completion_request)
+            )
+            logprobs = None
+            text_offset = state.logprob_text_offset + len(text)
+            if resolved is not None and choice.logprobs is not None:
+                logprobs = to_completion_logprobs(
+                    resolved, choice.logprobs, state.logprob_text_offset
+                )
+                if logprobs.tokens:
+                    text_offset = logprobs.text_offset[-1] + len(logprobs.tokens[-1])
+            state = msgspec.structs.replace(
+                state,
+                prev_tokens=window.prev_tokens,
+                prefix_offset=window.prefix_offset,
+                read_offset=window.read_offset,
+                logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
+                logprob_text_offset=text_offset,
+            )
+            choices.append(
+                CompletionStreamChoice(
+                    index=choice.index,
+                    text=text,
+                    logprobs=logprobs,
+                    finish_reason=choice.finish_reason,
+                    stop_reason=stop_reason,
+                    prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
+                    token_ids=choice.token_ids if return_token_ids else None,
+                )
+            )
+        reply = CompletionChunk(
+            id=chunk.request_id,
+            object="text_completion",
+            created=int(time.time()),
+            model=model,
+            choices=choices,
+            usage=_stream_usage(chunk, request.prompt_tokens),
+            system_fingerprint=None,
+            metrics=chunk.metrics,
+        )
+        return reply, state

@@ -1,0 +1,32 @@
+"""Prometheus metrics, on a registry per app so several apps can share a process."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "derender_requests",
+            "Requests answered, by endpoint, mode and HTTP status.",
+            ["endpoint", "mode", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "derender_request_seconds",
+            "Time from a full request body to its encoded response, by endpoint and mode.",
+            ["endpoint", "mode"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe(self, endpoint: str, mode: str, status: int, seconds: float) -> None:
+        self.requests.labels(endpoint, mode, str(status)).inc()
+        self.latency.labels(endpoint, mode).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

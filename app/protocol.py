@@ -1,0 +1,504 @@
+"""vLLM's derender wire protocol as msgspec structs.
+
+Requests decode with unknown keys ignored, as vLLM's pydantic models do. Responses
+encode with every field present and nulls emitted, in vLLM's key order; the only
+omitted key is an empty ``tool_calls`` (``omit_defaults`` on the two message
+structs, whose other fields have no default). Fields vLLM accepts but derender never
+reads (``routed_experts``, ``mm_placeholders``, ...) are not declared at all.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType, field
+
+NonNegativeInt = Annotated[int, Meta(ge=0)]
+PositiveInt = Annotated[int, Meta(gt=0)]
+TokenIds = list[NonNegativeInt]
+StopReason = int | str | None
+
+PREV_TOKENS_LIMIT = 1024
+LOGPROB_CONTEXT_WINDOW = 4
+
+
+def random_request_id() -> str:
+    return secrets.token_hex(8)
+
+
+# --------------------------------------------------------------------------- engine side
+
+
+class GenerateLogProb(Struct):
+    """One logprob candidate: an integer ``token_id`` or a ``token`` placeholder string."""
+
+    token_id: int | None = None
+    token: str | None = None
+    logprob: float = -9999.0
+    rank: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.token_id is None and self.token is None:
+            raise ValueError("a logprob entry needs `token_id` (or a `token` string)")
+
+
+class GenerateLogProbsContent(GenerateLogProb):
+    top_logprobs: list[GenerateLogProb] = []
+
+
+class GenerateLogProbs(Struct):
+    content: list[GenerateLogProbsContent] | None = None
+
+
+class UsageInput(Struct):
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+
+
+class SpeculativeDecodingMetrics(Struct):
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    acceptance_histogram: list[int]
+    num_spec_steps: int
+    num_accepted_draft_tokens: int
+    num_draft_tokens: int
+    num_spec_tokens: int
+    per_step_accepted: list[int] | None = None
+    per_step_drafted: list[int] | None = None
+
+
+class PerRequestMetrics(Struct):
+    """Passed through from the engine; every key is emitted on the way out."""
+
+    time_to_first_token_ms: float | None = None
+    generation_time_ms: float | None = None
+    queue_time_ms: float | None = None
+    mean_itl_ms: float | None = None
+    tokens_per_second: float | None = None
+    speculative_decoding: SpeculativeDecodingMetrics | None = None
+
+
+class PromptLogprob(Struct):
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+PromptLogprobs = list[dict[int, PromptLogprob] | None]
+
+
+class GenerateChoice(Struct):
+    index: int
+    finish_reason: str | None = "stop"
+    stop_reason: StopReason = None
+    token_ids: TokenIds | None = None
+    logprobs: GenerateLogProbs | None = None
+
+
+class GenerateResponse(Struct):
+    """A complete ``/inference/v1/generate`` reply in ``tokens`` mode."""
+
+    choices: list[GenerateChoice]
+    request_id: str = field(default_factory=random_request_id)
+    output_mode: Literal["tokens"] = "tokens"
+    usage: UsageInput | None = None
+    prompt_logprobs: PromptLogprobs | None = None
+    prompt_token_ids: TokenIds | None = None
+    metrics: PerRequestMetrics | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+
+
+class GenerateStreamChoice(Struct):
+    index: int
+    finish_reason: str | None = None
+    stop_reason: StopReason = None
+    token_ids: list[int] | None = None
+    logprobs: GenerateLogProbs | None = None
+
+
+class GenerateChunk(Struct):
+    """One SSE payload of a streaming ``/inference/v1/generate`` reply."""
+
+    choices: list[GenerateStreamChoice]
+    request_id: str = field(default_factory=random_request_id)
+    output_mode: Literal["tokens"] = "tokens"
+    usage: UsageInput | None = None
+    prompt_token_ids: TokenIds | None = None
+    metrics: PerRequestMetrics | None = None
+
+
+# --------------------------------------------------------------------------- original requests
+
+
+class DecodeOptions(Struct, kw_only=True):
+    """Sampling fields of the original request that change the derendered text."""
+
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    min_tokens: NonNegativeInt = 0
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    return_token_ids: bool | None = None
+    logprob_token_ids: list[int] | None = None
+    stream: bool | None = False
+    stream_options: dict[str, Any] | None = None
+    prompt_logprobs: int | None = None
+
+    def stop_strings(self) -> list[str]:
+        """``stop`` as a list without empty strings, as SamplingParams normalizes it."""
+        if not self.stop:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else [s for s in self.stop if s]
+
+
+class FunctionDefinition(Struct):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ChatTool(Struct):
+    function: FunctionDefinition
+    type: Literal["function"] = "function"
+
+
+class NamedFunction(Struct):
+    name: str
+
+
+class NamedToolChoice(Struct):
+    function: NamedFunction
+    type: Literal["function"] = "function"
+
+
+class ChatRequest(DecodeOptions, kw_only=True):
+    """The original chat request, as far as derender reads it.
+
+    ``messages`` stays raw JSON: it is re-sent with every chunk and derender never
+    looks inside, so it is validated as JSON but not built into objects.
+    """
+
+    messages: Raw
+    model: str | None = None
+    tools: list[ChatTool] | None = None
+    tool_choice: str | NamedToolChoice | UnsetType | None = UNSET
+    parallel_tool_calls: bool | None = True
+    include_reasoning: bool = True
+    logprobs: bool | None = False
+    top_logprobs: int | None = 0
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_generation_prompt: bool | UnsetType = UNSET
+    continue_final_message: bool = False
+    reasoning_effort: str | None = None
+    documents: list[dict[str, Any]] | None = None
+    chat_template: str | None = None
+
+
+class CompletionRequest(DecodeOptions, kw_only=True):
+    """The original completion request, as far as derender reads it."""
+
+    prompt: Raw = Raw(b"null")
+    prompt_embeds: Raw = Raw(b"null")
+    model: str | None = None
+    logprobs: int | None = None
+    echo: bool | None = False
+    max_tokens: int | None = None
+
+
+# --------------------------------------------------------------------------- derender requests
+
+
+class StreamState(Struct):
+    """The client-carried ``stream_state`` (vLLM's ``DerenderStreamState``)."""
+
+    prev_tokens: list[str] = []
+    prefix_offset: NonNegativeInt = 0
+    read_offset: NonNegativeInt = 0
+    role_sent: bool = False
+    logprob_context_token_ids: Annotated[list[int], Meta(max_length=LOGPROB_CONTEXT_WINDOW)] = []
+    logprob_text_offset: NonNegativeInt = 0
+    output_token_ids: list[int] = []
+    output_chunk_lens: list[PositiveInt] = []
+    tools_streamed: bool = False
+    last_tool_call_ids: list[str] = []
+
+    def __post_init__(self) -> None:
+        if len(self.prev_tokens) > PREV_TOKENS_LIMIT:
+            raise ValueError(
+                f"prev_tokens length ({len(self.prev_tokens)}) exceeds maximum "
+                f"({PREV_TOKENS_LIMIT})"
+            )
+        total = sum(self.output_chunk_lens)
+        if total != len(self.output_token_ids):
+            raise ValueError(
+                "output_chunk_lens must sum to len(output_token_ids) "
+                f"(got sum={total}, len(output_token_ids)={len(self.output_token_ids)})"
+            )
+
+
+class StreamFlag(Struct):
+    """The one field that picks the request variant; everything else is skipped."""
+
+    stream: bool = False
+
+
+class ChatDerenderRequest(Struct):
+    generate_response: GenerateResponse
+    stream: Literal[False] = False
+    model: str | None = None
+    prompt_tokens: int | None = None
+    prompt_token_ids: TokenIds | None = None
+    chat_request: ChatRequest | None = None
+
+
+class CompletionDerenderRequest(Struct):
+    generate_responses: list[GenerateResponse]
+    stream: Literal[False] = False
+    model: str | None = None
+    prompt_tokens: list[int] | None = None
+    prompt_token_ids: list[TokenIds | None] | None = None
+    completion_request: CompletionRequest | None = None
+
+    def __post_init__(self) -> None:
+        count = len(self.generate_responses)
+        if self.prompt_tokens is not None and len(self.prompt_tokens) != count:
+            raise ValueError(
+                f"prompt_tokens length ({len(self.prompt_tokens)}) must equal "
+                f"generate_responses length ({count})"
+            )
+        if self.prompt_token_ids is not None and len(self.prompt_token_ids) != count:
+            raise ValueError(
+                f"prompt_token_ids length ({len(self.prompt_token_ids)}) must equal "
+                f"generate_responses length ({count})"
+            )
+
+
+class ChatStreamDerenderRequest(Struct):
+    generate_chunk: GenerateChunk
+    stream: Literal[True] = True
+    model: str | None = None
+    stream_state: StreamState | None = None
+    prompt_tokens: int | None = None
+    prompt_token_ids: TokenIds | None = None
+    chat_request: ChatRequest | None = None
+
+
+class CompletionStreamDerenderRequest(Struct):
+    generate_chunk: GenerateChunk
+    stream: Literal[True] = True
+    model: str | None = None
+    stream_state: StreamState | None = None
+    prompt_tokens: int | None = None
+    prompt_token_ids: TokenIds | None = None
+    completion_request: CompletionRequest | None = None
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class ChatLogProb(Struct):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class ChatLogProbsContent(Struct):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+    top_logprobs: list[ChatLogProb]
+
+
+class ChatLogProbs(Struct):
+    content: list[ChatLogProbsContent] | None
+
+
+class CompletionLogProbs(Struct):
+    text_offset: list[int]
+    token_logprobs: list[float | None]
+    tokens: list[str]
+    top_logprobs: list[dict[str, float] | None]
+
+
+class Usage(Struct):
+    prompt_tokens: int
+    total_tokens: int
+    completion_tokens: int
+    prompt_tokens_details: None = None
+    completion_tokens_details: None = None
+
+    @classmethod
+    def of(cls, prompt_tokens: int, completion_tokens: int) -> Usage:
+        return cls(prompt_tokens, prompt_tokens + completion_tokens, completion_tokens)
+
+
+class FunctionCall(Struct):
+    name: str
+    arguments: str
+
+
+class ToolCall(Struct):
+    id: str
+    function: FunctionCall
+    type: Literal["function"] = "function"
+
+
+class ChatMessage(Struct, kw_only=True, omit_defaults=True):
+    role: Literal["assistant"]
+    content: str | None
+    refusal: None
+    annotations: None
+    audio: None
+    function_call: None
+    tool_calls: list[ToolCall] = []
+    reasoning: str | None
+
+
+class ChatChoice(Struct):
+    index: int
+    message: ChatMessage
+    logprobs: ChatLogProbs | None
+    finish_reason: str | None
+    stop_reason: StopReason
+    token_ids: list[int] | None
+    routed_experts: None = None
+    weight_versions: None = None
+
+
+class ChatCompletion(Struct):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    service_tier: None
+    system_fingerprint: None
+    usage: Usage
+    prompt_logprobs: PromptLogprobs | None
+    prompt_token_ids: list[int] | None
+    prompt_text: None
+    kv_transfer_params: dict[str, Any] | None
+    ec_transfer_params: None
+    metrics: PerRequestMetrics | None
+
+
+class DeltaFunctionCall(Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class DeltaToolCall(Struct):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: DeltaFunctionCall | None = None
+
+
+class DeltaMessage(Struct, kw_only=True, omit_defaults=True):
+    role: Literal["assistant"] | None
+    content: str | None
+    reasoning: str | None
+    tool_calls: list[DeltaToolCall] = []
+
+
+class ChatStreamChoice(Struct):
+    index: int
+    delta: DeltaMessage
+    logprobs: ChatLogProbs | None
+    finish_reason: str | None
+    stop_reason: StopReason
+    token_ids: list[int] | None
+    weight_versions: None = None
+
+
+class ChatCompletionChunk(Struct):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChatStreamChoice]
+    usage: Usage | None
+    system_fingerprint: None
+    prompt_token_ids: list[int] | None
+    prompt_text: None
+    metrics: PerRequestMetrics | None
+    kv_transfer_params: None = None
+
+
+class CompletionChoice(Struct):
+    index: int
+    text: str
+    logprobs: CompletionLogProbs | None
+    finish_reason: str | None
+    stop_reason: StopReason
+    token_ids: list[int] | None
+    prompt_logprobs: None
+    prompt_token_ids: list[int] | None
+    routed_experts: None = None
+    weight_versions: None = None
+
+
+class Completion(Struct):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    service_tier: None
+    system_fingerprint: None
+    usage: Usage
+    kv_transfer_params: dict[str, Any] | None
+    ec_transfer_params: None
+    metrics: PerRequestMetrics | None
+
+
+class CompletionStreamChoice(Struct):
+    index: int
+    text: str
+    logprobs: CompletionLogProbs | None
+    finish_reason: str | None
+    stop_reason: StopReason
+    prompt_token_ids: list[int] | None
+    token_ids: list[int] | None
+    weight_versions: None = None
+
+
+class CompletionChunk(Struct):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionStreamChoice]
+    usage: Usage | None
+    system_fingerprint: None
+    metrics: PerRequestMetrics | None
+    kv_transfer_params: None = None
+
+
+class ChatStreamReply(Struct):
+    chunk: ChatCompletionChunk
+    stream_state: StreamState
+
+
+class CompletionStreamReply(Struct):
+    chunk: CompletionChunk
+    stream_state: StreamState
+
+
+class ErrorInfo(Struct):
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class ErrorBody(Struct):
+    error: ErrorInfo
+
+
+encoder = msgspec.json.Encoder()

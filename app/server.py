@@ -1,0 +1,319 @@
+"""The HTTP face: Starlette routes for the derender endpoints, health, models, metrics.
+
+A request is read under the size limit, its ``stream`` flag picks the variant, the
+body is decoded once into msgspec structs, then validated in vLLM's order. Decoding
+runs on the event loop when the request is small and on a bounded thread pool when
+it carries more tokens than ``--inline-decode-tokens``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app.derender import Derenderer
+from app.errors import (
+    BadRequest,
+    BodyTooLarge,
+    DerenderError,
+    InternalError,
+    InvalidBody,
+    NotFound,
+    NotImplementedYet,
+)
+from app.metrics import Metrics
+from app.protocol import (
+    ChatDerenderRequest,
+    ChatStreamDerenderRequest,
+    ChatStreamReply,
+    CompletionDerenderRequest,
+    CompletionStreamDerenderRequest,
+    CompletionStreamReply,
+    GenerateChunk,
+    StreamFlag,
+    encoder,
+)
+from app.settings import Settings
+from app.tokenizer import Tokenizer, load_tokenizer
+from app.validation import (
+    CHAT_REQUEST_REQUIRED,
+    PROMPT_IDS_REQUIRED,
+    STREAM_STOP_STRINGS,
+    check_chat_request,
+    check_completion_request,
+    check_generate_bounds,
+    check_prompt_length,
+    check_token_ids_present,
+)
+from parsers.registry import check_parser_flags
+
+logger = logging.getLogger("derender_server")
+
+T = TypeVar("T")
+
+_PARSERS_PENDING = (
+    "reasoning and tool-call parsing is not available in this build yet; start the "
+    "server without --reasoning-parser/--tool-call-parser for plain detokenization."
+)
+
+_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+
+
+def decode_body(body: bytes, kind: type[T]) -> T:
+    """Decode and type-check a JSON body; any failure is the client's 400."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    try:
+        result: T = decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise InvalidBody.from_validation(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidBody(f"1 validation error:\n  JSON decode error: {exc}") from None
+    return result
+
+
+def json_response(value: Any) -> Response:
+    return Response(encoder.encode(value), media_type="application/json")
+
+
+def _chunk_tokens(chunk: GenerateChunk) -> int:
+    return sum(len(c.token_ids) for c in chunk.choices if c.token_ids)
+
+
+class DerenderService:
+    """Holds what every request shares: settings, tokenizer, metrics, the worker pool."""
+
+    def __init__(self, settings: Settings, tokenizer: Tokenizer) -> None:
+        self.settings = settings
+        self.tokenizer = tokenizer
+        self.max_model_len = settings.max_model_len or tokenizer.default_max_model_len
+        self.derenderer = Derenderer(tokenizer)
+        self.metrics = Metrics()
+        self._limiter = anyio.CapacityLimiter(settings.decode_workers)
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.settings.max_request_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise BodyTooLarge(f"request body exceeds the server limit of {limit} bytes")
+        media_type = request.headers.get("content-type", "").lower().split(";", 1)[0].strip()
+        if media_type != "application/json":
+            raise InvalidBody(
+                "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+            )
+        parts = []
+        size = 0
+        async for part in request.stream():
+            size += len(part)
+            if size > limit:
+                raise BodyTooLarge(f"request body exceeds the server limit of {limit} bytes")
+            parts.append(part)
+        return b"".join(parts)
+
+    async def _run(self, tokens: int, func: Callable[..., T], *args: Any) -> T:
+        """Run decoding inline when small, else on the worker pool off the event loop."""
+        if tokens <= self.settings.inline_decode_tokens:
+            return func(*args)
+        return await anyio.to_thread.run_sync(functools.partial(func, *args), limiter=self._limiter)
+
+    def _model_name(self, requested: str | None) -> str:
+        served = self.settings.served_names
+        if not requested:
+            return served[0]
+        if requested not in served:
+            raise NotFound(
+                f"The model `{requested}` does not exist. Valid aliases: {', '.join(served)}.",
+                "model",
+            )
+        return requested
+
+    async def _respond(
+        self,
+        request: Request,
+        endpoint: str,
+        handle: Callable[[bytes, bool], Awaitable[Response]],
+    ) -> Response:
+        started = time.perf_counter()
+        mode = "unknown"
+        try:
+            body = await self._read_body(request)
+            stream = decode_body(body, StreamFlag).stream
+            mode = "stream" if stream else "oneshot"
+            response = await handle(body, stream)
+        except DerenderError as exc:
+            response = exc.response()
+        except Exception:
+            logger.exception("unexpected failure on %s", endpoint)
+            response = InternalError("internal error while derendering").response()
+        self.metrics.observe(endpoint, mode, response.status_code, time.perf_counter() - started)
+        return response
+
+    # ------------------------------------------------------------------ endpoints
+
+    async def chat(self, request: Request) -> Response:
+        return await self._respond(request, "chat", self._chat)
+
+    async def completions(self, request: Request) -> Response:
+        return await self._respond(request, "completions", self._completions)
+
+    async def _chat(self, body: bytes, stream: bool) -> Response:
+        if stream:
+            return await self._chat_stream(decode_body(body, ChatStreamDerenderRequest))
+        request = decode_body(body, ChatDerenderRequest)
+        if request.chat_request is not None:
+            check_chat_request(request.chat_request)
+        model = self._model_name(request.model)
+        gen = request.generate_response
+        check_generate_bounds(
+            [gen],
+            max_model_len=self.max_model_len,
+            max_logprobs=self.settings.max_logprobs,
+            max_n=self.settings.max_n_sequences,
+        )
+        check_prompt_length(request.prompt_token_ids, self.max_model_len)
+        if self.settings.has_parser and request.chat_request is None:
+            raise BadRequest(CHAT_REQUEST_REQUIRED)
+        check_token_ids_present([gen], completion=False)
+        if self.settings.has_parser:
+            raise NotImplementedYet(_PARSERS_PENDING)
+        tokens = sum(len(c.token_ids or ()) for c in gen.choices)
+        return json_response(await self._run(tokens, self.derenderer.chat, request, model))
+
+    async def _chat_stream(self, request: ChatStreamDerenderRequest) -> Response:
+        chat_request = request.chat_request
+        if chat_request is not None:
+            check_chat_request(chat_request)
+        model = self._model_name(request.model)
+        if chat_request is not None and chat_request.stop:
+            raise BadRequest(STREAM_STOP_STRINGS)
+        if self.settings.has_parser and chat_request is None:
+            raise BadRequest(CHAT_REQUEST_REQUIRED)
+        if self.settings.has_parser and request.prompt_token_ids is None:
+            raise BadRequest(PROMPT_IDS_REQUIRED)
+        chunk = request.generate_chunk
+        if len(chunk.choices) > 1:
+            raise BadRequest(
+                "derender_chat_stream expects at most one choice per chunk "
+                f"(got {len(chunk.choices)})."
+            )
+        prompt_len = len(request.prompt_token_ids or ())
+        history = len(request.stream_state.output_token_ids) if request.stream_state else 0
+        delta = _chunk_tokens(chunk)
+        if prompt_len + history + delta > self.max_model_len:
+            raise BadRequest(
+                f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
+                f"({history}) plus delta ({delta}) exceeds max_model_len ({self.max_model_len})."
+            )
+        if self.settings.has_parser:
+            raise NotImplementedYet(_PARSERS_PENDING)
+        try:
+            reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
+        except Exception:
+            logger.debug("chat stream chunk failed", exc_info=True)
+            raise BadRequest("invalid stream_state: derender failed") from None
+        return json_response(ChatStreamReply(reply, state))
+
+    async def _completions(self, body: bytes, stream: bool) -> Response:
+        if stream:
+            return await self._completion_stream(decode_body(body, CompletionStreamDerenderRequest))
+        request = decode_body(body, CompletionDerenderRequest)
+        if request.completion_request is not None:
+            check_completion_request(request.completion_request)
+        model = self._model_name(request.model)
+        responses = request.generate_responses
+        if not responses:
+            raise BadRequest("generate_responses must not be empty")
+        check_generate_bounds(
+            responses,
+            max_model_len=self.max_model_len,
+            max_logprobs=self.settings.max_logprobs,
+            max_n=self.settings.max_n_sequences,
+        )
+        for prompt_ids in request.prompt_token_ids or ():
+            check_prompt_length(prompt_ids, self.max_model_len)
+        check_token_ids_present(responses, completion=True)
+        tokens = sum(len(c.token_ids or ()) for gen in responses for c in gen.choices)
+        return json_response(await self._run(tokens, self.derenderer.completion, request, model))
+
+    async def _completion_stream(self, request: CompletionStreamDerenderRequest) -> Response:
+        completion_request = request.completion_request
+        if completion_request is not None:
+            check_completion_request(completion_request)
+        model = self._model_name(request.model)
+        if completion_request is not None and completion_request.stop:
+            raise BadRequest(STREAM_STOP_STRINGS)
+        check_prompt_length(request.prompt_token_ids, self.max_model_len)
+        chunk = request.generate_chunk
+        if len(chunk.choices) > 1:
+            raise BadRequest("derender_completion_stream expects at most one choice per chunk")
+        delta = _chunk_tokens(chunk)
+        if delta > self.max_model_len:
+            raise BadRequest(
+                f"delta token_ids length ({delta}) exceeds max_model_len ({self.max_model_len})."
+            )
+        try:
+            reply, state = await self._run(delta, self.derenderer.completion_stream, request, model)
+        except Exception:
+            logger.debug("completion stream chunk failed", exc_info=True)
+            raise BadRequest("invalid stream_state: detokenization failed") from None
+        return json_response(CompletionStreamReply(reply, state))
+
+    async def health(self, request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def models(self, request: Request) -> Response:
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "derender-server",
+                "root": self.settings.model,
+                "parent": None,
+                "max_model_len": self.max_model_len,
+            }
+            for name in self.settings.served_names
+        ]
+        return json_response({"object": "list", "data": data})
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def build_app(settings: Settings) -> Starlette:
+    """Load the tokenizer, check the parser flags against it, and build the app.
+
+    Raises TokenizerLoadError or ParserConfigError with a message for the operator.
+    """
+    tokenizer = load_tokenizer(settings.model, settings.tokenizer)
+    check_parser_flags(settings.tool_call_parser, settings.reasoning_parser, tokenizer.has_token)
+    return create_app(settings, tokenizer)
+
+
+def create_app(settings: Settings, tokenizer: Tokenizer) -> Starlette:
+    """Build the ASGI app around an already loaded tokenizer."""
+    service = DerenderService(settings, tokenizer)
+    routes = [
+        Route("/v1/chat/completions/derender", service.chat, methods=["POST"]),
+        Route("/v1/completions/derender", service.completions, methods=["POST"]),
+        Route("/health", service.health, methods=["GET"]),
+        Route("/v1/models", service.models, methods=["GET"]),
+        Route("/metrics", service.metrics_endpoint, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.service = service
+    return app

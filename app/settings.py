@@ -1,0 +1,31 @@
+"""Server settings, resolved once from the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    model: str = "qwen3"
+    tokenizer: str | None = None
+    served_model_names: tuple[str, ...] = ()
+    max_model_len: int | None = None
+    max_logprobs: int = 20
+    max_n_sequences: int = 16384
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_request_bytes: int = 32 * 1024 * 1024
+    inline_decode_tokens: int = 64
+    decode_workers: int = 2
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        return self.served_model_names or (self.model,)
+
+    @property
+    def has_parser(self) -> bool:
+        return self.tool_call_parser is not None or self.reasoning_parser is not None

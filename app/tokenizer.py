@@ -1,0 +1,179 @@
+"""Tokenizer loading (offline only) and the few operations derender needs.
+
+The wrapper keeps vLLM's semantics for a Hugging Face fast tokenizer: vocab pieces
+by id (special ones dropped when skipping), pieces joined through the backend's
+decoder, and whole-id decoding for logprob strings. Pieces are precomputed into a
+list, so the per-token path is a list index instead of a call into transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.bundled_qwen3 import BUNDLED_NAME, bundled_qwen3_dir
+
+# Config keys that bound the context length, as vLLM reads them; the smallest wins.
+_CONTEXT_LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
+class TokenizerLoadError(Exception):
+    """The tokenizer or model directory cannot be found or used."""
+
+
+class Tokenizer:
+    """A loaded fast tokenizer plus the model facts derender reads."""
+
+    def __init__(
+        self,
+        hf: Any,
+        *,
+        default_max_model_len: int,
+        model_eos_token_ids: Iterable[int],
+    ) -> None:
+        self._hf = hf
+        backend = hf.backend_tokenizer
+        self.vocab_size: int = len(hf)
+        pieces: list[str | None] = [None] * self.vocab_size
+        for piece, token_id in backend.get_vocab(with_added_tokens=True).items():
+            if 0 <= token_id < self.vocab_size:
+                pieces[token_id] = piece
+        self._pieces = pieces
+        self.special_ids: frozenset[int] = frozenset(hf.all_special_ids)
+        decoder = backend.decoder
+        self._join = decoder.decode if decoder is not None else " ".join
+        self.eos_token_id: int | None = hf.eos_token_id
+        eos_ids = set(model_eos_token_ids)
+        if self.eos_token_id is not None:
+            eos_ids.add(self.eos_token_id)
+        self.model_eos_token_ids: frozenset[int] = frozenset(eos_ids)
+        self.default_max_model_len = default_max_model_len
+        self.space_marker = _leading_space_marker(backend)
+
+    def piece(self, token_id: int) -> str | None:
+        """The vocab piece of an id, or None when the id has none."""
+        if 0 <= token_id < self.vocab_size:
+            return self._pieces[token_id]
+        return None
+
+    def pieces(self, token_ids: Sequence[int], skip_special: bool) -> list[str]:
+        """Pieces of ids (unknown ids as ""), leaving out special ones when skipping."""
+        special = self.special_ids if skip_special else ()
+        return [self.piece(t) or "" for t in token_ids if t not in special]
+
+    def tokens_to_string(self, pieces: list[str]) -> str:
+        """Join pieces into text the way the backend's decoder does."""
+        text: str = self._join(pieces)
+        return text
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Decode ids to text with special tokens kept (logprob strings)."""
+        text: str = self._hf.decode(token_ids)
+        return text
+
+    def decode_one(self, token_id: int) -> str:
+        """One id as the engine's per-token detokenization shows it.
+
+        Metaspace tokenizers drop the leading space of a lone piece on decode;
+        it is restored from the raw piece so logprob strings match vLLM's.
+        """
+        text = self.decode([token_id]) or ""
+        marker = self.space_marker
+        if marker is None:
+            return text
+        raw = self.piece(token_id) or ""
+        markers = len(raw) - len(raw.lstrip(marker))
+        missing = markers - (len(text) - len(text.lstrip(" ")))
+        return " " * missing + text if missing > 0 else text
+
+    def has_token(self, content: str) -> bool:
+        """Whether the vocabulary holds a token spelled exactly ``content``."""
+        token_id = self._hf.backend_tokenizer.token_to_id(content)
+        return token_id is not None
+
+
+def _leading_space_marker(backend: Any) -> str | None:
+    """The Metaspace replacement character, if the pre-tokenizer uses one."""
+    pre = backend.pre_tokenizer
+    if pre is None:
+        return None
+    config = json.loads(pre.__getstate__())
+    candidates = (
+        config.get("pretokenizers", [config]) if config.get("type") == "Sequence" else [config]
+    )
+    for entry in candidates:
+        if entry.get("type") == "Metaspace":
+            marker: str = entry.get("replacement", "\u2581")
+            return marker
+    return None
+
+
+def resolve_model_dir(name: str) -> Path:
+    """A local directory for a model name: bundled, a path, or the local hub cache."""
+    if name == BUNDLED_NAME:
+        return bundled_qwen3_dir()
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(name, local_files_only=True))
+    except (LocalEntryNotFoundError, HFValidationError, OSError) as exc:
+        raise TokenizerLoadError(
+            f"{name!r} is neither the bundled {BUNDLED_NAME!r}, a local directory, nor a "
+            "model in the local Hugging Face cache (this server never downloads)."
+        ) from exc
+
+
+def load_tokenizer(model: str, tokenizer: str | None = None) -> Tokenizer:
+    """Load the tokenizer for ``model`` (or ``tokenizer``) without any network access."""
+    model_dir = resolve_model_dir(model)
+    tokenizer_dir = resolve_model_dir(tokenizer) if tokenizer else model_dir
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise TokenizerLoadError(f"cannot load a tokenizer from {tokenizer_dir}: {exc}") from exc
+    if getattr(hf, "backend_tokenizer", None) is None:
+        raise TokenizerLoadError(
+            f"{tokenizer_dir} has no fast tokenizer (tokenizer.json); derender-server needs one."
+        )
+    config = _read_json(model_dir / "config.json")
+    generation = _read_json(model_dir / "generation_config.json")
+    eos = generation.get("eos_token_id", config.get("eos_token_id"))
+    eos_ids = [eos] if isinstance(eos, int) else [e for e in eos or () if isinstance(e, int)]
+    return Tokenizer(
+        hf,
+        default_max_model_len=_default_max_model_len(config, hf),
+        model_eos_token_ids=eos_ids,
+    )
+
+
+def _default_max_model_len(config: dict[str, Any], hf: Any) -> int:
+    lengths = [v for k in _CONTEXT_LENGTH_KEYS if isinstance(v := config.get(k), int) and v > 0]
+    if lengths:
+        return min(lengths)
+    limit = getattr(hf, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < 10**9:
+        return limit
+    raise TokenizerLoadError("the model states no context length: pass --max-model-len.")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}

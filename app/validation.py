@@ -1,0 +1,169 @@
+"""Checks that run after decoding and before any tokenizer work.
+
+Each raises a ``BadRequest`` whose message says what to fix. The checks and their
+order follow vLLM 0.33.0's derender server, so a request fails here exactly when it
+fails there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from msgspec import UNSET
+
+from app.errors import BadRequest
+from app.protocol import ChatRequest, CompletionRequest, DecodeOptions, GenerateResponse
+
+STREAM_STOP_STRINGS = (
+    "stop strings are not supported by streaming derender because text already sent "
+    "cannot be cut. Use non-streaming derender or output_mode=text on "
+    "/inference/v1/generate which holds stop strings back."
+)
+CHAT_REQUEST_REQUIRED = (
+    "chat_request is required when a tool or reasoning parser is configured because "
+    "plain detokenization would leak raw parser markup into content."
+)
+PROMPT_IDS_REQUIRED = (
+    "prompt_token_ids is required when a tool or reasoning parser is configured. Without "
+    "it parse_delta cannot tell whether the prompt left reasoning open (e.g. a chat "
+    "template that pre-opens <think>) and would misclassify reasoning content as plain "
+    "content."
+)
+
+
+def check_generate_bounds(
+    responses: Sequence[GenerateResponse],
+    *,
+    max_model_len: int,
+    max_logprobs: int,
+    max_n: int,
+) -> None:
+    """Bound caller-supplied structures before anything is decoded."""
+    if len(responses) > max_n:
+        raise BadRequest(
+            f"generate_responses count ({len(responses)}) exceeds server maximum ({max_n})."
+        )
+    for gen in responses:
+        if len(gen.choices) > max_n:
+            raise BadRequest(
+                f"choices count ({len(gen.choices)}) in response '{gen.request_id}' "
+                f"exceeds server maximum ({max_n})."
+            )
+        for choice in gen.choices:
+            if choice.token_ids and len(choice.token_ids) > max_model_len:
+                raise BadRequest(
+                    f"token_ids length ({len(choice.token_ids)}) in choice {choice.index} "
+                    f"exceeds max_model_len ({max_model_len})."
+                )
+            content = choice.logprobs.content if choice.logprobs else None
+            if not content:
+                continue
+            if len(content) > max_model_len:
+                raise BadRequest(
+                    f"logprobs.content length ({len(content)}) in choice {choice.index} "
+                    f"exceeds max_model_len ({max_model_len})."
+                )
+            if max_logprobs >= 0:
+                for entry in content:
+                    if len(entry.top_logprobs) > max_logprobs:
+                        raise BadRequest(
+                            f"top_logprobs count ({len(entry.top_logprobs)}) in choice "
+                            f"{choice.index} exceeds max_logprobs ({max_logprobs})."
+                        )
+        if gen.prompt_logprobs and len(gen.prompt_logprobs) > max_model_len:
+            raise BadRequest(
+                f"prompt_logprobs length ({len(gen.prompt_logprobs)}) in response "
+                f"'{gen.request_id}' exceeds max_model_len ({max_model_len})."
+            )
+
+
+def check_prompt_length(prompt_token_ids: Sequence[int] | None, max_model_len: int) -> None:
+    if prompt_token_ids is not None and len(prompt_token_ids) > max_model_len:
+        raise BadRequest(
+            f"prompt_token_ids length ({len(prompt_token_ids)}) exceeds "
+            f"max_model_len ({max_model_len})."
+        )
+
+
+def check_token_ids_present(responses: Sequence[GenerateResponse], *, completion: bool) -> None:
+    """Non-streaming outputs must carry ids: there is nothing to derender otherwise."""
+    for gen in responses:
+        for choice in gen.choices:
+            if not choice.token_ids:
+                where = f" in response {gen.request_id}" if completion else ""
+                raise BadRequest(f"choice {choice.index}{where} has empty or null token_ids")
+
+
+def _check_logprob_fields(options: DecodeOptions) -> None:
+    prompt_logprobs = options.prompt_logprobs
+    if prompt_logprobs is not None:
+        if options.stream and (prompt_logprobs > 0 or prompt_logprobs == -1):
+            raise BadRequest(
+                "`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs"
+            )
+        if prompt_logprobs < -1:
+            raise BadRequest("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs")
+    if options.stream_options and not options.stream:
+        raise BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
+
+
+def check_chat_request(request: ChatRequest) -> None:
+    """The validators of vLLM's ChatCompletionRequest that a client can trip."""
+    if not bytes(request.messages).startswith(b"["):
+        raise BadRequest("`messages` must be a list of messages.", "messages")
+    _check_logprob_fields(request)
+    if request.logprob_token_ids and not request.logprobs:
+        raise BadRequest(
+            "when using `logprob_token_ids`, `logprobs` must be set to true.",
+            "logprob_token_ids",
+        )
+    top = request.top_logprobs
+    if top is not None:
+        if top < -1:
+            raise BadRequest("`top_logprobs` must be a positive value or -1.", "top_logprobs")
+        if (top == -1 or top > 0) and not request.logprobs:
+            raise BadRequest(
+                "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
+            )
+    if request.tools is not None and not request.tools:
+        raise BadRequest(
+            "`tools` must not be an empty array. Either provide at least one tool or omit "
+            "the field entirely.",
+            "tools",
+        )
+    choice = request.tool_choice
+    if choice is not UNSET and choice is not None and choice != "none":
+        if request.tools is None:
+            raise BadRequest("When using `tool_choice`, `tools` must be set.", "tool_choice")
+        if isinstance(choice, str) and choice not in ("auto", "required"):
+            raise BadRequest(
+                f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", '
+                '"auto" or "required" are supported.',
+                "tool_choice",
+            )
+        if not isinstance(choice, str) and all(
+            tool.function.name != choice.function.name for tool in request.tools
+        ):
+            raise BadRequest(
+                "The tool specified in `tool_choice` does not match any of the specified `tools`",
+                "tool_choice",
+            )
+    if request.continue_final_message and request.add_generation_prompt is True:
+        raise BadRequest(
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+        )
+
+
+def check_completion_request(request: CompletionRequest) -> None:
+    """The validators of vLLM's CompletionRequest that a client can trip."""
+    prompt_empty = bytes(request.prompt) in (b"null", b'""')
+    embeds_empty = bytes(request.prompt_embeds) in (b"null", b"[]")
+    if prompt_empty and embeds_empty:
+        raise BadRequest("Either prompt or prompt_embeds must be provided and non-empty.", "prompt")
+    _check_logprob_fields(request)
+    if request.logprob_token_ids and request.logprobs is None:
+        raise BadRequest(
+            "when using `logprob_token_ids`, `logprobs` must be set.", "logprob_token_ids"
+        )
+    if request.logprobs is not None and request.logprobs < -1:
+        raise BadRequest("`logprobs` must be a positive value or -1.", "logprobs")

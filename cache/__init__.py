@@ -1,0 +1,1 @@
+"""Session caches: opaque sessions keyed by stream. Knows nothing of parsers."""

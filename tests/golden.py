@@ -1,0 +1,189 @@
+"""Golden transcripts from vLLM 0.33.0 and the rules for comparing against them.
+
+The corpus (tests/golden/, a copy of shared/golden) holds requests with the replies
+vLLM's own derender server gave. A case is replayed through our app with our own
+``stream_state`` threaded between calls, then compared after normalizing what is
+allowed to differ: ``created`` and the random part of tool-call ids.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
+
+Post = Callable[[str, bytes, str], tuple[int, Any]]
+
+
+def load_cases(config: str) -> list[dict[str, Any]]:
+    with gzip.open(GOLDEN_DIR / f"golden-{config}.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(case["server_flags"])
+
+
+@dataclass
+class Call:
+    body: bytes
+    content_type: str
+    expected: dict[str, Any]
+    lane: int | None
+
+
+def stream_body(case: dict[str, Any], chunk: dict[str, Any], state: Any) -> dict[str, Any]:
+    omit = set(case.get("omit") or ())
+    body: dict[str, Any] = {"stream": True}
+    if case.get("model") is not None and "model" not in omit:
+        body["model"] = case["model"]
+    body["generate_chunk"] = chunk
+    if state is not None:
+        body["stream_state"] = state
+    for key in CONTEXT_FIELDS:
+        if case.get(key) is not None and key not in omit:
+            body[key] = case[key]
+    return body
+
+
+class _ToolIds:
+    """Numbers distinct tool-call ids by first appearance, keeping their shape."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+
+    def __call__(self, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value not in self.seen:
+            shape = re.sub(r"[0-9a-f]{8,}", lambda m: f"<hex{len(m.group())}>", value)
+            self.seen[value] = f"<tool-id#{len(self.seen)}:{shape}>"
+        return self.seen[value]
+
+
+def _normalize_reply(body: Any, ids: _ToolIds) -> Any:
+    body = json.loads(json.dumps(body))
+    if not isinstance(body, dict):
+        return body
+    if isinstance(body.get("created"), int) and not isinstance(body["created"], bool):
+        body["created"] = "<int>"
+    for choice in body.get("choices") or ():
+        for key in ("message", "delta"):
+            part = choice.get(key) if isinstance(choice, dict) else None
+            for call in (part or {}).get("tool_calls") or ():
+                if call.get("id") is not None:
+                    call["id"] = ids(call["id"])
+    return body
+
+
+def _normalize_state(state: Any, ids: _ToolIds) -> Any:
+    state = json.loads(json.dumps(state))
+    if isinstance(state, dict) and isinstance(state.get("last_tool_call_ids"), list):
+        state["last_tool_call_ids"] = [ids(x) for x in state["last_tool_call_ids"]]
+    return state
+
+
+def differences(expected: Any, actual: Any, path: str = "$") -> Iterator[str]:
+    """Exact comparison: key order, nulls, list lengths, strings byte for byte.
+
+    An expected int must arrive as an int; an expected float may arrive as an int.
+    """
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            yield f"{path}: expected an object, got {actual!r:.120}"
+            return
+        if list(expected) != list(actual):
+            yield f"{path}: keys {list(actual)} != expected {list(expected)}"
+        for key in expected:
+            if key in actual:
+                yield from differences(expected[key], actual[key], f"{path}.{key}")
+    elif isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            yield f"{path}: expected {json.dumps(expected)[:200]} got {json.dumps(actual)[:200]}"
+            return
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            yield from differences(e, a, f"{path}[{i}]")
+    elif isinstance(expected, bool) or isinstance(actual, bool):
+        if expected is not actual:
+            yield f"{path}: expected {expected!r} got {actual!r}"
+    elif isinstance(expected, int | float):
+        same_kind = isinstance(actual, int) or (
+            isinstance(expected, float) and isinstance(actual, float)
+        )
+        if not same_kind or float(expected) != float(actual):
+            yield f"{path}: expected {expected!r} got {actual!r}"
+    elif expected != actual or type(expected) is not type(actual):
+        yield f"{path}: expected {expected!r:.200} got {actual!r:.200}"
+
+
+def replay(case: dict[str, Any], post: Post) -> list[str]:
+    """Run every call of a case through ``post`` and list what differs from vLLM."""
+    ids = (_ToolIds(), _ToolIds())  # expected's and ours, numbered independently
+    problems: list[str] = []
+    endpoint = case["endpoint"]
+    if case["kind"].endswith("_stream"):
+        states: dict[int, Any] = {}
+        for i, (chunk, lane, expected) in enumerate(
+            zip(case["chunks"], case["lanes"], case["expected"], strict=True)
+        ):
+            body = json.dumps(stream_body(case, chunk, states.get(lane))).encode()
+            status, reply = post(endpoint, body, "application/json")
+            problems += _compare_call(expected, status, reply, ids, f"call {i}")
+            if status == 200 and isinstance(reply, dict):
+                states[lane] = reply.get("stream_state")
+        return problems
+    raw = case.get("raw_body")
+    body = raw.encode() if raw is not None else json.dumps(case["request"]).encode()
+    content_type = case.get("content_type", "application/json")
+    status, reply = post(endpoint, body, content_type)
+    return _compare_call(case["expected"], status, reply, ids, "reply")
+
+
+def _compare_call(
+    expected: dict[str, Any],
+    status: int,
+    reply: Any,
+    ids: tuple[_ToolIds, _ToolIds],
+    where: str,
+) -> list[str]:
+    if status != expected["status"]:
+        return [f"{where}: status {status} != {expected['status']}: {json.dumps(reply)[:300]}"]
+    if status != 200:
+        error = reply.get("error", {}) if isinstance(reply, dict) else {}
+        want = expected["body"]["error"]
+        return [
+            f"{where}: error.{key} {error.get(key)!r} != {want[key]!r}"
+            for key in ("type", "code")
+            if error.get(key) != want[key]
+        ]
+    if "body" in expected:
+        return [
+            f"{where}: {d}"
+            for d in differences(
+                _normalize_reply(expected["body"], ids[0]), _normalize_reply(reply, ids[1])
+            )
+        ]
+    if not isinstance(reply, dict) or list(reply) != ["chunk", "stream_state"]:
+        return [f"{where}: reply keys are not exactly chunk, stream_state"]
+    problems = [
+        f"{where}: {d}"
+        for d in differences(
+            _normalize_reply(expected["chunk"], ids[0]), _normalize_reply(reply["chunk"], ids[1])
+        )
+    ]
+    if "stream_state" in expected:
+        problems += [
+            f"{where} state: {d}"
+            for d in differences(
+                _normalize_state(expected["stream_state"], ids[0]),
+                _normalize_state(reply["stream_state"], ids[1]),
+            )
+        ]
+    return problems
