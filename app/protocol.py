@@ -216,7 +216,7 @@ class CompletionRequest(DecodeOptions, kw_only=True):
 class StreamState(Struct):
     """The client-carried ``stream_state`` (vLLM's ``DerenderStreamState``)."""
 
-    prev_tokens: list[str] = []
+    prev_tokens: Annotated[list[str], Meta(max_length=PREV_TOKENS_LIMIT)] = []
     prefix_offset: NonNegativeInt = 0
     read_offset: NonNegativeInt = 0
     role_sent: bool = False
@@ -227,18 +227,15 @@ class StreamState(Struct):
     tools_streamed: bool = False
     last_tool_call_ids: list[str] = []
 
-    def __post_init__(self) -> None:
-        if len(self.prev_tokens) > PREV_TOKENS_LIMIT:
-            raise ValueError(
-                f"prev_tokens length ({len(self.prev_tokens)}) exceeds maximum "
-                f"({PREV_TOKENS_LIMIT})"
-            )
+    def history_error(self) -> str | None:
+        """Why ``output_chunk_lens`` does not describe ``output_token_ids``, if it does not."""
         total = sum(self.output_chunk_lens)
-        if total != len(self.output_token_ids):
-            raise ValueError(
-                "output_chunk_lens must sum to len(output_token_ids) "
-                f"(got sum={total}, len(output_token_ids)={len(self.output_token_ids)})"
-            )
+        if total == len(self.output_token_ids):
+            return None
+        return (
+            "output_chunk_lens must sum to len(output_token_ids) "
+            f"(got sum={total}, len(output_token_ids)={len(self.output_token_ids)})"
+        )
 
 
 class StreamFlag(Struct):

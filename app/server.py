@@ -61,6 +61,7 @@ from parsers.registry import check_parser_flags
 logger = logging.getLogger("derender_server")
 
 T = TypeVar("T")
+S = TypeVar("S", ChatStreamDerenderRequest, CompletionStreamDerenderRequest)
 
 _PARSERS_PENDING = (
     "reasoning and tool-call parsing is not available in this build yet; start the "
@@ -82,6 +83,16 @@ def decode_body(body: bytes, kind: type[T]) -> T:
     except msgspec.DecodeError as exc:
         raise InvalidBody(f"1 validation error:\n  JSON decode error: {exc}") from None
     return result
+
+
+def decode_stream_request(body: bytes, kind: type[S]) -> S:
+    """Decode a streaming request and check its carried history is consistent."""
+    request = decode_body(body, kind)
+    if request.stream_state is not None:
+        problem = request.stream_state.history_error()
+        if problem is not None:
+            raise InvalidBody(f"1 validation error:\n  {problem}", "body.stream_state")
+    return request
 
 
 def json_response(value: Any) -> Response:
@@ -172,7 +183,7 @@ class DerenderService:
 
     async def _chat(self, body: bytes, stream: bool) -> Response:
         if stream:
-            return await self._chat_stream(decode_body(body, ChatStreamDerenderRequest))
+            return await self._chat_stream(decode_stream_request(body, ChatStreamDerenderRequest))
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
             check_chat_request(request.chat_request)
@@ -229,7 +240,9 @@ class DerenderService:
 
     async def _completions(self, body: bytes, stream: bool) -> Response:
         if stream:
-            return await self._completion_stream(decode_body(body, CompletionStreamDerenderRequest))
+            return await self._completion_stream(
+                decode_stream_request(body, CompletionStreamDerenderRequest)
+            )
         request = decode_body(body, CompletionDerenderRequest)
         if request.completion_request is not None:
             check_completion_request(request.completion_request)

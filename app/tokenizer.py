@@ -9,11 +9,15 @@ list, so the per-token path is a list index instead of a call into transformers.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from app.bundled_qwen3 import BUNDLED_NAME, bundled_qwen3_dir
+
+# transformers announces at import that PyTorch is missing; this server never needs it.
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 # Config keys that bound the context length, as vLLM reads them; the smallest wins.
 _CONTEXT_LENGTH_KEYS = (

@@ -1,0 +1,134 @@
+"""Any chunking of a stream decodes to the one-shot text (the plain-path core claim)."""
+
+from __future__ import annotations
+
+import itertools
+import unicodedata
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.derender import Derenderer
+from app.detokenizer import DecodeWindow, Detokenizer
+from app.protocol import (
+    CompletionDerenderRequest,
+    CompletionStreamDerenderRequest,
+    GenerateChoice,
+    GenerateChunk,
+    GenerateResponse,
+    GenerateStreamChoice,
+    StreamState,
+)
+from app.tokenizer import Tokenizer
+
+# Text that stresses byte-level tokens: CJK, emoji with skin tones and ZWJ joins,
+# combining accents, flags, and plain ASCII.
+PIECES = [
+    "a",
+    "the",
+    " ",
+    "\n",
+    "é",
+    "e\u0301",
+    "ñ",
+    "日本語",
+    "晴れ",
+    "你好",
+    "한국어",
+    "👍",
+    "👍🏽",
+    "👩‍👩‍👧",
+    "🏳️‍🌈",
+    "🇯🇵",
+    "⛈️",
+    "∑",
+    "Ω",
+    "\u200b",
+    "  ",
+    '{"',
+    "<tool",
+]
+texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map("".join)
+# Raw byte-level tokens (ids 0-255 are single bytes), which may be partial UTF-8.
+byte_tokens = st.lists(st.integers(0, 255), max_size=6)
+
+
+def chunked(ids: list[int], cuts: list[int]) -> list[list[int]]:
+    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
+    return [ids[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def stream_text(derenderer: Derenderer, ids: list[int], cuts: list[int], seed: list[int]) -> str:
+    state: StreamState | None = None
+    parts = []
+    for part in chunked(ids, cuts):
+        request = CompletionStreamDerenderRequest(
+            generate_chunk=GenerateChunk([GenerateStreamChoice(0, token_ids=part)]),
+            stream_state=state,
+            prompt_token_ids=seed,
+        )
+        chunk, state = derenderer.completion_stream(request, "m")
+        parts.append(chunk.choices[0].text)
+    return "".join(parts)
+
+
+def one_shot_text(derenderer: Derenderer, ids: list[int], seed: list[int]) -> str:
+    request = CompletionDerenderRequest(
+        generate_responses=[GenerateResponse([GenerateChoice(0, token_ids=ids)])],
+        prompt_token_ids=[seed],
+    )
+    return derenderer.completion(request, "m").choices[0].text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts, extra=byte_tokens, cuts=st.lists(st.integers(0, 200), max_size=12))
+def test_any_chunking_gives_one_shot_text(
+    tokenizer: Tokenizer, text: str, extra: list[int], cuts: list[int]
+) -> None:
+    derenderer = Derenderer(tokenizer)
+    ids = tokenizer._hf.encode(text) + extra
+    seed = tokenizer._hf.encode("<|im_start|>assistant\n")
+    streamed = stream_text(derenderer, ids, cuts, seed)
+    assert streamed == one_shot_text(derenderer, ids, seed)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts, cuts=st.lists(st.integers(0, 200), max_size=12))
+def test_valid_text_round_trips_without_replacement_chars(
+    tokenizer: Tokenizer, text: str, cuts: list[int]
+) -> None:
+    derenderer = Derenderer(tokenizer)
+    ids = tokenizer._hf.encode(text)
+    streamed = stream_text(derenderer, ids, cuts, [])
+    assert streamed == unicodedata.normalize("NFC", text)
+    assert "\ufffd" not in streamed
+
+
+def test_partial_character_is_held_back(tokenizer: Tokenizer) -> None:
+    ids = tokenizer._hf.encode("🪼")
+    assert len(ids) > 1
+    detokenizer = Detokenizer(tokenizer, DecodeWindow([]), skip_special=True)
+    texts = [detokenizer.decode([i]) for i in ids]
+    assert texts[:-1] == [""] * (len(ids) - 1)
+    assert texts[-1] == "🪼"
+
+
+def test_window_stays_small(tokenizer: Tokenizer) -> None:
+    detokenizer = Detokenizer(tokenizer, DecodeWindow([]), skip_special=True)
+    for token_id in tokenizer._hf.encode("word " * 200):
+        detokenizer.decode([token_id])
+        assert len(detokenizer.window.prev_tokens) <= 8
+        assert detokenizer.window.prefix_offset == 0
+
+
+def test_special_tokens_follow_skip_flag(tokenizer: Tokenizer) -> None:
+    ids = [9707, 151645, 0]
+    skipping = Detokenizer(tokenizer, DecodeWindow([]), skip_special=True)
+    keeping = Detokenizer(tokenizer, DecodeWindow([]), skip_special=False)
+    assert skipping.decode(ids) == "Hello!"
+    assert keeping.decode(ids) == "Hello<|im_end|>!"
+
+
+def test_out_of_vocabulary_and_negative_ids_decode_to_nothing(tokenizer: Tokenizer) -> None:
+    detokenizer = Detokenizer(tokenizer, DecodeWindow([]), skip_special=True)
+    assert detokenizer.decode([9707, 10**7, -3, 0]) == "Hello!"
