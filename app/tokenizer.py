@@ -81,8 +81,12 @@ class Tokenizer:
         return text
 
     def decode(self, token_ids: list[int]) -> str:
-        """Decode ids to text with special tokens kept (logprob strings)."""
-        text: str = self._hf.decode(token_ids)
+        """Decode ids to text with special tokens kept (logprob strings).
+
+        Ids outside the vocabulary decode to nothing, as they do incrementally.
+        """
+        known = [t for t in token_ids if 0 <= t < self.vocab_size]
+        text: str = self._hf.decode(known)
         return text
 
     def decode_one(self, token_id: int) -> str:

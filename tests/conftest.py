@@ -13,6 +13,15 @@ from app.tokenizer import Tokenizer, load_tokenizer
 
 AppFactory = Callable[[Sequence[str]], Starlette]
 
+# Bad inputs tried by the fuzz tests, by source; reported at the end of the run.
+fuzz_counts: dict[str, int] = {}
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if fuzz_counts:
+        tried = ", ".join(f"{count} {source}" for source, count in fuzz_counts.items())
+        terminalreporter.write_line(f"fuzz: {sum(fuzz_counts.values())} bad inputs tried ({tried})")
+
 
 @pytest.fixture(scope="session")
 def tokenizer() -> Tokenizer:
