@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -23,6 +24,7 @@ from app.logprobs import (
     context_tail,
     to_completion_logprobs,
 )
+from app.parsing import parse_options, to_message
 from app.protocol import (
     ChatChoice,
     ChatCompletion,
@@ -49,6 +51,7 @@ from app.protocol import (
     Usage,
 )
 from app.tokenizer import Tokenizer
+from parsers.registry import ParserFactory
 
 
 def skip_special_tokens(request: DecodeOptions | None, preserve_special: bool = False) -> bool:
@@ -101,10 +104,17 @@ def _stream_usage(chunk: GenerateChunk, prompt_tokens: int | None) -> Usage | No
 
 
 class Derenderer:
-    """The plain derender operations over one tokenizer."""
+    """The derender operations over one tokenizer and the server's parsers."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        parsers: ParserFactory | None = None,
+        default_chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
+        self.parsers = parsers
+        self.default_chat_template_kwargs = default_chat_template_kwargs or {}
 
     # ------------------------------------------------------------------ shared pieces
 
@@ -175,42 +185,56 @@ class Derenderer:
     # ------------------------------------------------------------------ one-shot
 
     def chat(self, request: ChatDerenderRequest, model: str) -> ChatCompletion:
-        """A one-shot chat completion without a parser."""
+        """A one-shot chat completion, parsed when the server has parsers."""
         gen = request.generate_response
         chat_request = request.chat_request
-        skip = skip_special_tokens(chat_request)
+        parser = None
+        if self.parsers is not None and self.parsers.configured and chat_request is not None:
+            options = parse_options(chat_request, self.default_chat_template_kwargs)
+            parser = self.parsers.for_request(options)
+        skip = skip_special_tokens(chat_request, preserve_special=parser is not None)
         seed_ids = request.prompt_token_ids
         if seed_ids is None:
             seed_ids = gen.prompt_token_ids
         seed = DecodeWindow.seeded(self.tokenizer, seed_ids, skip)
+        # Hidden reasoning would leak through per-token metadata, so it goes too.
+        hide_metadata = parser is not None and not parser.options.include_reasoning
         return_token_ids = bool(chat_request is not None and chat_request.return_token_ids)
         top_limit = chat_top_logprobs(chat_request)
         choices = []
         for choice in gen.choices:
             token_ids = choice.token_ids or []
             logprobs = None
-            if choice.logprobs is not None:
+            if choice.logprobs is not None and not hide_metadata:
                 logprobs = LogprobResolver(self.tokenizer).resolve(choice.logprobs, top_limit)
             text, stop_reason = self.decode_output(
                 token_ids, choice.finish_reason, choice.stop_reason, chat_request, seed, skip
             )
-            message = ChatMessage(
-                role="assistant",
-                content=text,
-                refusal=None,
-                annotations=None,
-                audio=None,
-                function_call=None,
-                reasoning=None,
-            )
+            finish_reason = choice.finish_reason or "stop"
+            if parser is None:
+                message = ChatMessage(
+                    role="assistant",
+                    content=text,
+                    refusal=None,
+                    annotations=None,
+                    audio=None,
+                    function_call=None,
+                    reasoning=None,
+                )
+            else:
+                seed_text = f"{gen.request_id}:{choice.index}"
+                message = to_message(parser.parse(text, gen.prompt_token_ids, seed_text))
+                forced_name = parser.options.named_tool is not None
+                if message.tool_calls and finish_reason == "stop" and not forced_name:
+                    finish_reason = "tool_calls"
             choices.append(
                 ChatChoice(
                     index=choice.index,
                     message=message,
                     logprobs=logprobs,
-                    finish_reason=choice.finish_reason or "stop",
+                    finish_reason=finish_reason,
                     stop_reason=stop_reason,
-                    token_ids=token_ids if return_token_ids else None,
+                    token_ids=token_ids if return_token_ids and not hide_metadata else None,
                 )
             )
         completion_tokens = sum(len(c.token_ids) for c in gen.choices if c.token_ids)

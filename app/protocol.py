@@ -339,10 +339,10 @@ class FunctionCall(Struct):
     arguments: str
 
 
-class ToolCall(Struct):
+class ToolCall(Struct, kw_only=True):
     id: str
-    function: FunctionCall
     type: Literal["function"] = "function"
+    function: FunctionCall
 
 
 class ChatMessage(Struct, kw_only=True, omit_defaults=True):
@@ -389,10 +389,10 @@ class DeltaFunctionCall(Struct):
     arguments: str | None = None
 
 
-class DeltaToolCall(Struct):
-    index: int
+class DeltaToolCall(Struct, kw_only=True):
     id: str | None = None
     type: Literal["function"] | None = None
+    index: int
     function: DeltaFunctionCall | None = None
 
 

@@ -56,16 +56,17 @@ from app.validation import (
     check_prompt_length,
     check_token_ids_present,
 )
-from parsers.registry import check_parser_flags
+from parsers.registry import ParserFactory
 
 logger = logging.getLogger("derender_server")
 
 T = TypeVar("T")
 S = TypeVar("S", ChatStreamDerenderRequest, CompletionStreamDerenderRequest)
 
-_PARSERS_PENDING = (
-    "reasoning and tool-call parsing is not available in this build yet; start the "
-    "server without --reasoning-parser/--tool-call-parser for plain detokenization."
+_STREAM_PARSING_PENDING = (
+    "streamed reasoning and tool-call parsing is not available in this build yet; "
+    "send the finished output to the one-shot endpoint (stream: false), or start the "
+    "server without parser flags for plain streamed detokenization."
 )
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
@@ -110,7 +111,13 @@ class DerenderService:
         self.settings = settings
         self.tokenizer = tokenizer
         self.max_model_len = settings.max_model_len or tokenizer.default_max_model_len
-        self.derenderer = Derenderer(tokenizer)
+        self.parsers = ParserFactory(
+            settings.tool_call_parser,
+            settings.reasoning_parser,
+            settings.enable_auto_tool_choice,
+            tokenizer.vocabulary,
+        )
+        self.derenderer = Derenderer(tokenizer, self.parsers, settings.default_chat_template_kwargs)
         self.metrics = Metrics()
         self._limiter = anyio.CapacityLimiter(settings.decode_workers)
 
@@ -196,11 +203,9 @@ class DerenderService:
             max_n=self.settings.max_n_sequences,
         )
         check_prompt_length(request.prompt_token_ids, self.max_model_len)
-        if self.settings.has_parser and request.chat_request is None:
+        if self.parsers.configured and request.chat_request is None:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
         check_token_ids_present([gen], completion=False)
-        if self.settings.has_parser:
-            raise NotImplementedYet(_PARSERS_PENDING)
         tokens = sum(len(c.token_ids or ()) for c in gen.choices)
         return json_response(await self._run(tokens, self.derenderer.chat, request, model))
 
@@ -211,9 +216,9 @@ class DerenderService:
         model = self._model_name(request.model)
         if chat_request is not None and chat_request.stop:
             raise BadRequest(STREAM_STOP_STRINGS)
-        if self.settings.has_parser and chat_request is None:
+        if self.parsers.configured and chat_request is None:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
-        if self.settings.has_parser and request.prompt_token_ids is None:
+        if self.parsers.configured and request.prompt_token_ids is None:
             raise BadRequest(PROMPT_IDS_REQUIRED)
         chunk = request.generate_chunk
         if len(chunk.choices) > 1:
@@ -229,8 +234,8 @@ class DerenderService:
                 f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
                 f"({history}) plus delta ({delta}) exceeds max_model_len ({self.max_model_len})."
             )
-        if self.settings.has_parser:
-            raise NotImplementedYet(_PARSERS_PENDING)
+        if self.parsers.configured:
+            raise NotImplementedYet(_STREAM_PARSING_PENDING)
         try:
             reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
         except Exception:
@@ -312,9 +317,7 @@ def build_app(settings: Settings) -> Starlette:
 
     Raises TokenizerLoadError or ParserConfigError with a message for the operator.
     """
-    tokenizer = load_tokenizer(settings.model, settings.tokenizer)
-    check_parser_flags(settings.tool_call_parser, settings.reasoning_parser, tokenizer.has_token)
-    return create_app(settings, tokenizer)
+    return create_app(settings, load_tokenizer(settings.model, settings.tokenizer))
 
 
 def create_app(settings: Settings, tokenizer: Tokenizer) -> Starlette:

@@ -25,7 +25,3 @@ class Settings:
     @property
     def served_names(self) -> tuple[str, ...]:
         return self.served_model_names or (self.model,)
-
-    @property
-    def has_parser(self) -> bool:
-        return self.tool_call_parser is not None or self.reasoning_parser is not None

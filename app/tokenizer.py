@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bundled_qwen3 import BUNDLED_NAME, bundled_qwen3_dir
+from parsers.types import Vocabulary
 
 # transformers announces at import that PyTorch is missing; this server never needs it.
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -48,12 +49,14 @@ class Tokenizer:
         self._hf = hf
         backend = hf.backend_tokenizer
         self.vocab_size: int = len(hf)
+        token_ids: dict[str, int] = backend.get_vocab(with_added_tokens=True)
         pieces: list[str | None] = [None] * self.vocab_size
-        for piece, token_id in backend.get_vocab(with_added_tokens=True).items():
+        for piece, token_id in token_ids.items():
             if 0 <= token_id < self.vocab_size:
                 pieces[token_id] = piece
         self._pieces = pieces
         self.special_ids: frozenset[int] = frozenset(hf.all_special_ids)
+        self.vocabulary = Vocabulary(token_ids, frozenset(hf.all_special_tokens))
         decoder = backend.decoder
         self._join = decoder.decode if decoder is not None else " ".join
         self.eos_token_id: int | None = hf.eos_token_id
@@ -103,11 +106,6 @@ class Tokenizer:
         markers = len(raw) - len(raw.lstrip(marker))
         missing = markers - (len(text) - len(text.lstrip(" ")))
         return " " * missing + text if missing > 0 else text
-
-    def has_token(self, content: str) -> bool:
-        """Whether the vocabulary holds a token spelled exactly ``content``."""
-        token_id = self._hf.backend_tokenizer.token_to_id(content)
-        return token_id is not None
 
 
 def _leading_space_marker(backend: Any) -> str | None:

@@ -1,8 +1,14 @@
-"""Parser names as vLLM spells them, and the start-up checks on them."""
+"""Parsers by vLLM's names, checked once at start-up and built per request."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from parsers.chat import ChatParser, ReasoningParser, ToolParser
+from parsers.hermes import HermesTools
+from parsers.pythonic import PythonicTools
+from parsers.qwen3 import Qwen3CoderTools, Qwen3Grammar, Qwen3Reasoning
+from parsers.think import ParserUnavailable, ThinkTagReasoning
+from parsers.types import ParseOptions, Vocabulary
+from parsers.xlam import XlamTools
 
 REASONING_PARSERS = frozenset({"qwen3", "deepseek_r1"})
 
@@ -17,35 +23,83 @@ TOOL_PARSERS = {
     "llama3_json": "llama3_json",
 }
 
-# Tool parsers that need a marker token in the vocabulary to work at all.
-_REQUIRED_TOKENS = {"llama3_json": "<|python_tag|>"}
+# Parsers built on vLLM's declarative engine rather than its legacy classes; the
+# difference shows in how tool_choice "none" and unparsed markup are handled.
+_ENGINE_BASED = frozenset({"qwen3", "qwen3_coder"})
 
 
 class ParserConfigError(ValueError):
     """A parser flag that cannot work with this server or tokenizer."""
 
 
-def check_parser_flags(
-    tool_parser: str | None,
-    reasoning_parser: str | None,
-    has_token: Callable[[str], bool],
-) -> None:
-    """Fail start-up on an unknown parser name or one the tokenizer cannot serve."""
-    if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
-        known = ", ".join(sorted(REASONING_PARSERS))
-        raise ParserConfigError(
-            f"unknown --reasoning-parser {reasoning_parser!r}; choose one of: {known}"
-        )
-    if tool_parser is None:
-        return
-    if tool_parser not in TOOL_PARSERS:
-        known = ", ".join(sorted(TOOL_PARSERS))
-        raise ParserConfigError(
-            f"unknown --tool-call-parser {tool_parser!r}; choose one of: {known}"
-        )
-    marker = _REQUIRED_TOKENS.get(TOOL_PARSERS[tool_parser])
-    if marker is not None and not has_token(marker):
-        raise ParserConfigError(
-            f"--tool-call-parser {tool_parser} cannot be used with this tokenizer: "
-            f"it has no {marker!r} token to mark tool calls."
-        )
+class ParserFactory:
+    """The server's parser configuration; builds a ``ChatParser`` for each request.
+
+    As in vLLM, the tool parser is only active with ``--enable-auto-tool-choice``;
+    with neither parser active the server derenders without parsing.
+    """
+
+    def __init__(
+        self,
+        tool_parser: str | None,
+        reasoning_parser: str | None,
+        enable_auto_tools: bool,
+        vocab: Vocabulary,
+    ) -> None:
+        if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
+            known = ", ".join(sorted(REASONING_PARSERS))
+            raise ParserConfigError(
+                f"unknown --reasoning-parser {reasoning_parser!r}; choose one of: {known}"
+            )
+        if tool_parser is not None and tool_parser not in TOOL_PARSERS:
+            known = ", ".join(sorted(TOOL_PARSERS))
+            raise ParserConfigError(
+                f"unknown --tool-call-parser {tool_parser!r}; choose one of: {known}"
+            )
+        tool = TOOL_PARSERS[tool_parser] if tool_parser is not None else None
+        if tool == "llama3_json":
+            if vocab.id_of("<|python_tag|>") is None:
+                raise ParserConfigError(
+                    f"--tool-call-parser {tool_parser} cannot be used with this tokenizer: "
+                    "it has no '<|python_tag|>' token to mark tool calls."
+                )
+            raise ParserConfigError(f"--tool-call-parser {tool_parser} is not available yet.")
+        self.reasoning_name = reasoning_parser
+        self.tool_name = tool if enable_auto_tools else None
+        self._grammar = Qwen3Grammar(vocab)
+        self._think: ThinkTagReasoning | None = None
+        if reasoning_parser == "deepseek_r1":
+            try:
+                self._think = ThinkTagReasoning(vocab)
+            except ParserUnavailable as exc:
+                raise ParserConfigError(f"--reasoning-parser deepseek_r1: {exc}") from None
+        active = [n for n in (self.reasoning_name, self.tool_name) if n is not None]
+        self.engine_based = all(name in _ENGINE_BASED for name in active)
+
+    @property
+    def configured(self) -> bool:
+        """Whether requests are parsed at all (vLLM: the parser factory returned one)."""
+        return self.reasoning_name is not None or self.tool_name is not None
+
+    @property
+    def has_tool_parser(self) -> bool:
+        return self.tool_name is not None
+
+    def for_request(self, options: ParseOptions) -> ChatParser:
+        reasoning: ReasoningParser | None = None
+        if self.reasoning_name == "qwen3":
+            reasoning = Qwen3Reasoning(self._grammar, options)
+        elif self.reasoning_name == "deepseek_r1":
+            reasoning = self._think
+        tools: ToolParser | None = None
+        if self.tool_name == "hermes":
+            tools = HermesTools()
+        elif self.tool_name == "qwen3_coder":
+            tools = Qwen3CoderTools(
+                self._grammar, options, reasoning_markup_is_text=self.reasoning_name is None
+            )
+        elif self.tool_name == "xlam":
+            tools = XlamTools()
+        elif self.tool_name == "pythonic":
+            tools = PythonicTools()
+        return ChatParser(options, reasoning, tools, engine_based=self.engine_based)

@@ -394,14 +394,14 @@ def test_body_limit(make_app: AppFactory) -> None:
 def test_parser_server_paths(parser_client: TestClient) -> None:
     base = {"generate_response": generate(HELLO)}
     assert_error(chat(parser_client, base), 400, "chat_request")
-    reply = chat(parser_client, {**base, "chat_request": {"messages": []}})
-    assert_error(reply, 501, "not available")
+    status, reply = chat(parser_client, {**base, "chat_request": {"messages": []}})
+    assert status == 200
+    assert reply["choices"][0]["message"]["reasoning"] == "Hello! How can I help you today?"
     path = "/v1/chat/completions/derender"
-    assert_error(
-        stream_call(parser_client, path, HELLO, chat_request={"messages": []}),
-        400,
-        "prompt_token_ids",
-    )
+    with_request = {"chat_request": {"messages": []}}
+    assert_error(stream_call(parser_client, path, HELLO, **with_request), 400, "prompt_token_ids")
+    reply = stream_call(parser_client, path, HELLO, prompt_token_ids=[1], **with_request)
+    assert_error(reply, 501, "not available")
     assert completions(parser_client, {"generate_responses": [generate(HELLO)]})[0] == 200
 
 

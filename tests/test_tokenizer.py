@@ -39,7 +39,9 @@ def test_model_facts(tokenizer: Tokenizer) -> None:
     assert tokenizer.model_eos_token_ids == {151643, 151645}
     assert tokenizer.default_max_model_len == 40960
     assert tokenizer.space_marker is None
-    assert not tokenizer.has_token("<|python_tag|>")
+    assert tokenizer.vocabulary.id_of("<|python_tag|>") is None
+    assert tokenizer.vocabulary.id_of("<think>") == 151667
+    assert "<|im_end|>" in tokenizer.vocabulary.special_tokens
 
 
 def test_pieces_skip_only_special(tokenizer: Tokenizer) -> None:

@@ -1,0 +1,57 @@
+"""From the wire's chat request to what parsers read, and their result to the wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET
+
+from app.protocol import ChatMessage, ChatRequest, FunctionCall, NamedToolChoice, ToolCall
+from parsers.types import ParsedMessage, ParseOptions, ToolSpec
+
+
+def chat_template_kwargs(request: ChatRequest, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The template kwargs the request rendered with, as far as parsers read them.
+
+    The request's own kwargs win; ``reasoning_effort`` implies ``enable_thinking``
+    when the request does not set it; server defaults fill what is left.
+    """
+    own = request.chat_template_kwargs or {}
+    kwargs = {**defaults, **own}
+    if request.reasoning_effort is not None and "enable_thinking" not in own:
+        kwargs["enable_thinking"] = request.reasoning_effort != "none"
+    return kwargs
+
+
+def parse_options(request: ChatRequest, default_kwargs: dict[str, Any]) -> ParseOptions:
+    tools = None
+    if request.tools is not None:
+        tools = tuple(ToolSpec(t.function.name, t.function.parameters) for t in request.tools)
+    choice = request.tool_choice
+    if choice is UNSET:
+        choice = "auto" if request.tools else "none"
+    named = choice.function.name if isinstance(choice, NamedToolChoice) else None
+    return ParseOptions(
+        tools=tools,
+        tool_choice=choice if isinstance(choice, str) else None,
+        named_tool=named,
+        parallel_tool_calls=request.parallel_tool_calls,
+        include_reasoning=request.include_reasoning,
+        chat_template_kwargs=chat_template_kwargs(request, default_kwargs),
+    )
+
+
+def to_message(parsed: ParsedMessage) -> ChatMessage:
+    return ChatMessage(
+        role="assistant",
+        content=parsed.content,
+        refusal=None,
+        annotations=None,
+        audio=None,
+        function_call=None,
+        tool_calls=[
+            ToolCall(id=call.id or "", function=FunctionCall(call.name, call.arguments))
+            for call in parsed.tool_calls
+        ],
+        reasoning=parsed.reasoning,
+    )

@@ -1,0 +1,23 @@
+"""Deterministic tool-call ids in vLLM's formats.
+
+An id is derived from a seed that names the stream and choice plus the call's
+index, so a replay, a retry or another replica produces the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+
+def _hex16(seed: str, index: int) -> str:
+    return hashlib.blake2b(f"{seed}\x00{index}".encode(), digest_size=8).hexdigest()
+
+
+def chat_tool_call_id(seed: str, index: int) -> str:
+    """vLLM's default format: ``chatcmpl-tool-`` and 16 hex digits."""
+    return f"chatcmpl-tool-{_hex16(seed, index)}"
+
+
+def xlam_tool_call_id(seed: str, index: int) -> str:
+    """xLAM's format: ``call_<index>_`` and 16 hex digits."""
+    return f"call_{index}_{_hex16(seed, index)}"

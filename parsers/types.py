@@ -1,0 +1,76 @@
+"""Plain data that parsers take and give: the request facts they read, their results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from msgspec import Struct
+
+
+class ToolSpec(Struct, frozen=True):
+    """A tool of the request, as parsers need it: its name and parameter schema."""
+
+    name: str
+    parameters: dict[str, Any] | None = None
+
+    def properties(self) -> dict[str, Any]:
+        props = (self.parameters or {}).get("properties")
+        return props if isinstance(props, dict) else {}
+
+
+class ParseOptions(Struct, frozen=True):
+    """What of the chat request decides how an output is split.
+
+    ``tool_choice`` is "none", "auto" or "required"; a named function sets
+    ``named_tool`` instead (and leaves ``tool_choice`` None).
+    """
+
+    tools: tuple[ToolSpec, ...] | None = None
+    tool_choice: str | None = "none"
+    named_tool: str | None = None
+    parallel_tool_calls: bool | None = True
+    include_reasoning: bool = True
+    chat_template_kwargs: dict[str, Any] = {}
+
+    @property
+    def forces_tool_calls(self) -> bool:
+        return self.named_tool is not None or self.tool_choice == "required"
+
+    def tool(self, name: str) -> ToolSpec | None:
+        for tool in self.tools or ():
+            if tool.name == name:
+                return tool
+        return None
+
+
+class FunctionCall(Struct):
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+class ParsedMessage(Struct):
+    """A one-shot parse: the assistant message's reasoning, content and tool calls."""
+
+    reasoning: str | None
+    content: str | None
+    tool_calls: list[FunctionCall]
+
+
+class ExtractedToolCalls(Struct):
+    tools_called: bool
+    calls: list[FunctionCall]
+    content: str | None
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The tokenizer facts parsers need: ids of marker tokens and the special ones."""
+
+    token_ids: Mapping[str, int]
+    special_tokens: frozenset[str] = field(default_factory=frozenset)
+
+    def id_of(self, token: str) -> int | None:
+        return self.token_ids.get(token)
