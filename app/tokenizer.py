@@ -56,7 +56,8 @@ class Tokenizer:
                 pieces[token_id] = piece
         self._pieces = pieces
         self.special_ids: frozenset[int] = frozenset(hf.all_special_ids)
-        self.vocabulary = Vocabulary(token_ids, frozenset(hf.all_special_tokens))
+        self._token_texts: dict[int, str] = {}
+        self.vocabulary = Vocabulary(token_ids, frozenset(hf.all_special_tokens), self.token_text)
         decoder = backend.decoder
         self._join = decoder.decode if decoder is not None else " ".join
         self.eos_token_id: int | None = hf.eos_token_id
@@ -90,6 +91,15 @@ class Tokenizer:
         """
         known = [t for t in token_ids if 0 <= t < self.vocab_size]
         text: str = self._hf.decode(known)
+        return text
+
+    def token_text(self, token_id: int) -> str:
+        """One id decoded on its own, special tokens kept (cached: parsers ask often)."""
+        if not 0 <= token_id < self.vocab_size:
+            return ""
+        text = self._token_texts.get(token_id)
+        if text is None:
+            text = self._token_texts[token_id] = self.decode([token_id])
         return text
 
     def decode_one(self, token_id: int) -> str:

@@ -1,9 +1,10 @@
-"""Qwen3's marker grammar: ``<think>`` reasoning and ``<tool_call>`` XML tool calls.
+"""Qwen3's parsers: ``qwen3`` reasoning and ``qwen3_coder`` XML tool calls.
 
-One state machine serves both vLLM parsers built on it: ``qwen3`` reasoning (tool
-markup passes through as content, for the tool parser) and ``qwen3_coder`` tools
-(``<function=NAME>`` with ``<parameter=KEY>VALUE</parameter>`` bodies, values coerced
-to the tool's schema types). Special tokens other than the markers are deleted.
+Both run the marker engine (parsers/engine.py) over Qwen3's grammar, as vLLM's
+engine-based parsers do. Reasoning runs it with tool markup passed through as
+content (the tool parser reads that); tools run it from the content state, with
+``<function=NAME>`` bodies of ``<parameter=KEY>VALUE</parameter>`` turned into JSON
+arguments coerced to the tool's schema.
 """
 
 from __future__ import annotations
@@ -11,60 +12,50 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from enum import Enum
 from typing import Any
 
-from parsers.markers import MarkerSet
-from parsers.schema import coerce_arguments
-from parsers.types import ExtractedToolCalls, FunctionCall, ParseOptions, Vocabulary
+from msgspec import Struct
 
-THINK_START = "<think>"
-THINK_END = "</think>"
-TOOL_START = "<tool_call>"
-TOOL_END = "</tool_call>"
-FUNC_PREFIX = "<function="
-FUNC_END = "</function>"
-PARAM_START = "<parameter="
-PARAM_END = "</parameter>"
-CLOSE_ANGLE = ">"
-TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
-
-_GRAMMAR = (
-    THINK_START, THINK_END, TOOL_START, TOOL_END, FUNC_PREFIX, FUNC_END,
-    PARAM_START, PARAM_END, CLOSE_ANGLE,
-)  # fmt: skip
-
-
-class State(Enum):
-    REASONING = "reasoning"
-    CONTENT = "content"
-    TOOL_PREAMBLE = "tool_preamble"
-    TOOL_NAME = "tool_name"
-    TOOL_ARGS = "tool_args"
-    TOOL_BETWEEN = "tool_between"
-
-
-_TOOL_STATES = frozenset(
-    {State.TOOL_PREAMBLE, State.TOOL_NAME, State.TOOL_ARGS, State.TOOL_BETWEEN}
+from parsers.engine import (
+    CALL_ARGS,
+    CALL_END,
+    CALL_NAME,
+    CALL_START,
+    CLOSE_ANGLE,
+    CONTENT,
+    FUNC_END,
+    FUNC_PREFIX,
+    PARAM_END,
+    PARAM_START,
+    REASONING,
+    REASONING_END,
+    REASONING_TEXT,
+    TEXT,
+    THINK_END,
+    THINK_START,
+    TOOL_END,
+    TOOL_START,
+    EngineState,
+    Event,
+    Grammar,
+    MarkerEngine,
 )
+from parsers.schema import coerce_arguments
+from parsers.types import Delta, ExtractedToolCalls, FunctionCall, ParseOptions, Vocabulary
 
-# Tool-mode transitions: (state, marker) -> (next state, ends a call, starts a call).
-_TOOL_TRANSITIONS: dict[tuple[State, str], tuple[State, bool, bool]] = {
-    (State.CONTENT, TOOL_START): (State.TOOL_PREAMBLE, False, True),
-    (State.CONTENT, FUNC_PREFIX): (State.TOOL_NAME, False, True),
-    (State.TOOL_PREAMBLE, TOOL_END): (State.CONTENT, True, False),
-    (State.TOOL_PREAMBLE, FUNC_PREFIX): (State.TOOL_NAME, False, False),
-    (State.TOOL_NAME, CLOSE_ANGLE): (State.TOOL_ARGS, False, False),
-    (State.TOOL_NAME, FUNC_END): (State.TOOL_BETWEEN, True, False),
-    (State.TOOL_NAME, TOOL_END): (State.CONTENT, True, False),
-    (State.TOOL_NAME, TOOL_START): (State.TOOL_PREAMBLE, True, True),
-    (State.TOOL_NAME, FUNC_PREFIX): (State.TOOL_NAME, True, True),
-    (State.TOOL_ARGS, FUNC_END): (State.TOOL_BETWEEN, True, False),
-    (State.TOOL_ARGS, FUNC_PREFIX): (State.TOOL_NAME, True, True),
-    (State.TOOL_BETWEEN, TOOL_END): (State.CONTENT, False, False),
-    (State.TOOL_BETWEEN, TOOL_START): (State.TOOL_PREAMBLE, False, True),
-    (State.TOOL_BETWEEN, FUNC_PREFIX): (State.TOOL_NAME, False, True),
+_LITERALS = {
+    THINK_START: "<think>",
+    THINK_END: "</think>",
+    TOOL_START: "<tool_call>",
+    TOOL_END: "</tool_call>",
+    FUNC_PREFIX: "<function=",
+    FUNC_END: "</function>",
+    PARAM_START: "<parameter=",
+    PARAM_END: "</parameter>",
+    CLOSE_ANGLE: ">",
 }
+_ID_MARKERS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
+TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
 
 _PARAM_RE = re.compile(
     r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))",
@@ -75,8 +66,7 @@ _NAME_RE = re.compile(r'"name"\s*:\s*"([^"]*)"')
 
 def _trim_wrapping_newlines(value: str) -> str:
     """One leading and one trailing newline belong to the template's markup."""
-    value = value.removeprefix("\n")
-    return value.removesuffix("\n")
+    return value.removeprefix("\n").removesuffix("\n")
 
 
 def parameters_to_json(raw: str) -> str:
@@ -86,15 +76,21 @@ def parameters_to_json(raw: str) -> str:
 
 
 class Qwen3Grammar:
-    """Tokenizer-dependent facts of the grammar, computed once per server."""
+    """The grammar for one tokenizer, plus what prompt inspection needs; built once."""
 
     def __init__(self, vocab: Vocabulary) -> None:
-        drops = vocab.special_tokens - set(_GRAMMAR)
-        self.drops = frozenset(drops)
-        self.markers = MarkerSet([*_GRAMMAR, *drops])
-        self.start_id = vocab.id_of(THINK_START)
+        drops = vocab.special_tokens - set(_LITERALS.values())
+        self.grammar = Grammar(
+            _LITERALS,
+            {name: _LITERALS[name] for name in _ID_MARKERS},
+            drops,
+            dict(vocab.token_ids),
+            vocab.token_text,
+        )
+        self.start_id = vocab.id_of(_LITERALS[THINK_START])
+        self.end_id = vocab.id_of(_LITERALS[THINK_END])
         self.end_ids = frozenset(
-            i for i in (vocab.id_of(THINK_END), vocab.id_of(TOOL_START)) if i is not None
+            i for i in (self.end_id, vocab.id_of(_LITERALS[TOOL_START])) if i is not None
         )
         self.boundary_ids = frozenset(
             i for i in (vocab.id_of(t) for t in TURN_BOUNDARIES) if i is not None
@@ -116,15 +112,33 @@ class Qwen3Grammar:
         return not thinking
 
 
-class Qwen3Reasoning:
-    """``qwen3`` reasoning: the grammar with tool markup passed through as content."""
+class Qwen3ReasoningState(Struct):
+    engine: EngineState | None = None
+    ended: bool = False
+    deferred_content: str = ""
+    content_has_nonws: bool = False
 
-    def __init__(self, grammar: Qwen3Grammar, options: ParseOptions) -> None:
+
+class Qwen3Reasoning:
+    """``qwen3`` reasoning: everything up to ``</think>`` (or a ``<tool_call>``)."""
+
+    engine_based = True
+
+    def __init__(
+        self,
+        grammar: Qwen3Grammar,
+        options: ParseOptions,
+        state: Qwen3ReasoningState | None = None,
+    ) -> None:
         self.grammar = grammar
         self.thinking = bool(options.chat_template_kwargs.get("enable_thinking", True))
+        self.state = state if state is not None else Qwen3ReasoningState()
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool:
         return self.grammar.prompt_closes_reasoning(prompt_token_ids, self.thinking)
+
+    def _engine(self, state: EngineState) -> MarkerEngine:
+        return MarkerEngine(self.grammar.grammar, state, skip_tools=True)
 
     def extract(
         self, text: str, prompt_token_ids: Sequence[int] | None
@@ -132,36 +146,90 @@ class Qwen3Reasoning:
         """Split a whole output into reasoning and content."""
         if not self.thinking:
             return None, text
-        closed = bool(self.grammar.boundary_ids) and prompt_token_ids is not None
-        closed = closed and self.is_reasoning_end(prompt_token_ids or ())
-        in_reasoning = not closed
-        reasoning: list[str] = []
-        content: list[str] = []
-        for marker, piece in self.grammar.markers.split(text):
-            if marker in self.grammar.drops:
-                continue
-            if in_reasoning:
-                if marker == THINK_START:
-                    continue
-                if marker == THINK_END:
-                    in_reasoning = False
-                    continue
-                if marker == TOOL_START:
-                    in_reasoning = False
-                    content.append(piece)
-                    continue
-                reasoning.append(piece)
-            elif marker != THINK_END:
-                content.append(piece)
-        return "".join(reasoning) or None, "".join(content) or None
+        closed = (
+            prompt_token_ids is not None
+            and bool(self.grammar.boundary_ids)
+            and self.is_reasoning_end(prompt_token_ids)
+        )
+        engine = self._engine(EngineState(CONTENT if closed else REASONING))
+        events = engine.feed(text, []) + engine.finish()
+        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT)
+        content = "".join(e.value for e in events if e.kind == TEXT)
+        return reasoning or None, content or None
+
+    # ------------------------------------------------------------------ streaming
+
+    @property
+    def ended(self) -> bool:
+        """Whether the engine has seen reasoning end."""
+        return self.state.ended
+
+    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        state = self.state
+        if state.engine is None:
+            state.engine = EngineState(REASONING if self.thinking else CONTENT)
+        return self._delta(self._engine(state.engine).feed(text, token_ids), finished=False)
+
+    def finish(self) -> Delta | None:
+        """Release what the engine holds (a partial marker, deferred whitespace)."""
+        state = self.state
+        if state.engine is None:
+            state.engine = EngineState(REASONING if self.thinking else CONTENT)
+        events = self._engine(state.engine).finish()
+        if events or state.deferred_content:
+            return self._delta(events, finished=True)
+        return None
+
+    def content_ids(self, token_ids: list[int]) -> list[int]:
+        """The ids of a delta that follow the end of reasoning."""
+        if not self.thinking:
+            return token_ids
+        end_id = self.grammar.end_id
+        for i in range(len(token_ids) - 1, -1, -1):
+            if token_ids[i] == end_id:
+                return token_ids[i + 1 :]
+        start = 0
+        for i in range(len(token_ids) - 1, -1, -1):
+            if token_ids[i] in self.grammar.boundary_ids:
+                start = i + 1
+                break
+        for i in range(start, len(token_ids)):
+            if token_ids[i] in self.grammar.end_ids:
+                return token_ids[i:]
+        return token_ids
+
+    def _delta(self, events: list[Event], finished: bool) -> Delta | None:
+        state = self.state
+        if not events and not state.deferred_content:
+            return None
+        content_parts = [state.deferred_content]
+        state.deferred_content = ""
+        reasoning_parts = []
+        for event in events:
+            if event.kind == TEXT:
+                content_parts.append(event.value)
+            elif event.kind == REASONING_TEXT:
+                reasoning_parts.append(event.value)
+            elif event.kind == REASONING_END:
+                state.ended = True
+        content = "".join(content_parts)
+        # Whitespace-only content before any real content waits for what follows.
+        if not state.content_has_nonws and content:
+            if content.strip():
+                state.content_has_nonws = True
+            elif not finished:
+                state.deferred_content = content
+                content = ""
+        reasoning = "".join(reasoning_parts)
+        if content or reasoning:
+            return Delta(content=content or None, reasoning=reasoning or None)
+        return None
 
 
-class _Slot:
-    __slots__ = ("args", "name")
-
-    def __init__(self) -> None:
-        self.name = ""
-        self.args = ""
+class _Slot(Struct):
+    name: str = ""
+    args: str = ""
+    name_sent: bool = False
 
 
 class Qwen3CoderTools:
@@ -180,42 +248,47 @@ class Qwen3CoderTools:
     def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
         """Calls and the content around them, as vLLM's one-shot engine pass gives them.
 
-        Content after the first call is dropped when a call was recognized.
+        Content after the first call is dropped once a call has a name.
         """
-        state = State.CONTENT
+        engine = MarkerEngine(
+            self.grammar.grammar,
+            EngineState(CONTENT),
+            skip_reasoning=self.reasoning_markup_is_text,
+        )
         slots: list[_Slot] = []
         before: list[str] = []
         after: list[str] = []
-        for marker, piece in self.grammar.markers.split(content):
-            if marker in self.grammar.drops:
+        in_calls = False
+        for event in engine.feed(content, []) + engine.finish():
+            if event.kind == TEXT:
+                (after if in_calls else before).append(event.value)
                 continue
-            transition = _TOOL_TRANSITIONS.get((state, marker)) if marker else None
-            # A stray </think> in content is dropped, unless no reasoning parser runs.
-            if marker == THINK_END and state is State.CONTENT and not self.reasoning_markup_is_text:
+            if self.suppress or event.kind not in (CALL_START, CALL_NAME, CALL_ARGS, CALL_END):
                 continue
-            if transition is None:
-                if state is State.CONTENT:
-                    (after if slots else before).append(piece)
-                elif state is State.TOOL_NAME and not self.suppress:
-                    slots[-1].name += piece
-                elif state is State.TOOL_ARGS and not self.suppress:
-                    slots[-1].args += piece
-                continue
-            next_state, _, starts = transition
-            if starts and not self.suppress:
+            in_calls = True
+            while len(slots) <= event.index:
                 slots.append(_Slot())
-            state = next_state
-        calls = [call for slot in slots if (call := self._call(slot)) is not None]
-        # Text after the first call is kept only when no call got as far as a name.
-        named = any(slot.name or _json_name(slot.args) for slot in slots)
+            slot = slots[event.index]
+            if event.kind == CALL_NAME:
+                slot.name += event.value
+            elif event.kind == CALL_ARGS:
+                slot.args += event.value
+                if not slot.name_sent and (slot.name or event.value):
+                    _announce(slot, slot.name or _json_name(slot.args))
+            elif event.kind == CALL_END and not slot.name_sent:
+                _announce(slot, slot.name or _json_name(slot.args))
+        named = any(slot.name_sent for slot in slots)
         text = "".join(before if named else before + after)
-        if not text.strip() and slots:
+        if slots and not text.strip():
             text = ""
+        calls = [call for slot in slots if (call := self._call(slot)) is not None]
         if calls:
             text = text.strip()
         return ExtractedToolCalls(bool(calls), calls, text or None)
 
     def _call(self, slot: _Slot) -> FunctionCall | None:
+        if not slot.name and not slot.args:
+            return None
         name = slot.name.strip()
         raw = slot.args
         if not name and raw.strip():
@@ -230,6 +303,13 @@ class Qwen3CoderTools:
         if tool is not None:
             arguments = coerce_arguments(arguments, tool.properties())
         return FunctionCall(name, arguments)
+
+
+def _announce(slot: _Slot, name: str) -> None:
+    """A call's name is known (and would be streamed) once it is non-empty."""
+    if name:
+        slot.name = name
+        slot.name_sent = True
 
 
 def _json_name(raw: str) -> str:
@@ -247,6 +327,8 @@ def _name_and_arguments(raw: str) -> tuple[str, str]:
     if not isinstance(parsed, dict):
         return "", raw
     name = parsed.get("name", "")
+    if not isinstance(name, str):
+        return "", raw
     for key in ("arguments", "parameters"):
         if key in parsed:
             value = parsed[key]

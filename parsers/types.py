@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,12 +65,38 @@ class ExtractedToolCalls(Struct):
     content: str | None
 
 
+class DeltaToolCall(Struct, kw_only=True):
+    """A streamed piece of a tool call; only the first piece of a call has its id."""
+
+    id: str | None = None
+    type: str | None = None
+    index: int
+    name: str | None = None
+    arguments: str | None = None
+
+
+class Delta(Struct):
+    """What one streamed chunk adds to the message."""
+
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[DeltaToolCall] = []
+
+
+def _no_text(token_id: int) -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class Vocabulary:
-    """The tokenizer facts parsers need: ids of marker tokens and the special ones."""
+    """The tokenizer facts parsers need: token ids, the special tokens, token texts.
+
+    ``token_text`` decodes one id on its own, special tokens kept.
+    """
 
     token_ids: Mapping[str, int]
     special_tokens: frozenset[str] = field(default_factory=frozenset)
+    token_text: Callable[[int], str] = _no_text
 
     def id_of(self, token: str) -> int | None:
         return self.token_ids.get(token)

@@ -1,0 +1,403 @@
+"""The streaming marker engine behind Qwen3's parsers, as vLLM 0.33.0 runs it.
+
+Three stages turn ``(delta_text, delta_token_ids)`` into events:
+
+- the scanner finds marker tokens by id and splits the delta's text around them,
+  deferring a marker whose text the detokenizer has not released yet;
+- the lexer finds markers spelled in text, holding back a tail that may still
+  grow into one (``<``, ``</thi``);
+- the state machine maps markers to transitions (reasoning, content, tool call
+  name, arguments) and text to the current state's events.
+
+Everything that survives between deltas is in ``EngineState``: plain data, so an
+engine can be snapshotted and restored mid-stream. Work per delta is proportional
+to the delta plus the (few-character) held tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+from msgspec import Struct, field
+
+# Terminal names.
+THINK_START = "THINK_START"
+THINK_END = "THINK_END"
+TOOL_START = "TOOL_START"
+TOOL_END = "TOOL_END"
+FUNC_PREFIX = "FUNC_PREFIX"
+FUNC_END = "FUNC_END"
+PARAM_START = "PARAM_START"
+PARAM_END = "PARAM_END"
+CLOSE_ANGLE = "CLOSE_ANGLE"
+DROP = "DROP"
+
+# States.
+REASONING = "reasoning"
+CONTENT = "content"
+TOOL_PREAMBLE = "tool_preamble"
+TOOL_NAME = "tool_name"
+TOOL_ARGS = "tool_args"
+TOOL_BETWEEN = "tool_between"
+TOOL_STATES = frozenset({TOOL_PREAMBLE, TOOL_NAME, TOOL_ARGS, TOOL_BETWEEN})
+
+# Event kinds.
+TEXT = "text"
+REASONING_TEXT = "reasoning"
+REASONING_END = "reasoning_end"
+CALL_START = "call_start"
+CALL_NAME = "call_name"
+CALL_ARGS = "call_args"
+CALL_END = "call_end"
+
+_STATE_EVENTS = {
+    CONTENT: TEXT,
+    REASONING: REASONING_TEXT,
+    TOOL_NAME: CALL_NAME,
+    TOOL_ARGS: CALL_ARGS,
+}
+
+
+class Transition(NamedTuple):
+    next_state: str
+    events: tuple[str, ...]
+
+
+# Qwen3's grammar: (state, terminal) -> transition.
+TRANSITIONS: dict[tuple[str, str], Transition] = {
+    (REASONING, THINK_START): Transition(REASONING, ()),
+    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
+    (CONTENT, THINK_END): Transition(CONTENT, ()),
+    (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END, CALL_START)),
+    (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END, CALL_START)),
+    (CONTENT, FUNC_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
+    (TOOL_PREAMBLE, TOOL_END): Transition(CONTENT, (CALL_END,)),
+    (TOOL_PREAMBLE, FUNC_PREFIX): Transition(TOOL_NAME, ()),
+    (TOOL_NAME, CLOSE_ANGLE): Transition(TOOL_ARGS, ()),
+    (TOOL_NAME, FUNC_END): Transition(TOOL_BETWEEN, (CALL_END,)),
+    (TOOL_NAME, TOOL_END): Transition(CONTENT, (CALL_END,)),
+    (TOOL_NAME, TOOL_START): Transition(TOOL_PREAMBLE, (CALL_END, CALL_START)),
+    (TOOL_NAME, FUNC_PREFIX): Transition(TOOL_NAME, (CALL_END, CALL_START)),
+    (TOOL_ARGS, FUNC_END): Transition(TOOL_BETWEEN, (CALL_END,)),
+    (TOOL_ARGS, FUNC_PREFIX): Transition(TOOL_NAME, (CALL_END, CALL_START)),
+    (TOOL_ARGS, PARAM_START): Transition(TOOL_ARGS, (CALL_ARGS,)),
+    (TOOL_ARGS, PARAM_END): Transition(TOOL_ARGS, (CALL_ARGS,)),
+    (TOOL_BETWEEN, TOOL_END): Transition(CONTENT, ()),
+    (TOOL_BETWEEN, TOOL_START): Transition(TOOL_PREAMBLE, (CALL_START,)),
+    (TOOL_BETWEEN, FUNC_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
+}
+
+TOOL_TERMINALS = frozenset(
+    t for (s, t), tr in TRANSITIONS.items() if tr.next_state in TOOL_STATES or s in TOOL_STATES
+)
+REASONING_MARKUP = frozenset({THINK_START, THINK_END})
+
+
+class Event(NamedTuple):
+    kind: str
+    value: str
+    index: int
+
+
+class Grammar:
+    """Literals and marker ids of the grammar for one tokenizer, computed once."""
+
+    def __init__(
+        self,
+        literals: dict[str, str],
+        token_terminals: dict[str, str],
+        drops: Iterable[str],
+        token_ids: dict[str, int],
+        token_text: Callable[[int], str],
+    ) -> None:
+        table = [(text, name) for name, text in literals.items()]
+        table += [(text, DROP) for text in sorted(set(drops))]
+        self.literals = table
+        self.first_chars = frozenset(text[0] for text, _ in table if text)
+        self.by_first: dict[str, list[tuple[str, str]]] = {}
+        for text, name in table:
+            self.by_first.setdefault(text[0], []).append((text, name))
+        self.prefixes = frozenset(text[:i] for text, _ in table for i in range(1, len(text)))
+        self.id_terminals = {
+            token_id: name
+            for name, text in token_terminals.items()
+            if (token_id := token_ids.get(text)) is not None
+        }
+        self.id_terminals.update(
+            (token_id, DROP) for text in drops if (token_id := token_ids.get(text)) is not None
+        )
+        self.id_terminal_names = frozenset(self.id_terminals.values())
+        self.token_text = token_text
+
+
+class Piece(NamedTuple):
+    """A lexed piece: ``terminal`` is None for plain text."""
+
+    terminal: str | None
+    text: str
+
+
+class EngineState(Struct):
+    state: str
+    tool_index: int = -1
+    ever_had_token_ids: bool = False
+    held: str = ""
+    deferred: list[tuple[str, str]] = field(default_factory=list)
+    deferred_text: str = ""
+
+
+class MarkerEngine:
+    """Feeds deltas through scanner, lexer and state machine into events.
+
+    ``skip_tools`` is the reasoning-only mode (tool markup passes through as
+    content); ``skip_reasoning`` passes think markup through as text.
+    """
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        state: EngineState,
+        *,
+        skip_tools: bool = False,
+        skip_reasoning: bool = False,
+    ) -> None:
+        self.grammar = grammar
+        self.s = state
+        self.skip_tools = skip_tools
+        self.skip_reasoning = skip_reasoning
+
+    # ------------------------------------------------------------------ feeding
+
+    def feed(self, text: str, token_ids: Sequence[int]) -> list[Event]:
+        s = self.s
+        if token_ids:
+            s.ever_had_token_ids = True
+        id_terminals = self.grammar.id_terminals
+        has_marker_id = any(t in id_terminals for t in token_ids)
+        if (
+            text
+            and not s.held
+            and not s.deferred
+            and self.grammar.first_chars.isdisjoint(text)
+            and not has_marker_id
+        ):
+            return self._text(text)
+        events: list[Event] = []
+        for piece in self._scan(text, token_ids, has_marker_id):
+            if piece.terminal is None:
+                events += self._lexed(self._lex(piece.text, final=False))
+            else:
+                events += self._lexed(self._lex("", final=True))
+                events += self._terminal(piece.terminal, piece.text)
+        return events
+
+    def finish(self) -> list[Event]:
+        """Release everything held; close an open call or open reasoning."""
+        s = self.s
+        events: list[Event] = []
+        pending: list[Piece] = []
+        if s.deferred_text:
+            pending.append(Piece(None, s.deferred_text))
+        pending += [Piece(terminal, text) for terminal, text in s.deferred]
+        s.deferred_text = ""
+        s.deferred = []
+        for piece in pending:
+            if piece.terminal is None:
+                events += self._lexed(self._lex(piece.text, final=False))
+            else:
+                events += self._lexed(self._lex("", final=True))
+                events += self._terminal(piece.terminal, piece.text)
+        events += self._lexed(self._lex("", final=True))
+        if s.state in TOOL_STATES:
+            if s.tool_index >= 0:
+                events.append(Event(CALL_END, "", s.tool_index))
+            s.state = CONTENT
+        elif s.state == REASONING:
+            events.append(Event(REASONING_END, "", s.tool_index))
+            s.state = CONTENT
+        return events
+
+    # ------------------------------------------------------------------ scanner
+
+    def _scan(self, text: str, token_ids: Sequence[int], has_marker_id: bool) -> list[Piece]:
+        """Split the delta at marker tokens found by id."""
+        s = self.s
+        items: list[Piece] = []
+        if s.deferred:
+            items, text = self._resolve_deferred(text)
+        if not has_marker_id:
+            if text:
+                items.append(Piece(None, text))
+            return items
+        id_terminals = self.grammar.id_terminals
+        token_text = self.grammar.token_text
+        results: list[Piece] = []
+        run: list[str] = []
+        for token_id in token_ids:
+            terminal = id_terminals.get(token_id)
+            if terminal is None:
+                run.append(token_text(token_id))
+                continue
+            if "".join(run):
+                results.append(Piece(None, "".join(run)))
+            run = []
+            results.append(Piece(terminal, token_text(token_id)))
+        if "".join(run):
+            results.append(Piece(None, "".join(run)))
+        if text:
+            return items + self._realign(text, results)
+        # No text to check the pieces against: wait for the markers' text.
+        s.deferred += [(p.terminal, p.text) for p in results if p.terminal is not None]
+        return items
+
+    def _resolve_deferred(self, text: str) -> tuple[list[Piece], str]:
+        s = self.s
+        deferred, s.deferred = s.deferred, []
+        remaining = s.deferred_text + text
+        s.deferred_text = ""
+        items: list[Piece] = []
+        for terminal, marker in deferred:
+            pos = remaining.find(marker)
+            if pos < 0:
+                s.deferred_text += remaining
+                remaining = ""
+                s.deferred.append((terminal, marker))
+                continue
+            if pos > 0:
+                items.append(Piece(None, remaining[:pos]))
+            items.append(Piece(terminal, marker))
+            remaining = remaining[pos + len(marker) :]
+        return items, remaining
+
+    def _realign(self, text: str, pieces: list[Piece]) -> list[Piece]:
+        """Reconcile per-token texts with the detokenized delta text."""
+        if not pieces:
+            return [Piece(None, text)]
+        joined = "".join(p.text for p in pieces)
+        if not joined:
+            return [Piece(None, text), *pieces]
+        pos = text.find(joined)
+        if pos > 0:
+            return [Piece(None, text[:pos]), *pieces]
+        if pos == 0:
+            return pieces
+        return self._anchor(text, pieces)
+
+    def _anchor(self, text: str, pieces: list[Piece]) -> list[Piece]:
+        """Rebuild the split from the delta text, using the markers as anchors."""
+        anchors = [p for p in pieces if p.terminal is not None]
+        if not anchors:
+            return [Piece(None, text)]
+        positions = [-1] * len(anchors)
+        end = len(text)
+        for i in range(len(anchors) - 1, -1, -1):
+            pos = text.rfind(anchors[i].text, 0, end)
+            if pos >= 0:
+                positions[i] = end = pos
+        s = self.s
+        rebuilt: list[Piece] = []
+        consumed = 0
+        for i, anchor in enumerate(anchors):
+            pos = positions[i]
+            if pos >= consumed:
+                if pos > consumed:
+                    rebuilt.append(Piece(None, text[consumed:pos]))
+                rebuilt.append(anchor)
+                consumed = pos + len(anchor.text)
+                continue
+            later = any(p >= 0 for p in positions[i + 1 :])
+            if not later and consumed < len(text) and anchor.terminal != DROP:
+                s.deferred_text += text[consumed:]
+                consumed = len(text)
+            s.deferred.append((anchor.terminal or "", anchor.text))
+        if consumed < len(text):
+            rebuilt.append(Piece(None, text[consumed:]))
+        return rebuilt
+
+    # ------------------------------------------------------------------ lexer
+
+    def _lex(self, text: str, final: bool) -> list[Piece]:
+        """Markers spelled in text; a tail that may grow into one is held."""
+        s = self.s
+        grammar = self.grammar
+        if not final and not s.held and grammar.first_chars.isdisjoint(text):
+            return [Piece(None, text)]
+        buffer = s.held + text
+        pieces: list[Piece] = []
+        while buffer:
+            if grammar.first_chars.isdisjoint(buffer):
+                pieces.append(Piece(None, buffer))
+                buffer = ""
+                break
+            candidates = grammar.by_first.get(buffer[0], ())
+            best: tuple[str, str] | None = None
+            for literal, name in candidates:
+                if buffer.startswith(literal) and (best is None or len(literal) > len(best[0])):
+                    best = (literal, name)
+            if not final and buffer in grammar.prefixes:
+                if best is None or any(
+                    len(lit) > len(best[0]) and lit.startswith(buffer) for lit, _ in candidates
+                ):
+                    break
+            if best is not None:
+                pieces.append(Piece(best[1], best[0]))
+                buffer = buffer[len(best[0]) :]
+                continue
+            end = self._text_end(buffer)
+            pieces.append(Piece(None, buffer[:end]))
+            buffer = buffer[end:]
+        s.held = buffer
+        return pieces
+
+    def _text_end(self, buffer: str) -> int:
+        """Where text stops: the first later position a marker could start at."""
+        first_chars = self.grammar.first_chars
+        for i in range(1, len(buffer)):
+            if buffer[i] not in first_chars:
+                continue
+            rest = buffer[i:]
+            for literal, _ in self.grammar.literals:
+                if rest[: len(literal)] == literal[: len(rest)]:
+                    return i
+        return len(buffer)
+
+    def _lexed(self, pieces: list[Piece]) -> list[Event]:
+        # Once ids are flowing, markers that have token ids count only by id.
+        by_id = self.grammar.id_terminal_names if self.s.ever_had_token_ids else frozenset()
+        events: list[Event] = []
+        for piece in pieces:
+            if piece.terminal is None or piece.terminal in by_id:
+                if piece.text:
+                    events += self._text(piece.text)
+            else:
+                events += self._terminal(piece.terminal, piece.text)
+        return events
+
+    # ------------------------------------------------------------------ state machine
+
+    def _text(self, text: str) -> list[Event]:
+        kind = _STATE_EVENTS.get(self.s.state)
+        return [Event(kind, text, self.s.tool_index)] if kind is not None else []
+
+    def _terminal(self, terminal: str, text: str) -> list[Event]:
+        s = self.s
+        transition = TRANSITIONS.get((s.state, terminal))
+        if transition is None:
+            if terminal == DROP:
+                return []
+            return self._text(text)
+        if self.skip_reasoning and terminal in REASONING_MARKUP:
+            return self._text(text)
+        if self.skip_tools and terminal in TOOL_TERMINALS:
+            if REASONING_END in transition.events:
+                s.state = CONTENT
+                return [Event(REASONING_END, text, s.tool_index), Event(TEXT, text, s.tool_index)]
+            return self._text(text)
+        s.state = transition.next_state
+        events = []
+        for kind in transition.events:
+            if kind == CALL_START:
+                s.tool_index += 1
+            events.append(Event(kind, text, s.tool_index))
+        return events
