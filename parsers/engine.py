@@ -97,7 +97,7 @@ REASONING_MARKUP = frozenset({THINK_START, THINK_END})
 class Event(NamedTuple):
     kind: str
     value: str
-    index: int
+    call: int
 
 
 class Grammar:
@@ -136,6 +136,15 @@ class Piece(NamedTuple):
 
     terminal: str | None
     text: str
+
+
+def _may_grow(
+    buffer: str, best: tuple[str, str] | None, candidates: Iterable[tuple[str, str]]
+) -> bool:
+    """Whether a held buffer can still become a marker (other than the one it is)."""
+    if best is None:
+        return True
+    return any(len(lit) > len(best[0]) and lit.startswith(buffer) for lit, _ in candidates)
 
 
 class EngineState(Struct):
@@ -335,11 +344,8 @@ class MarkerEngine:
             for literal, name in candidates:
                 if buffer.startswith(literal) and (best is None or len(literal) > len(best[0])):
                     best = (literal, name)
-            if not final and buffer in grammar.prefixes:
-                if best is None or any(
-                    len(lit) > len(best[0]) and lit.startswith(buffer) for lit, _ in candidates
-                ):
-                    break
+            if not final and buffer in grammar.prefixes and _may_grow(buffer, best, candidates):
+                break
             if best is not None:
                 pieces.append(Piece(best[1], best[0]))
                 buffer = buffer[len(best[0]) :]

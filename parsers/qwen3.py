@@ -266,9 +266,9 @@ class Qwen3CoderTools:
             if self.suppress or event.kind not in (CALL_START, CALL_NAME, CALL_ARGS, CALL_END):
                 continue
             in_calls = True
-            while len(slots) <= event.index:
+            while len(slots) <= event.call:
                 slots.append(_Slot())
-            slot = slots[event.index]
+            slot = slots[event.call]
             if event.kind == CALL_NAME:
                 slot.name += event.value
             elif event.kind == CALL_ARGS:
