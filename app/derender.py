@@ -24,7 +24,7 @@ from app.logprobs import (
     context_tail,
     to_completion_logprobs,
 )
-from app.parsing import parse_options, to_message
+from app.parsing import parse_options, to_message, to_wire_delta
 from app.protocol import (
     ChatChoice,
     ChatCompletion,
@@ -52,6 +52,7 @@ from app.protocol import (
 )
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
+from parsers.types import Delta
 
 
 def skip_special_tokens(request: DecodeOptions | None, preserve_special: bool = False) -> bool:
@@ -346,7 +347,9 @@ class Derenderer:
     def chat_stream(
         self, request: ChatStreamDerenderRequest, model: str
     ) -> tuple[ChatCompletionChunk, StreamState]:
-        """One streamed chat chunk without a parser."""
+        """One streamed chat chunk: parsed when the server has parsers, else plain."""
+        if self.parsers is not None and self.parsers.configured:
+            return self._chat_stream_parsed(request, model)
         chunk = request.generate_chunk
         chat_request = request.chat_request
         skip = skip_special_tokens(chat_request)
@@ -386,6 +389,92 @@ class Derenderer:
                     stop_reason=stop_reason,
                     token_ids=choice.token_ids if return_token_ids else None,
                 )
+            )
+        reply = ChatCompletionChunk(
+            id=chunk.request_id,
+            object="chat.completion.chunk",
+            created=int(time.time()),
+            model=model,
+            choices=choices,
+            usage=_stream_usage(chunk, request.prompt_tokens),
+            system_fingerprint=None,
+            prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
+            prompt_text=None,
+            metrics=chunk.metrics,
+        )
+        return reply, state
+
+    def _chat_stream_parsed(
+        self, request: ChatStreamDerenderRequest, model: str
+    ) -> tuple[ChatCompletionChunk, StreamState]:
+        """One parsed chunk, after replaying the carried history through a fresh parser.
+
+        The replay feeds each earlier chunk as it arrived (``output_chunk_lens``), so
+        the parser reaches exactly the state it had after the previous chunk.
+        """
+        assert self.parsers is not None
+        chunk = request.generate_chunk
+        chat_request = request.chat_request
+        prompt_ids = request.prompt_token_ids
+        assert chat_request is not None and prompt_ids is not None
+        state = request.stream_state or StreamState()
+        options = parse_options(chat_request, self.default_chat_template_kwargs)
+        index = chunk.choices[0].index if chunk.choices else 0
+        parser = self.parsers.stream_for_request(options, f"{chunk.request_id}:{index}")
+        detokenizer = Detokenizer(
+            self.tokenizer, DecodeWindow.seeded(self.tokenizer, prompt_ids, False), False
+        )
+        start = 0
+        for size in state.output_chunk_lens:
+            ids = state.output_token_ids[start : start + size]
+            start += size
+            parser.step(detokenizer.decode(ids), ids, None, prompt_ids)
+        parser.state.tools_streamed = state.tools_streamed
+        hide_metadata = not options.include_reasoning
+        return_token_ids = bool(chat_request.return_token_ids)
+        choices = []
+        if chunk.choices:
+            choice = chunk.choices[0]
+            token_ids = choice.token_ids or []
+            text_ids, stop_reason = self.drop_stop_token(
+                token_ids, choice.finish_reason, choice.stop_reason, chat_request
+            )
+            delta: Delta | None = None
+            finish_reason = None
+            if token_ids or choice.finish_reason is not None:
+                text = detokenizer.decode(text_ids) if token_ids else ""
+                delta, finish_reason = parser.step(
+                    text, token_ids, choice.finish_reason, prompt_ids
+                )
+            logprobs = None
+            if not hide_metadata:
+                logprobs = self._resolve_stream_logprobs(
+                    choice.logprobs, state, chat_top_logprobs(chat_request)
+                )
+            last_ids = list(state.last_tool_call_ids)
+            wire_delta = to_wire_delta(delta or Delta(), last_ids, state.role_sent)
+            choices.append(
+                ChatStreamChoice(
+                    index=choice.index,
+                    delta=wire_delta,
+                    logprobs=logprobs,
+                    finish_reason=finish_reason,
+                    stop_reason=stop_reason,
+                    token_ids=choice.token_ids if return_token_ids and not hide_metadata else None,
+                )
+            )
+            state = msgspec.structs.replace(
+                state,
+                output_token_ids=[*state.output_token_ids, *token_ids],
+                output_chunk_lens=(
+                    [*state.output_chunk_lens, len(token_ids)]
+                    if token_ids
+                    else state.output_chunk_lens
+                ),
+                role_sent=True,
+                tools_streamed=parser.state.tools_streamed,
+                last_tool_call_ids=last_ids,
+                logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
             )
         reply = ChatCompletionChunk(
             id=chunk.request_id,

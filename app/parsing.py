@@ -6,8 +6,17 @@ from typing import Any
 
 from msgspec import UNSET
 
-from app.protocol import ChatMessage, ChatRequest, FunctionCall, NamedToolChoice, ToolCall
-from parsers.types import ParsedMessage, ParseOptions, ToolSpec
+from app.protocol import (
+    ChatMessage,
+    ChatRequest,
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    FunctionCall,
+    NamedToolChoice,
+    ToolCall,
+)
+from parsers.types import Delta, ParsedMessage, ParseOptions, ToolSpec
 
 
 def chat_template_kwargs(request: ChatRequest, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -54,4 +63,34 @@ def to_message(parsed: ParsedMessage) -> ChatMessage:
             for call in parsed.tool_calls
         ],
         reasoning=parsed.reasoning,
+    )
+
+
+def to_wire_delta(delta: Delta, pinned_ids: list[str], role_sent: bool) -> DeltaMessage:
+    """A parser delta on the wire, with each call's id pinned to the first one sent.
+
+    ``pinned_ids`` (the stream state's ``last_tool_call_ids``) grows by the ids of
+    calls seen for the first time, so a replayed or retried chunk keeps its ids.
+    """
+    calls = []
+    for call in delta.tool_calls:
+        call_id = call.id
+        if call_id is not None:
+            if call.index < len(pinned_ids):
+                call_id = pinned_ids[call.index]
+            else:
+                pinned_ids.append(call_id)
+        calls.append(
+            DeltaToolCall(
+                id=call_id,
+                type="function" if call.type is not None else None,
+                index=call.index,
+                function=DeltaFunctionCall(call.name, call.arguments),
+            )
+        )
+    return DeltaMessage(
+        role=None if role_sent else "assistant",
+        content=delta.content,
+        reasoning=delta.reasoning,
+        tool_calls=calls,
     )

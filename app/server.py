@@ -56,18 +56,13 @@ from app.validation import (
     check_prompt_length,
     check_token_ids_present,
 )
-from parsers.registry import ParserFactory
+from parsers.registry import ParserFactory, StreamingUnsupported
 
 logger = logging.getLogger("derender_server")
 
 T = TypeVar("T")
 S = TypeVar("S", ChatStreamDerenderRequest, CompletionStreamDerenderRequest)
 
-_STREAM_PARSING_PENDING = (
-    "streamed reasoning and tool-call parsing is not available in this build yet; "
-    "send the finished output to the one-shot endpoint (stream: false), or start the "
-    "server without parser flags for plain streamed detokenization."
-)
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 
@@ -234,10 +229,10 @@ class DerenderService:
                 f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
                 f"({history}) plus delta ({delta}) exceeds max_model_len ({self.max_model_len})."
             )
-        if self.parsers.configured:
-            raise NotImplementedYet(_STREAM_PARSING_PENDING)
         try:
             reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
+        except StreamingUnsupported as exc:
+            raise NotImplementedYet(f"{exc} are not available in this build yet.") from None
         except Exception:
             logger.debug("chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None

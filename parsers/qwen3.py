@@ -112,7 +112,7 @@ class Qwen3Grammar:
         return not thinking
 
 
-class Qwen3ReasoningState(Struct):
+class Qwen3ReasoningState(Struct, tag="qwen3"):
     engine: EngineState | None = None
     ended: bool = False
     deferred_content: str = ""
@@ -159,9 +159,8 @@ class Qwen3Reasoning:
 
     # ------------------------------------------------------------------ streaming
 
-    @property
-    def ended(self) -> bool:
-        """Whether the engine has seen reasoning end."""
+    def ended_by(self, token_ids: Sequence[int]) -> bool:
+        """Whether the engine has seen reasoning end (by this delta or before)."""
         return self.state.ended
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:

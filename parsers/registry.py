@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from parsers.chat import ChatParser, ReasoningParser, ToolParser
-from parsers.hermes import HermesTools
+from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.pythonic import PythonicTools
-from parsers.qwen3 import Qwen3CoderTools, Qwen3Grammar, Qwen3Reasoning
-from parsers.think import ParserUnavailable, ThinkTagReasoning
+from parsers.qwen3 import Qwen3CoderTools, Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
+from parsers.stream import ChatStream, ChatStreamState, ReasoningStream
+from parsers.think import ParserUnavailable, ThinkTagReasoning, ThinkTagStream, ThinkTagStreamState
 from parsers.types import ParseOptions, Vocabulary
 from parsers.xlam import XlamTools
 
@@ -30,6 +31,13 @@ _ENGINE_BASED = frozenset({"qwen3", "qwen3_coder"})
 
 class ParserConfigError(ValueError):
     """A parser flag that cannot work with this server or tokenizer."""
+
+
+class StreamingUnsupported(Exception):
+    """The configured tool parser has no streaming implementation yet."""
+
+
+_STREAMING_TOOLS = frozenset({"hermes"})
 
 
 class ParserFactory:
@@ -103,3 +111,36 @@ class ParserFactory:
         elif self.tool_name == "pythonic":
             tools = PythonicTools()
         return ChatParser(options, reasoning, tools, engine_based=self.engine_based)
+
+    def stream_for_request(
+        self, options: ParseOptions, id_seed: str, state: ChatStreamState | None = None
+    ) -> ChatStream:
+        """A streamed parse of one choice, fresh or continuing from ``state``."""
+        if self.tool_name is not None and self.tool_name not in _STREAMING_TOOLS:
+            raise StreamingUnsupported(f"streamed {self.tool_name} tool calls")
+        state = state if state is not None else ChatStreamState()
+        reasoning: ReasoningStream | None = None
+        if self.reasoning_name == "qwen3":
+            if not isinstance(state.reasoning, Qwen3ReasoningState):
+                state.reasoning = Qwen3ReasoningState()
+            reasoning = Qwen3Reasoning(self._grammar, options, state.reasoning)
+        elif self._think is not None:
+            if not isinstance(state.reasoning, ThinkTagStreamState):
+                state.reasoning = ThinkTagStreamState()
+            reasoning = ThinkTagStream(self._think, state.reasoning)
+        tools = None
+        if self.tool_name == "hermes":
+            if state.tools is None:
+                state.tools = HermesState()
+            tools = HermesStream(id_seed, state.tools)
+        keep = options.forces_tool_calls or (
+            tools is not None and options.tool_choice == "auto" and bool(options.tools)
+        )
+        return ChatStream(
+            options,
+            reasoning,
+            tools,
+            engine_based=self.engine_based,
+            keep_tool_calls=keep,
+            state=state,
+        )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from parsers.types import Vocabulary
+from msgspec import Struct
+
+from parsers.types import Delta, Vocabulary
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -48,3 +50,61 @@ class ThinkTagReasoning:
         if not end:
             return text, None
         return reasoning, content or None
+
+
+class ThinkTagStreamState(Struct, tag="think"):
+    start_seen: bool = False
+    end_seen: bool = False
+
+
+class ThinkTagStream:
+    """Streamed think-tag reasoning, decided on token ids as vLLM's legacy parser does.
+
+    ``deepseek_r1``: without a ``<think>`` in the output, text before ``</think>``
+    is reasoning (the chat template opened it).
+    """
+
+    engine_based = False
+
+    def __init__(self, parser: ThinkTagReasoning, state: ThinkTagStreamState | None = None):
+        self.parser = parser
+        self.state = state if state is not None else ThinkTagStreamState()
+
+    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        state = self.state
+        start_id, end_id = self.parser.start_id, self.parser.end_id
+        start_before, end_before = state.start_seen, state.end_seen
+        state.start_seen = start_before or start_id in token_ids
+        state.end_seen = end_before or end_id in token_ids
+        if len(token_ids) == 1 and token_ids[0] in (start_id, end_id):
+            return None
+        start_here, end_here = start_id in token_ids, end_id in token_ids
+        if start_here and not start_before:
+            if not end_here:
+                return Delta(reasoning=text)
+            start = text.find(THINK_START)
+            end = text.find(THINK_END)
+            after = text[end + len(THINK_END) :]
+            return Delta(reasoning=text[start + len(THINK_START) : end], content=after or None)
+        if end_here:
+            end = text.find(THINK_END)
+            after = text[end + len(THINK_END) :]
+            return Delta(reasoning=text[:end], content=after or None)
+        if end_before:
+            return Delta(content=text)
+        return Delta(reasoning=text)
+
+    def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool:
+        return self.parser.is_reasoning_end(prompt_token_ids)
+
+    def ended_by(self, token_ids: Sequence[int]) -> bool:
+        return self.parser.end_id in token_ids
+
+    def content_ids(self, token_ids: list[int]) -> list[int]:
+        end_id = self.parser.end_id
+        if end_id not in token_ids[:-1]:
+            return []
+        return token_ids[token_ids.index(end_id) + 1 :]
+
+    def finish(self) -> Delta | None:
+        return None

@@ -116,7 +116,9 @@ def _mutate(body: Any, path: tuple[Any, ...], how: str, data: st.DataObject) -> 
     if how == "drop" and isinstance(parent, dict):
         del parent[key]
     elif how == "enlarge" and isinstance(current, list) and current:
-        parent[key] = current * data.draw(st.sampled_from([50, 2000, 70_000]))
+        # Huge but bounded: at most ~200k entries, whatever was enlarged before.
+        factor = data.draw(st.sampled_from([50, 2000, 70_000]))
+        parent[key] = current * max(1, min(factor, 200_000 // len(json.dumps(current))))
     elif how == "ids" and isinstance(current, list):
         parent[key] = data.draw(st.lists(hostile_ids, max_size=40))
     elif how == "int" and isinstance(current, int) and not isinstance(current, bool):

@@ -400,9 +400,20 @@ def test_parser_server_paths(parser_client: TestClient) -> None:
     path = "/v1/chat/completions/derender"
     with_request = {"chat_request": {"messages": []}}
     assert_error(stream_call(parser_client, path, HELLO, **with_request), 400, "prompt_token_ids")
-    reply = stream_call(parser_client, path, HELLO, prompt_token_ids=[1], **with_request)
-    assert_error(reply, 501, "not available")
+    status, reply = stream_call(parser_client, path, HELLO, prompt_token_ids=[1], **with_request)
+    assert status == 200
+    assert reply["chunk"]["choices"][0]["delta"]["reasoning"] == "Hello! How can I help you today?"
+    assert reply["stream_state"]["output_chunk_lens"] == [len(HELLO)]
     assert completions(parser_client, {"generate_responses": [generate(HELLO)]})[0] == 200
+
+
+def test_tool_parsers_without_streaming_answer_501(make_app: AppFactory) -> None:
+    client = TestClient(
+        make_app([*FLAGS, "--tool-call-parser", "xlam", "--enable-auto-tool-choice"])
+    )
+    body = {"chat_request": {"messages": []}, "prompt_token_ids": [1]}
+    reply = stream_call(client, "/v1/chat/completions/derender", HELLO, **body)
+    assert_error(reply, 501, "xlam")
 
 
 def test_health_models_metrics(client: TestClient) -> None:

@@ -1,0 +1,183 @@
+"""Streamed parsing of one chat choice: vLLM's ``parse_delta`` plus its stream processor.
+
+Per chunk: the reasoning parser runs until reasoning ends (in the prompt or in the
+output), then the tool parser reads what follows, else text passes through as
+content. On top, the processor applies ``tool_choice`` and ``parallel_tool_calls``
+and resolves ``finish_reason``. All of it keeps its state in ``ChatStreamState``,
+plain data that snapshots to bytes and restores to a parser that continues exactly
+as the original would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+from msgspec import Struct
+
+from parsers.hermes import HermesState, HermesStream
+from parsers.qwen3 import Qwen3ReasoningState
+from parsers.think import ThinkTagStreamState
+from parsers.types import Delta, ParseOptions
+
+
+class ReasoningStream(Protocol):
+    engine_based: bool
+
+    def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool: ...
+
+    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None: ...
+
+    def ended_by(self, token_ids: Sequence[int]) -> bool: ...
+
+    def content_ids(self, token_ids: list[int]) -> list[int]: ...
+
+    def finish(self) -> Delta | None: ...
+
+
+ReasoningState = Qwen3ReasoningState | ThinkTagStreamState
+ToolState = HermesState
+
+
+class ChatStreamState(Struct):
+    prompt_checked: bool = False
+    reasoning_ended: bool = False
+    tool_phase_started: bool = False
+    output_tokens: int = 0
+    tools_streamed: bool = False
+    reasoning: ReasoningState | None = None
+    tools: ToolState | None = None
+
+
+class ChatStream:
+    """One choice's streamed parse; ``step`` once per chunk, in the producer's chunking."""
+
+    def __init__(
+        self,
+        options: ParseOptions,
+        reasoning: ReasoningStream | None,
+        tools: HermesStream | None,
+        *,
+        engine_based: bool,
+        keep_tool_calls: bool,
+        state: ChatStreamState,
+    ) -> None:
+        self.options = options
+        self.reasoning = reasoning
+        self.tools = tools
+        self.engine_based = engine_based
+        self.keep_tool_calls = keep_tool_calls
+        self.state = state
+
+    def snapshot(self) -> bytes:
+        return msgspec.msgpack.encode(self.state)
+
+    def step(
+        self,
+        text: str,
+        token_ids: list[int],
+        finish_reason: str | None,
+        prompt_token_ids: Sequence[int] | None,
+    ) -> tuple[Delta | None, str | None]:
+        """Parse one chunk; returns its delta (None: nothing yet) and finish_reason."""
+        state = self.state
+        delta: Delta | None
+        if not text and not token_ids and not state.output_tokens:
+            delta = Delta()
+        else:
+            delta = self._parse(text, token_ids, prompt_token_ids, finish_reason is not None)
+            if delta is not None and delta.tool_calls:
+                if self.keep_tool_calls:
+                    state.tools_streamed = True
+                else:
+                    delta.tool_calls = []
+                    if not delta.content and not delta.reasoning:
+                        delta = None
+        state.output_tokens += len(token_ids)
+        if delta is not None and self.options.parallel_tool_calls is False:
+            delta.tool_calls = [call for call in delta.tool_calls if call.index == 0]
+        if finish_reason is not None:
+            finish_reason = finish_reason or "stop"
+            forced_name = self.options.named_tool is not None
+            if state.tools_streamed and finish_reason == "stop" and not forced_name:
+                finish_reason = "tool_calls"
+        return delta, finish_reason
+
+    def _parse(
+        self,
+        text: str,
+        token_ids: list[int],
+        prompt_token_ids: Sequence[int] | None,
+        finished: bool,
+    ) -> Delta | None:
+        state = self.state
+        reasoning = self.reasoning
+        if not state.prompt_checked and prompt_token_ids is not None:
+            state.prompt_checked = True
+            if reasoning is None or reasoning.is_reasoning_end(prompt_token_ids):
+                state.reasoning_ended = True
+        delta: Delta | None = None
+        transitioned = False
+        if reasoning is not None and not state.reasoning_ended:
+            delta = reasoning.stream(text, token_ids)
+            if reasoning.ended_by(token_ids):
+                state.reasoning_ended = transitioned = True
+                token_ids = reasoning.content_ids(token_ids)
+                flushed = reasoning.finish() if reasoning.engine_based else None
+                text = ((delta.content if delta else None) or "") + (
+                    (flushed.content if flushed else None) or ""
+                )
+                if self.engine_based:
+                    if self.tools is not None:
+                        if delta is not None:
+                            delta.content = None
+                    elif text:
+                        delta = delta or Delta()
+                        delta.content = text
+        in_reasoning = reasoning is not None and not state.reasoning_ended
+        in_tools = self.tools is not None and state.reasoning_ended
+        if in_tools:
+            state.tool_phase_started = True
+            carried = delta.reasoning if delta is not None else None
+            delta = self._tool_delta(text)
+            if carried:
+                if delta is None:
+                    delta = Delta(reasoning=carried)
+                elif not delta.reasoning:
+                    delta.reasoning = carried
+        if delta is None and not transitioned and not in_reasoning and not in_tools:
+            delta = Delta(content=text)
+        if finished:
+            delta = self._finish(delta)
+        if delta is not None and not self.options.include_reasoning:
+            delta.reasoning = None
+            if not delta.content and not delta.tool_calls:
+                delta = None
+        return delta
+
+    def _tool_delta(self, text: str) -> Delta | None:
+        tools = self.tools
+        if tools is None:
+            return None
+        if self.options.tool_choice == "none":
+            return Delta(content=text) if text else None
+        return tools.stream(text)
+
+    def _finish(self, delta: Delta | None) -> Delta | None:
+        """The last chunk: unstreamed arguments, then whatever the engine still holds."""
+        if self.tools is not None and delta is not None and delta.tool_calls:
+            last = delta.tool_calls[-1]
+            last.arguments = (last.arguments or "") + self.tools.remaining_arguments()
+        reasoning = self.reasoning
+        if reasoning is not None and reasoning.engine_based and not self.state.reasoning_ended:
+            flushed = reasoning.finish()
+            if flushed is not None:
+                if delta is None:
+                    return flushed
+                if flushed.content:
+                    delta.content = (delta.content or "") + flushed.content
+                if flushed.reasoning:
+                    delta.reasoning = (delta.reasoning or "") + flushed.reasoning
+                delta.tool_calls += flushed.tool_calls
+        return delta
