@@ -125,7 +125,7 @@ class HermesCall(Struct):
     has_arguments: bool = False
 
 
-class HermesState(Struct):
+class HermesState(Struct, tag="hermes"):
     mode: str = "content"
     pending: str = ""
     regions: list[HermesRegion] = field(default_factory=list)
@@ -147,7 +147,9 @@ class HermesStream:
         self.id_seed = id_seed
         self.s = state if state is not None else HermesState()
 
-    def stream(self, text: str) -> Delta | None:
+    engine_based = False
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         content = self._consume(text)
         deltas: list[DeltaToolCall] = []
         s = self.s
@@ -156,6 +158,9 @@ class HermesStream:
                 break
         if content or deltas:
             return Delta(content=content or None, tool_calls=deltas)
+        return None
+
+    def finish(self) -> Delta | None:
         return None
 
     def remaining_arguments(self) -> str:

@@ -9,18 +9,11 @@ arguments coerced to the tool's schema.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
-from typing import Any
 
 from msgspec import Struct
 
 from parsers.engine import (
-    CALL_ARGS,
-    CALL_END,
-    CALL_NAME,
-    CALL_START,
     CLOSE_ANGLE,
     CONTENT,
     FUNC_END,
@@ -40,8 +33,7 @@ from parsers.engine import (
     Grammar,
     MarkerEngine,
 )
-from parsers.schema import coerce_arguments
-from parsers.types import Delta, ExtractedToolCalls, FunctionCall, ParseOptions, Vocabulary
+from parsers.types import Delta, ParseOptions, Vocabulary
 
 _LITERALS = {
     THINK_START: "<think>",
@@ -56,23 +48,6 @@ _LITERALS = {
 }
 _ID_MARKERS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
 TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
-
-_PARAM_RE = re.compile(
-    r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))",
-    re.DOTALL,
-)
-_NAME_RE = re.compile(r'"name"\s*:\s*"([^"]*)"')
-
-
-def _trim_wrapping_newlines(value: str) -> str:
-    """One leading and one trailing newline belong to the template's markup."""
-    return value.removeprefix("\n").removesuffix("\n")
-
-
-def parameters_to_json(raw: str) -> str:
-    """``<parameter=k>v</parameter>`` bodies as a JSON object of string values."""
-    params = {m.group(1): _trim_wrapping_newlines(m.group(2)) for m in _PARAM_RE.finditer(raw)}
-    return json.dumps(params, ensure_ascii=False)
 
 
 class Qwen3Grammar:
@@ -223,114 +198,3 @@ class Qwen3Reasoning:
         if content or reasoning:
             return Delta(content=content or None, reasoning=reasoning or None)
         return None
-
-
-class _Slot(Struct):
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
-
-
-class Qwen3CoderTools:
-    """``qwen3_coder`` tool calls, read from reasoning-free content."""
-
-    supports_required_and_named = False
-
-    def __init__(
-        self, grammar: Qwen3Grammar, options: ParseOptions, reasoning_markup_is_text: bool
-    ) -> None:
-        self.grammar = grammar
-        self.options = options
-        self.reasoning_markup_is_text = reasoning_markup_is_text
-        self.suppress = options.tool_choice == "none" and bool(options.tools)
-
-    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
-        """Calls and the content around them, as vLLM's one-shot engine pass gives them.
-
-        Content after the first call is dropped once a call has a name.
-        """
-        engine = MarkerEngine(
-            self.grammar.grammar,
-            EngineState(CONTENT),
-            skip_reasoning=self.reasoning_markup_is_text,
-        )
-        slots: list[_Slot] = []
-        before: list[str] = []
-        after: list[str] = []
-        in_calls = False
-        for event in engine.feed(content, []) + engine.finish():
-            if event.kind == TEXT:
-                (after if in_calls else before).append(event.value)
-                continue
-            if self.suppress or event.kind not in (CALL_START, CALL_NAME, CALL_ARGS, CALL_END):
-                continue
-            in_calls = True
-            while len(slots) <= event.call:
-                slots.append(_Slot())
-            slot = slots[event.call]
-            if event.kind == CALL_NAME:
-                slot.name += event.value
-            elif event.kind == CALL_ARGS:
-                slot.args += event.value
-                if not slot.name_sent and (slot.name or event.value):
-                    _announce(slot, slot.name or _json_name(slot.args))
-            elif event.kind == CALL_END and not slot.name_sent:
-                _announce(slot, slot.name or _json_name(slot.args))
-        named = any(slot.name_sent for slot in slots)
-        text = "".join(before if named else before + after)
-        if slots and not text.strip():
-            text = ""
-        calls = [call for slot in slots if (call := self._call(slot)) is not None]
-        if calls:
-            text = text.strip()
-        return ExtractedToolCalls(bool(calls), calls, text or None)
-
-    def _call(self, slot: _Slot) -> FunctionCall | None:
-        if not slot.name and not slot.args:
-            return None
-        name = slot.name.strip()
-        raw = slot.args
-        if not name and raw.strip():
-            name, arguments = _name_and_arguments(raw)
-        elif raw.strip():
-            arguments = parameters_to_json(raw)
-        else:
-            arguments = "{}"
-        if not name:
-            return None
-        tool = self.options.tool(name)
-        if tool is not None:
-            arguments = coerce_arguments(arguments, tool.properties())
-        return FunctionCall(name, arguments)
-
-
-def _announce(slot: _Slot, name: str) -> None:
-    """A call's name is known (and would be streamed) once it is non-empty."""
-    if name:
-        slot.name = name
-        slot.name_sent = True
-
-
-def _json_name(raw: str) -> str:
-    match = _NAME_RE.search(raw)
-    return match.group(1) if match else ""
-
-
-def _name_and_arguments(raw: str) -> tuple[str, str]:
-    """A JSON body that names its function: ``{"name": ..., "arguments": ...}``."""
-    raw = raw.strip()
-    try:
-        parsed: Any = json.loads(raw)
-    except json.JSONDecodeError:
-        return "", raw
-    if not isinstance(parsed, dict):
-        return "", raw
-    name = parsed.get("name", "")
-    if not isinstance(name, str):
-        return "", raw
-    for key in ("arguments", "parameters"):
-        if key in parsed:
-            value = parsed[key]
-            return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    rest = {k: v for k, v in parsed.items() if k != "name"}
-    return name, json.dumps(rest, ensure_ascii=False)

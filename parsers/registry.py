@@ -5,8 +5,9 @@ from __future__ import annotations
 from parsers.chat import ChatParser, ReasoningParser, ToolParser
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.pythonic import PythonicTools
-from parsers.qwen3 import Qwen3CoderTools, Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
-from parsers.stream import ChatStream, ChatStreamState, ReasoningStream
+from parsers.qwen3 import Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
+from parsers.qwen3_coder import Qwen3CoderState, Qwen3CoderTools
+from parsers.stream import ChatStream, ChatStreamState, ReasoningStream, ToolStream
 from parsers.think import ParserUnavailable, ThinkTagReasoning, ThinkTagStream, ThinkTagStreamState
 from parsers.types import ParseOptions, Vocabulary
 from parsers.xlam import XlamTools
@@ -37,7 +38,7 @@ class StreamingUnsupported(Exception):
     """The configured tool parser has no streaming implementation yet."""
 
 
-_STREAMING_TOOLS = frozenset({"hermes"})
+_STREAMING_TOOLS = frozenset({"hermes", "qwen3_coder"})
 
 
 class ParserFactory:
@@ -128,11 +129,21 @@ class ParserFactory:
             if not isinstance(state.reasoning, ThinkTagStreamState):
                 state.reasoning = ThinkTagStreamState()
             reasoning = ThinkTagStream(self._think, state.reasoning)
-        tools = None
+        tools: ToolStream | None = None
         if self.tool_name == "hermes":
-            if state.tools is None:
+            if not isinstance(state.tools, HermesState):
                 state.tools = HermesState()
             tools = HermesStream(id_seed, state.tools)
+        elif self.tool_name == "qwen3_coder":
+            if not isinstance(state.tools, Qwen3CoderState):
+                state.tools = Qwen3CoderState()
+            tools = Qwen3CoderTools(
+                self._grammar,
+                options,
+                reasoning_markup_is_text=self.reasoning_name is None,
+                id_seed=id_seed,
+                state=state.tools,
+            )
         keep = options.forces_tool_calls or (
             tools is not None and options.tool_choice == "auto" and bool(options.tools)
         )

@@ -16,8 +16,9 @@ from typing import Protocol
 import msgspec
 from msgspec import Struct
 
-from parsers.hermes import HermesState, HermesStream
+from parsers.hermes import HermesState
 from parsers.qwen3 import Qwen3ReasoningState
+from parsers.qwen3_coder import Qwen3CoderState
 from parsers.think import ThinkTagStreamState
 from parsers.types import Delta, ParseOptions
 
@@ -36,8 +37,18 @@ class ReasoningStream(Protocol):
     def finish(self) -> Delta | None: ...
 
 
+class ToolStream(Protocol):
+    engine_based: bool
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None: ...
+
+    def finish(self) -> Delta | None: ...
+
+    def remaining_arguments(self) -> str: ...
+
+
 ReasoningState = Qwen3ReasoningState | ThinkTagStreamState
-ToolState = HermesState
+ToolState = HermesState | Qwen3CoderState
 
 
 class ChatStreamState(Struct):
@@ -57,7 +68,7 @@ class ChatStream:
         self,
         options: ParseOptions,
         reasoning: ReasoningStream | None,
-        tools: HermesStream | None,
+        tools: ToolStream | None,
         *,
         engine_based: bool,
         keep_tool_calls: bool,
@@ -140,7 +151,7 @@ class ChatStream:
         if in_tools:
             state.tool_phase_started = True
             carried = delta.reasoning if delta is not None else None
-            delta = self._tool_delta(text)
+            delta = self._tool_delta(text, token_ids)
             if carried:
                 if delta is None:
                     delta = Delta(reasoning=carried)
@@ -156,28 +167,39 @@ class ChatStream:
                 delta = None
         return delta
 
-    def _tool_delta(self, text: str) -> Delta | None:
+    def _tool_delta(self, text: str, token_ids: list[int]) -> Delta | None:
         tools = self.tools
         if tools is None:
             return None
         if self.options.tool_choice == "none":
-            return Delta(content=text) if text else None
-        return tools.stream(text)
+            if not tools.engine_based:
+                return Delta(content=text) if text else None
+            delta = tools.stream(text, token_ids)
+            if delta is not None:
+                delta.tool_calls = []
+            return delta
+        return tools.stream(text, token_ids)
 
     def _finish(self, delta: Delta | None) -> Delta | None:
         """The last chunk: unstreamed arguments, then whatever the engine still holds."""
         if self.tools is not None and delta is not None and delta.tool_calls:
             last = delta.tool_calls[-1]
             last.arguments = (last.arguments or "") + self.tools.remaining_arguments()
-        reasoning = self.reasoning
-        if reasoning is not None and reasoning.engine_based and not self.state.reasoning_ended:
-            flushed = reasoning.finish()
-            if flushed is not None:
-                if delta is None:
-                    return flushed
-                if flushed.content:
-                    delta.content = (delta.content or "") + flushed.content
-                if flushed.reasoning:
-                    delta.reasoning = (delta.reasoning or "") + flushed.reasoning
-                delta.tool_calls += flushed.tool_calls
+        engines: list[ReasoningStream | ToolStream] = []
+        if self.reasoning is not None and not self.state.reasoning_ended:
+            engines.append(self.reasoning)
+        if self.tools is not None:
+            engines.append(self.tools)
+        for parser in engines:
+            flushed = parser.finish() if parser.engine_based else None
+            if flushed is None:
+                continue
+            if delta is None:
+                delta = flushed
+                continue
+            if flushed.content:
+                delta.content = (delta.content or "") + flushed.content
+            if flushed.reasoning:
+                delta.reasoning = (delta.reasoning or "") + flushed.reasoning
+            delta.tool_calls += flushed.tool_calls
         return delta
