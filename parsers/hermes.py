@@ -148,6 +148,7 @@ class HermesStream:
         self.s = state if state is not None else HermesState()
 
     engine_based = False
+    supports_required_and_named = False
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         content = self._consume(text)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from parsers.chat import ChatParser, ReasoningParser, ToolParser
 from parsers.hermes import HermesState, HermesStream, HermesTools
-from parsers.pythonic import PythonicTools
+from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.qwen3 import Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState, Qwen3CoderTools
 from parsers.stream import ChatStream, ChatStreamState, ReasoningStream, ToolStream
 from parsers.think import ParserUnavailable, ThinkTagReasoning, ThinkTagStream, ThinkTagStreamState
 from parsers.types import ParseOptions, Vocabulary
-from parsers.xlam import XlamTools
+from parsers.xlam import XlamState, XlamStream, XlamTools
 
 REASONING_PARSERS = frozenset({"qwen3", "deepseek_r1"})
 
@@ -38,7 +38,7 @@ class StreamingUnsupported(Exception):
     """The configured tool parser has no streaming implementation yet."""
 
 
-_STREAMING_TOOLS = frozenset({"hermes", "qwen3_coder"})
+_STREAMING_TOOLS = frozenset({"hermes", "qwen3_coder", "xlam", "pythonic"})
 
 
 class ParserFactory:
@@ -144,6 +144,14 @@ class ParserFactory:
                 id_seed=id_seed,
                 state=state.tools,
             )
+        elif self.tool_name == "xlam":
+            if not isinstance(state.tools, XlamState):
+                state.tools = XlamState()
+            tools = XlamStream(id_seed, state.tools)
+        elif self.tool_name == "pythonic":
+            if not isinstance(state.tools, PythonicState):
+                state.tools = PythonicState()
+            tools = PythonicStream(id_seed, state.tools)
         keep = options.forces_tool_calls or (
             tools is not None and options.tool_choice == "auto" and bool(options.tools)
         )
@@ -153,5 +161,6 @@ class ParserFactory:
             tools,
             engine_based=self.engine_based,
             keep_tool_calls=keep,
+            id_seed=id_seed,
             state=state,
         )

@@ -16,11 +16,14 @@ from typing import Protocol
 import msgspec
 from msgspec import Struct
 
+from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.hermes import HermesState
+from parsers.pythonic import PythonicState
 from parsers.qwen3 import Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState
 from parsers.think import ThinkTagStreamState
 from parsers.types import Delta, ParseOptions
+from parsers.xlam import XlamState
 
 
 class ReasoningStream(Protocol):
@@ -39,6 +42,7 @@ class ReasoningStream(Protocol):
 
 class ToolStream(Protocol):
     engine_based: bool
+    supports_required_and_named: bool
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None: ...
 
@@ -48,7 +52,7 @@ class ToolStream(Protocol):
 
 
 ReasoningState = Qwen3ReasoningState | ThinkTagStreamState
-ToolState = HermesState | Qwen3CoderState
+ToolState = HermesState | Qwen3CoderState | PythonicState | XlamState
 
 
 class ChatStreamState(Struct):
@@ -59,6 +63,8 @@ class ChatStreamState(Struct):
     tools_streamed: bool = False
     reasoning: ReasoningState | None = None
     tools: ToolState | None = None
+    forced_announced: bool = False
+    required: RequiredState | None = None
 
 
 class ChatStream:
@@ -72,9 +78,11 @@ class ChatStream:
         *,
         engine_based: bool,
         keep_tool_calls: bool,
+        id_seed: str,
         state: ChatStreamState,
     ) -> None:
         self.options = options
+        self.id_seed = id_seed
         self.reasoning = reasoning
         self.tools = tools
         self.engine_based = engine_based
@@ -178,6 +186,20 @@ class ChatStream:
             if delta is not None:
                 delta.tool_calls = []
             return delta
+        if tools.supports_required_and_named:
+            state = self.state
+            named = self.options.named_tool
+            if named is not None:
+                delta = named_call_delta(text, named, state.forced_announced, self.id_seed)
+                state.forced_announced = True
+                return delta
+            if self.options.tool_choice == "required":
+                if state.required is None:
+                    state.required = RequiredState()
+                delta, state.forced_announced = RequiredCalls(self.id_seed, state.required).stream(
+                    text
+                )
+                return delta
         return tools.stream(text, token_ids)
 
     def _finish(self, delta: Delta | None) -> Delta | None:

@@ -10,8 +10,10 @@ import json
 import re
 from typing import Any
 
+from msgspec import Struct, field
+
 from parsers.ids import xlam_tool_call_id
-from parsers.types import ExtractedToolCalls, FunctionCall
+from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 _AFTER_THINK = re.compile(r"</think>([\s\S]*)")
 _BLOCKS = (
@@ -78,3 +80,160 @@ class XlamTools:
         if not all(isinstance(c.name, str) and isinstance(c.arguments, str) for c in calls):
             return ExtractedToolCalls(False, [], content)
         return ExtractedToolCalls(bool(calls), calls, text)
+
+
+# ---------------------------------------------------------------------------- streaming
+
+_NAME_RE = re.compile(r'"name"\s*:\s*"([^"]+)"')
+_EMPTY_ARGS_RE = re.compile(r'"name"\s*:\s*"[^"]+"\s*,\s*"arguments"\s*:\s*\{\s*\}')
+_ARGS_RE = re.compile(
+    r'"name"\s*:\s*"[^"]+"\s*,\s*"arguments"\s*:\s*(\{(?:[^{}]|(?:\{[^{}]*\}))*\})'
+)
+_FENCED_RE = re.compile(r"```(?:json)?\s*([\s\S]*?)(?:```|$)")
+
+
+class XlamSent(Struct):
+    name: bool = False
+    prefix: bool = False
+    arguments: str = ""
+
+
+class XlamState(Struct, tag="xlam"):
+    text: str = ""
+    current: int = -1
+    sent: list[XlamSent] = field(default_factory=list)
+    parsed: Any = None  # the last complete call array seen
+
+
+class XlamStream:
+    """xLAM calls as vLLM 0.33.0 streams them, one step of one call per delta.
+
+    vLLM re-reads the whole output on each delta, so this keeps the output and does
+    the same (O(output) per delta for outputs that hold calls; plain content passes
+    through). Its arguments may repeat when a delta carries several tokens; see
+    docs/parity.md.
+    """
+
+    engine_based = False
+    supports_required_and_named = True
+
+    def __init__(self, id_seed: str, state: XlamState | None = None) -> None:
+        self.id_seed = id_seed
+        self.s = state if state is not None else XlamState()
+
+    def finish(self) -> Delta | None:
+        return None
+
+    def remaining_arguments(self) -> str:
+        """vLLM appends the last parsed call's whole arguments at the end (it never
+        records what it streamed for xLAM)."""
+        parsed = self.s.parsed
+        if not parsed:
+            return ""
+        last = parsed[-1]
+        if not isinstance(last, dict):
+            raise ValueError("a parsed call is not an object")
+        arguments = last.get("arguments", {})
+        return (
+            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        )
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        s = self.s
+        s.text += text
+        current = s.text
+        stripped = current.strip()
+        _, calls_json = split_calls(current)
+        maybe_block = (
+            "```json" in current
+            or "```\n[" in current
+            or "[TOOL_CALLS]" in current
+            or "<tool_call>" in current
+        )
+        is_block = (
+            stripped.startswith(("[", "<tool_call>", "[TOOL_CALLS]"))
+            or "</think>[" in current
+            or calls_json is not None
+            or (maybe_block and '"name"' in current and '"arguments"' in current)
+        )
+        if not is_block:
+            return Delta(content=text)
+        try:
+            return self._step(current, calls_json, maybe_block)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            return Delta(content=text)
+
+    def _step(self, current: str, calls_json: str | None, maybe_block: bool) -> Delta | None:
+        s = self.s
+        try:
+            parsed = json.loads(calls_json if calls_json else current)
+            if isinstance(parsed, list):
+                s.parsed = parsed
+        except ValueError:
+            pass
+        search = calls_json if calls_json else current
+        if not calls_json and maybe_block:
+            fenced = _FENCED_RE.search(current)
+            if fenced:
+                candidate = fenced.group(1).strip()
+                if (
+                    candidate.startswith("[")
+                    and '"name"' in candidate
+                    and '"arguments"' in candidate
+                ):
+                    search = candidate
+        names = list(_NAME_RE.finditer(search))
+        count = len(names)
+        if count == 0:
+            return None
+        while len(s.sent) < count:
+            s.sent.append(XlamSent())
+        index = s.current
+        if (index == -1 or index < count - 1) and not s.sent[index + 1].name:
+            index = s.current = index + 1
+            s.sent[index].name = True
+            return Delta(
+                tool_calls=[
+                    DeltaToolCall(
+                        id=xlam_tool_call_id(self.id_seed, index),
+                        type="function",
+                        index=index,
+                        name=names[index].group(1),
+                    )
+                ]
+            )
+        if not 0 <= index < count:
+            return None
+        sent = s.sent[index]
+        empty = _EMPTY_ARGS_RE.search(search)
+        if empty and empty.start() > 0 and not sent.prefix:
+            sent.prefix, sent.arguments = True, "{}"
+            if index < count - 1:
+                s.current += 1
+            return Delta(tool_calls=[DeltaToolCall(index=index, arguments="{}")])
+        matches = list(_ARGS_RE.finditer(search))
+        if index >= len(matches):
+            return None
+        arguments = matches[index].group(1)
+        if count > 1:
+            try:
+                tools = json.loads(search)
+                if isinstance(tools, list) and index < len(tools):
+                    value = tools[index].get("arguments", "{}")
+                    arguments = (
+                        json.dumps(value, ensure_ascii=False)
+                        if isinstance(value, dict)
+                        else str(value)
+                    )
+            except (ValueError, KeyError, IndexError):
+                pass
+        if not sent.prefix and arguments.startswith("{"):
+            sent.prefix, sent.arguments = True, "{"
+            return Delta(tool_calls=[DeltaToolCall(index=index, arguments="{")])
+        if arguments.startswith(sent.arguments) and arguments[len(sent.arguments) :]:
+            piece = arguments[len(sent.arguments) :]
+            sent.arguments = arguments
+            return Delta(tool_calls=[DeltaToolCall(index=index, arguments=piece)])
+        if arguments.endswith("}") and arguments == sent.arguments and index < count - 1:
+            s.current += 1
+        return None

@@ -16,7 +16,7 @@ CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
 
 
 # Configurations whose tool parser streams in this build.
-STREAMING = ("C1", "C2", "C3", "C6", "C7")
+STREAMING = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
 
 
 def _in_scope(case: dict[str, Any]) -> bool:
