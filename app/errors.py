@@ -59,11 +59,6 @@ class NotFound(DerenderError):
     type = "NotFoundError"
 
 
-class NotImplementedYet(DerenderError):
-    status = 501
-    type = "NotImplementedError"
-
-
 class InternalError(DerenderError):
     status = 500
     type = "InternalServerError"

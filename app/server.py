@@ -30,7 +30,6 @@ from app.errors import (
     InternalError,
     InvalidBody,
     NotFound,
-    NotImplementedYet,
 )
 from app.metrics import Metrics
 from app.protocol import (
@@ -56,7 +55,7 @@ from app.validation import (
     check_prompt_length,
     check_token_ids_present,
 )
-from parsers.registry import ParserFactory, StreamingUnsupported
+from parsers.registry import ParserFactory
 
 logger = logging.getLogger("derender_server")
 
@@ -231,8 +230,6 @@ class DerenderService:
             )
         try:
             reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
-        except StreamingUnsupported as exc:
-            raise NotImplementedYet(f"{exc} are not available in this build yet.") from None
         except Exception:
             logger.debug("chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None

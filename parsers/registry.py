@@ -34,13 +34,6 @@ class ParserConfigError(ValueError):
     """A parser flag that cannot work with this server or tokenizer."""
 
 
-class StreamingUnsupported(Exception):
-    """The configured tool parser has no streaming implementation yet."""
-
-
-_STREAMING_TOOLS = frozenset({"hermes", "qwen3_coder", "xlam", "pythonic"})
-
-
 class ParserFactory:
     """The server's parser configuration; builds a ``ChatParser`` for each request.
 
@@ -117,8 +110,6 @@ class ParserFactory:
         self, options: ParseOptions, id_seed: str, state: ChatStreamState | None = None
     ) -> ChatStream:
         """A streamed parse of one choice, fresh or continuing from ``state``."""
-        if self.tool_name is not None and self.tool_name not in _STREAMING_TOOLS:
-            raise StreamingUnsupported(f"streamed {self.tool_name} tool calls")
         state = state if state is not None else ChatStreamState()
         reasoning: ReasoningStream | None = None
         if self.reasoning_name == "qwen3":

@@ -407,15 +407,6 @@ def test_parser_server_paths(parser_client: TestClient) -> None:
     assert completions(parser_client, {"generate_responses": [generate(HELLO)]})[0] == 200
 
 
-def test_tool_parsers_without_streaming_answer_501(make_app: AppFactory) -> None:
-    client = TestClient(
-        make_app([*FLAGS, "--tool-call-parser", "xlam", "--enable-auto-tool-choice"])
-    )
-    body = {"chat_request": {"messages": []}, "prompt_token_ids": [1]}
-    reply = stream_call(client, "/v1/chat/completions/derender", HELLO, **body)
-    assert_error(reply, 501, "xlam")
-
-
 def test_health_models_metrics(client: TestClient) -> None:
     assert client.get("/health").status_code == 200
     models = client.get("/v1/models").json()
