@@ -86,17 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest request body accepted (413 beyond it)",
     )
     parser.add_argument(
-        "--inline-decode-tokens",
+        "--inline-tokens",
         type=int,
-        default=_DEFAULTS.inline_decode_tokens,
-        help="requests with at most this many tokens decode on the event loop; "
-        "larger ones go to the worker pool",
+        default=_DEFAULTS.inline_tokens,
+        help="requests that decode or replay at most this many tokens run on the event "
+        "loop; larger ones go to the worker pool",
     )
     parser.add_argument(
-        "--decode-workers",
+        "--replay-workers",
         type=_positive_int,
-        default=_DEFAULTS.decode_workers,
-        help="threads that decode large requests off the event loop",
+        default=_DEFAULTS.replay_workers,
+        help="threads that decode large requests and replay long stream histories off "
+        "the event loop",
     )
     parser.add_argument(
         "--log-level",
@@ -119,8 +120,8 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         enable_auto_tool_choice=args.enable_auto_tool_choice,
         default_chat_template_kwargs=args.default_chat_template_kwargs,
         max_request_bytes=args.max_request_bytes,
-        inline_decode_tokens=args.inline_decode_tokens,
-        decode_workers=args.decode_workers,
+        inline_tokens=args.inline_tokens,
+        replay_workers=args.replay_workers,
     )
     return ServerOptions(settings, args.host, args.port, args.log_level)
 

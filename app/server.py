@@ -3,7 +3,7 @@
 A request is read under the size limit, its ``stream`` flag picks the variant, the
 body is decoded once into msgspec structs, then validated in vLLM's order. Decoding
 runs on the event loop when the request is small and on a bounded thread pool when
-it carries more tokens than ``--inline-decode-tokens``.
+it decodes (or replays) more tokens than ``--inline-tokens``.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class DerenderService:
         )
         self.derenderer = Derenderer(tokenizer, self.parsers, settings.default_chat_template_kwargs)
         self.metrics = Metrics()
-        self._limiter = anyio.CapacityLimiter(settings.decode_workers)
+        self._limiter = anyio.CapacityLimiter(settings.replay_workers)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -138,7 +138,7 @@ class DerenderService:
 
     async def _run(self, tokens: int, func: Callable[..., T], *args: Any) -> T:
         """Run decoding inline when small, else on the worker pool off the event loop."""
-        if tokens <= self.settings.inline_decode_tokens:
+        if tokens <= self.settings.inline_tokens:
             return func(*args)
         return await anyio.to_thread.run_sync(functools.partial(func, *args), limiter=self._limiter)
 
@@ -228,8 +228,10 @@ class DerenderService:
                 f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
                 f"({history}) plus delta ({delta}) exceeds max_model_len ({self.max_model_len})."
             )
+        # A parsed chunk replays the whole history first: that is its cost.
+        work = delta + (history if self.parsers.configured else 0)
         try:
-            reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
+            reply, state = await self._run(work, self.derenderer.chat_stream, request, model)
         except Exception:
             logger.debug("chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None

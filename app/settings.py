@@ -19,8 +19,8 @@ class Settings:
     enable_auto_tool_choice: bool = False
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     max_request_bytes: int = 32 * 1024 * 1024
-    inline_decode_tokens: int = 64
-    decode_workers: int = 2
+    inline_tokens: int = 64
+    replay_workers: int = 2
 
     @property
     def served_names(self) -> tuple[str, ...]:

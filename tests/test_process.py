@@ -8,9 +8,11 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -62,16 +64,7 @@ def server() -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "server exited during start-up"
-            assert time.monotonic() < deadline, "server did not start in time"
-            time.sleep(0.2)
+        _wait_healthy(base, process)
         yield base
     finally:
         process.terminate()
@@ -95,3 +88,81 @@ def test_readme_examples_work_against_a_served_process(server: str) -> None:
     chunk = httpx.post(f"{server}{stream_path}", json=stream_body).json()
     assert chunk["chunk"]["choices"][0]["text"] == "Hello!"
     assert chunk["stream_state"]["prev_tokens"] == ["!"]
+
+
+@pytest.fixture(scope="module")
+def parser_server() -> Iterator[str]:
+    port = _free_port()
+    flags = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
+    flags += ["--enable-auto-tool-choice", "--max-model-len", "20000", "--replay-workers", "2"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning", *flags],
+        cwd=ROOT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, process)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _wait_healthy(base: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert process.poll() is None, "server exited during start-up"
+        assert time.monotonic() < deadline, "server did not start in time"
+        time.sleep(0.2)
+
+
+def test_health_answers_while_long_histories_replay(parser_server: str, tokenizer: Any) -> None:
+    """Replays of 8,000-token histories run off the event loop."""
+    history = tokenizer._hf.encode("<think>\n" + "thinking it through step by step. " * 1400)[:8000]
+    body = {
+        "stream": True,
+        "generate_chunk": {"request_id": "long", "choices": [{"index": 0, "token_ids": [13]}]},
+        "stream_state": {"output_token_ids": history, "output_chunk_lens": [1] * len(history)},
+        "prompt_token_ids": [151644, 77091, 198],
+        "chat_request": {"messages": []},
+    }
+    done = threading.Event()
+    replies: list[int] = []
+
+    def replay() -> None:
+        with httpx.Client(timeout=120) as client:
+            while not done.is_set():
+                replies.append(
+                    client.post(
+                        f"{parser_server}/v1/chat/completions/derender", json=body
+                    ).status_code
+                )
+
+    workers = [threading.Thread(target=replay) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    latencies = []
+    try:
+        with httpx.Client(timeout=10) as client:
+            time.sleep(0.3)
+            for _ in range(40):
+                started = time.perf_counter()
+                assert client.get(f"{parser_server}/health").status_code == 200
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.05)
+    finally:
+        done.set()
+        for worker in workers:
+            worker.join()
+    assert replies and set(replies) == {200}
+    latencies.sort()
+    print(
+        f"health under replay load: p50 {latencies[20] * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms"
+    )
+    assert latencies[len(latencies) // 2] < 0.05
+    assert latencies[-1] < 0.5
