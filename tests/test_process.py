@@ -161,8 +161,7 @@ def test_health_answers_while_long_histories_replay(parser_server: str, tokenize
             worker.join()
     assert replies and set(replies) == {200}
     latencies.sort()
-    print(
-        f"health under replay load: p50 {latencies[20] * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms"
-    )
-    assert latencies[len(latencies) // 2] < 0.05
-    assert latencies[-1] < 0.5
+    median, worst = latencies[len(latencies) // 2], latencies[-1]
+    print(f"health under replay load: p50 {median * 1000:.1f} ms, max {worst * 1000:.1f} ms")
+    assert median < 0.05
+    assert worst < 0.5
