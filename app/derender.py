@@ -50,6 +50,7 @@ from app.protocol import (
     StreamState,
     Usage,
 )
+from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import Delta
@@ -407,11 +408,7 @@ class Derenderer:
     def _chat_stream_parsed(
         self, request: ChatStreamDerenderRequest, model: str
     ) -> tuple[ChatCompletionChunk, StreamState]:
-        """One parsed chunk, after replaying the carried history through a fresh parser.
-
-        The replay feeds each earlier chunk as it arrived (``output_chunk_lens``), so
-        the parser reaches exactly the state it had after the previous chunk.
-        """
+        """One parsed chunk, fed to a session rebuilt by replaying the carried history."""
         assert self.parsers is not None
         chunk = request.generate_chunk
         chat_request = request.chat_request
@@ -421,14 +418,9 @@ class Derenderer:
         options = parse_options(chat_request, self.default_chat_template_kwargs)
         index = chunk.choices[0].index if chunk.choices else 0
         parser = self.parsers.stream_for_request(options, f"{chunk.request_id}:{index}")
-        detokenizer = Detokenizer(
-            self.tokenizer, DecodeWindow.seeded(self.tokenizer, prompt_ids, False), False
-        )
-        start = 0
-        for size in state.output_chunk_lens:
-            ids = state.output_token_ids[start : start + size]
-            start += size
-            parser.step(detokenizer.decode(ids), ids, None, prompt_ids)
+        session = StreamSession(self.tokenizer, parser, prompt_ids)
+        session.replay(state.output_token_ids, state.output_chunk_lens)
+        # The carried flag is authoritative over the one the replay rebuilt.
         parser.state.tools_streamed = state.tools_streamed
         hide_metadata = not options.include_reasoning
         return_token_ids = bool(chat_request.return_token_ids)
@@ -439,24 +431,17 @@ class Derenderer:
             text_ids, stop_reason = self.drop_stop_token(
                 token_ids, choice.finish_reason, choice.stop_reason, chat_request
             )
-            delta: Delta | None = None
-            finish_reason = None
-            if token_ids or choice.finish_reason is not None:
-                text = detokenizer.decode(text_ids) if token_ids else ""
-                delta, finish_reason = parser.step(
-                    text, token_ids, choice.finish_reason, prompt_ids
-                )
+            delta, finish_reason = session.feed(token_ids, text_ids, choice.finish_reason)
             logprobs = None
             if not hide_metadata:
                 logprobs = self._resolve_stream_logprobs(
                     choice.logprobs, state, chat_top_logprobs(chat_request)
                 )
-            last_ids = list(state.last_tool_call_ids)
-            wire_delta = to_wire_delta(delta or Delta(), last_ids, state.role_sent)
+            pinned_ids = list(state.last_tool_call_ids)
             choices.append(
                 ChatStreamChoice(
                     index=choice.index,
-                    delta=wire_delta,
+                    delta=to_wire_delta(delta or Delta(), pinned_ids, state.role_sent),
                     logprobs=logprobs,
                     finish_reason=finish_reason,
                     stop_reason=stop_reason,
@@ -465,15 +450,11 @@ class Derenderer:
             )
             state = msgspec.structs.replace(
                 state,
-                output_token_ids=[*state.output_token_ids, *token_ids],
-                output_chunk_lens=(
-                    [*state.output_chunk_lens, len(token_ids)]
-                    if token_ids
-                    else state.output_chunk_lens
-                ),
+                output_token_ids=session.output_token_ids,
+                output_chunk_lens=session.output_chunk_lens,
                 role_sent=True,
                 tools_streamed=parser.state.tools_streamed,
-                last_tool_call_ids=last_ids,
+                last_tool_call_ids=pinned_ids,
                 logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
             )
         reply = ChatCompletionChunk(

@@ -1,0 +1,55 @@
+"""A parsed stream's live session: what one choice carries from chunk to chunk.
+
+It holds the incremental detokenizer window (special tokens kept, seeded from
+the prompt), the parser with its stream-processor state, and the history it has
+consumed (token ids and chunk lengths). A session is built fresh for a stream's
+first chunk or rebuilt from the client-carried ``stream_state`` by replaying the
+history with its original chunk boundaries, which leaves it exactly where the
+previous chunk left it. Either way, the next chunk is fed the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.detokenizer import DecodeWindow, Detokenizer
+from app.tokenizer import Tokenizer
+from parsers.stream import ChatStream
+from parsers.types import Delta
+
+
+class StreamSession:
+    def __init__(
+        self, tokenizer: Tokenizer, parser: ChatStream, prompt_token_ids: Sequence[int]
+    ) -> None:
+        window = DecodeWindow.seeded(tokenizer, prompt_token_ids, skip_special=False)
+        self.detokenizer = Detokenizer(tokenizer, window, skip_special=False)
+        self.parser = parser
+        self.prompt_token_ids = prompt_token_ids
+        self.output_token_ids: list[int] = []
+        self.output_chunk_lens: list[int] = []
+
+    def replay(self, token_ids: Sequence[int], chunk_lens: Sequence[int]) -> None:
+        """Feed an earlier stream's chunks again, as they first arrived."""
+        start = 0
+        for size in chunk_lens:
+            chunk = list(token_ids[start : start + size])
+            start += size
+            self.feed(chunk, chunk, None)
+
+    def feed(
+        self, token_ids: list[int], text_ids: list[int], finish_reason: str | None
+    ) -> tuple[Delta | None, str | None]:
+        """Parse one chunk; ``text_ids`` are the ids whose text it shows (no stop token).
+
+        A chunk with neither tokens nor a finish reason leaves the parser alone.
+        """
+        delta: Delta | None = None
+        finish: str | None = None
+        if token_ids or finish_reason is not None:
+            text = self.detokenizer.decode(text_ids) if token_ids else ""
+            delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
+        if token_ids:
+            self.output_token_ids += token_ids
+            self.output_chunk_lens.append(len(token_ids))
+        return delta, finish
