@@ -162,12 +162,23 @@ class HermesStream:
         return None
 
     def finish(self) -> Delta | None:
-        return None
+        """Text held back as a possible ``<tool_call>`` start is content after all.
+
+        (vLLM drops it.)
+        """
+        s = self.s
+        if s.mode != "content" or not s.pending:
+            return None
+        content, s.pending = s.pending, ""
+        return Delta(content=content)
 
     def remaining_arguments(self) -> str:
-        """Arguments parsed but never streamed for the last call: ``{}`` if none came."""
-        calls = self.s.calls
-        return "{}" if calls and not calls[-1].has_arguments else ""
+        """Nothing: arguments stream as they arrive.
+
+        (vLLM appends ``{}`` to a call that has no arguments when the last chunk
+        happens to carry a tool-call delta, which makes it depend on chunking.)
+        """
+        return ""
 
     def _consume(self, text: str) -> str:
         """Route new text into content, regions and the gaps between them."""
@@ -211,11 +222,15 @@ class HermesStream:
         body = region.body
         if not region.closed:
             body = body[: len(body) - _tag_overlap(body, TOOL_END)]
-            scanner = JsonScanner(region.json)
-            scanner.feed(body[region.fed :])
+            JsonScanner(region.json).feed(body[region.fed :])
             region.fed = len(body)
         end = len(body.rstrip())
-        complete = region.closed or JsonScanner(region.json).complete
+        scanner = JsonScanner(region.json)
+        complete = region.closed or scanner.complete
+        # Malformed JSON never completes before its region closes, so its last brace
+        # is held back as the closed region's would be (vLLM streams it, or not,
+        # depending on the chunking).
+        drop_brace = complete or scanner.failed
         if call.name is None:
             region.name.advance(body, "name", want_value=True)
             if region.name.phase != "done":
@@ -233,7 +248,7 @@ class HermesStream:
         if region.arguments.phase == "found":
             start = region.arguments.value_start
             stop = max(end, start)
-            if complete and stop > start and body[stop - 1] == "}":
+            if drop_brace and stop > start and body[stop - 1] == "}":
                 # The brace that closes the call object is not part of the arguments.
                 stop -= 1
                 while stop > start and body[stop - 1].isspace():

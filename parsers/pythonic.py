@@ -179,7 +179,22 @@ class PythonicStream:
             return None
 
     def finish(self) -> Delta | None:
-        return None
+        """Calls that completed before a cut the list never recovered from.
+
+        A list cut mid-name (``[f(a=1), g``) never closes, so vLLM emits ``f`` or
+        not depending on the chunking; the list up to its last ``)`` settles it.
+        """
+        s = self.s
+        end = s.text.rfind(")")
+        if s.passthrough or end < 0:
+            return None
+        text, s.text = s.text, s.text[: end + 1]
+        try:
+            return self._calls()
+        except (SyntaxError, ValueError, IndexError, RecursionError, TypeError):
+            return None
+        finally:
+            s.text = text
 
     def remaining_arguments(self) -> str:
         s = self.s

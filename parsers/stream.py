@@ -203,17 +203,17 @@ class ChatStream:
         return tools.stream(text, token_ids)
 
     def _finish(self, delta: Delta | None) -> Delta | None:
-        """The last chunk: unstreamed arguments, then whatever the engine still holds."""
+        """The last chunk: unstreamed arguments, then whatever the parsers still hold."""
         if self.tools is not None and delta is not None and delta.tool_calls:
             last = delta.tool_calls[-1]
             last.arguments = (last.arguments or "") + self.tools.remaining_arguments()
-        engines: list[ReasoningStream | ToolStream] = []
+        holders: list[ReasoningStream | ToolStream] = []
         if self.reasoning is not None and not self.state.reasoning_ended:
-            engines.append(self.reasoning)
+            holders.append(self.reasoning)
         if self.tools is not None:
-            engines.append(self.tools)
-        for parser in engines:
-            flushed = parser.finish() if parser.engine_based else None
+            holders.append(self.tools)
+        for parser in holders:
+            flushed = parser.finish()
             if flushed is None:
                 continue
             if delta is None:

@@ -81,7 +81,10 @@ class ThinkTagStream:
         start_here, end_here = start_id in token_ids, end_id in token_ids
         if start_here and not start_before:
             if not end_here:
-                return Delta(reasoning=text)
+                # vLLM keeps the <think> text here; it is markup, not reasoning.
+                marker = text.find(THINK_START)
+                after = text[marker + len(THINK_START) :] if marker >= 0 else text
+                return Delta(reasoning=after) if after else None
             start = text.find(THINK_START)
             end = text.find(THINK_END)
             after = text[end + len(THINK_END) :]

@@ -125,18 +125,21 @@ class XlamStream:
         return None
 
     def remaining_arguments(self) -> str:
-        """vLLM appends the last parsed call's whole arguments at the end (it never
-        records what it streamed for xLAM)."""
-        parsed = self.s.parsed
-        if not parsed:
+        """The last call's arguments not streamed yet.
+
+        (vLLM appends all of them again, since it never records what it streamed for
+        xLAM: the arguments are duplicated whenever the last chunk carries a tool-call
+        delta.)
+        """
+        s = self.s
+        if not s.parsed or not isinstance(s.parsed[-1], dict):
             return ""
-        last = parsed[-1]
-        if not isinstance(last, dict):
-            raise ValueError("a parsed call is not an object")
-        arguments = last.get("arguments", {})
-        return (
-            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        )
+        arguments = s.parsed[-1].get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        index = len(s.parsed) - 1
+        sent = s.sent[index].arguments if index < len(s.sent) else ""
+        return arguments[len(sent) :] if arguments.startswith(sent) else ""
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s

@@ -17,6 +17,34 @@ from pathlib import Path
 from typing import Any
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
+
+# Streams where vLLM 0.33.0's chunks corrupt the message (docs/parity.md) and ours
+# deliberately differ: a literal <think> leaking into reasoning, an outer brace
+# leaking into malformed hermes arguments, xLAM arguments sent twice.
+DEVIATIONS = {
+    "C1.tool_malformed_json/chat_stream#t1": "hermes-malformed-brace",
+    "C1.tool_malformed_json/chat_stream#t3": "hermes-malformed-brace",
+    **{
+        f"C2.{scenario}/chat_stream#{chunking}": "deepseek-think-leak"
+        for scenario in (
+            "reason_answer", "tool_without_end_think", "n2_logprobs", "parallel_tools",
+            "emoji_reasoning",
+        )
+        for chunking in ("t3", "r16")
+    },
+    **{
+        f"C4.{scenario}/chat_stream#{chunking}": "xlam-arguments-twice"
+        for scenario, chunkings in (
+            ("json_array_single", ("t3", "r16")),
+            ("json_array_parallel", ("t3", "r16")),
+            ("json_array_same_twice", ("t3", "r16")),
+            ("json_codeblock", ("t3", "r16")),
+            ("zero_args", ("r16",)),
+            ("think_then_json", ("t1", "r16")),
+        )
+        for chunking in chunkings
+    },
+}  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
 Post = Callable[[str, bytes, str], tuple[int, Any]]
@@ -68,7 +96,8 @@ class _ToolIds:
         return self.seen[value]
 
 
-def _normalize_reply(body: Any, ids: _ToolIds) -> Any:
+def _normalize_reply(body: Any, ids: _ToolIds, deltas: bool = True) -> Any:
+    """``created`` and tool-call ids made comparable; ``deltas=False`` blanks deltas."""
     body = json.loads(json.dumps(body))
     if not isinstance(body, dict):
         return body
@@ -80,6 +109,10 @@ def _normalize_reply(body: Any, ids: _ToolIds) -> Any:
             for call in (part or {}).get("tool_calls") or ():
                 if call.get("id") is not None:
                     call["id"] = ids(call["id"])
+    if not deltas:
+        for choice in body.get("choices") or ():
+            if isinstance(choice, dict) and "delta" in choice:
+                choice["delta"] = "<delta>"
     return body
 
 
@@ -124,8 +157,13 @@ def differences(expected: Any, actual: Any, path: str = "$") -> Iterator[str]:
 
 
 def replay(case: dict[str, Any], post: Post) -> list[str]:
-    """Run every call of a case through ``post`` and list what differs from vLLM."""
+    """Run every call of a case through ``post`` and list what differs from vLLM.
+
+    For a documented deviation the deltas are left out of the comparison; the rest
+    of each chunk and the final states must still match.
+    """
     ids = (_ToolIds(), _ToolIds())  # expected's and ours, numbered independently
+    deltas = case["id"] not in DEVIATIONS
     problems: list[str] = []
     endpoint = case["endpoint"]
     if case["kind"].endswith("_stream"):
@@ -135,7 +173,7 @@ def replay(case: dict[str, Any], post: Post) -> list[str]:
         ):
             body = json.dumps(stream_body(case, chunk, states.get(lane))).encode()
             status, reply = post(endpoint, body, "application/json")
-            problems += _compare_call(expected, status, reply, ids, f"call {i}")
+            problems += _compare_call(expected, status, reply, ids, f"call {i}", deltas)
             if status == 200 and isinstance(reply, dict):
                 states[lane] = reply.get("stream_state")
         return problems
@@ -152,6 +190,7 @@ def _compare_call(
     reply: Any,
     ids: tuple[_ToolIds, _ToolIds],
     where: str,
+    deltas: bool = True,
 ) -> list[str]:
     if status != expected["status"]:
         return [f"{where}: status {status} != {expected['status']}: {json.dumps(reply)[:300]}"]
@@ -175,7 +214,8 @@ def _compare_call(
     problems = [
         f"{where}: {d}"
         for d in differences(
-            _normalize_reply(expected["chunk"], ids[0]), _normalize_reply(reply["chunk"], ids[1])
+            _normalize_reply(expected["chunk"], ids[0], deltas),
+            _normalize_reply(reply["chunk"], ids[1], deltas),
         )
     ]
     if "stream_state" in expected:

@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.conftest import AppFactory
-from tests.golden import flags_of, load_cases, replay
+from tests.golden import flags_of, load_cases, replay, stream_body
 
 CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
 
@@ -45,3 +45,45 @@ def test_golden_case(case: dict[str, Any], make_app: AppFactory) -> None:
 
     problems = replay(case, post)
     assert not problems, "\n".join(problems[:8])
+
+
+# vLLM's xLAM stream is chunking-dependent in ways not corrected yet (docs/parity.md).
+OPEN_CHUNKING_DEPENDENCE = {"C4.json_codeblock", "C4.malformed_json"}
+SCENARIOS = sorted(
+    {c["scenario"] for c in CASES if c["kind"] == "chat_stream"} - OPEN_CHUNKING_DEPENDENCE
+)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_chunking_assembles_the_same_message(scenario: str, make_app: AppFactory) -> None:
+    config = scenario.split(".")[0]
+    cases = [c for c in load_cases(config) if c["scenario"] == scenario and "chunks" in c]
+    folds = {case["chunking"]: _fold(case, make_app) for case in cases}
+    assert len(set(folds.values())) == 1, folds
+
+
+def _fold(case: dict[str, Any], make_app: AppFactory) -> str:
+    """The messages a client assembles from our replies, per choice index."""
+    _factories[id(make_app)] = make_app
+    client = _client(flags_of(case), id(make_app))
+    states: dict[int, Any] = {}
+    messages: dict[int, dict[str, Any]] = {}
+    for chunk, lane in zip(case["chunks"], case["lanes"], strict=True):
+        body = stream_body(case, chunk, states.get(lane))
+        reply = client.post(case["endpoint"], json=body).json()
+        states[lane] = reply["stream_state"]
+        for choice in reply["chunk"]["choices"]:
+            message = messages.setdefault(
+                choice["index"], {"content": "", "reasoning": "", "calls": {}}
+            )
+            delta = choice["delta"]
+            message["content"] += delta["content"] or ""
+            message["reasoning"] += delta["reasoning"] or ""
+            for call in delta.get("tool_calls", []):
+                name, arguments = message["calls"].get(call["index"], ("", ""))
+                function = call["function"]
+                message["calls"][call["index"]] = (
+                    name or function["name"] or "",
+                    arguments + (function["arguments"] or ""),
+                )
+    return json.dumps(messages, sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,251 @@
+"""Streamed parsing over generated outputs: chunking, one-shot agreement, snapshots.
+
+Outputs are built from pieces that stress the parsers (markers, CJK and emoji split
+across byte tokens, braces, quotes and marker-like text inside arguments, parallel,
+repeated and zero-argument calls, malformed JSON, cuts by ``length``), tokenized
+with the bundled Qwen3 tokenizer and fed through stream sessions in random
+chunkings. Classes where vLLM 0.33.0's own stream depends on the chunking are
+kept out of the invariance claims and listed in docs/parity.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.session import StreamSession
+from app.tokenizer import Tokenizer
+from parsers.registry import ParserFactory
+from parsers.stream import ChatStreamState
+from parsers.types import Delta, ParseOptions, ToolSpec
+
+PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+TOOLS = (
+    ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
+    ToolSpec("count", {"type": "object", "properties": {"n": {"type": "integer"}}}),
+    ToolSpec("noop", {"type": "object", "properties": {}}),
+)
+WORDS = [
+    "Paris",
+    " and",
+    " 東京",
+    " 👍🏽",
+    " café",
+    " {braces}",
+    ' "quotes"',
+    " <",
+    " </thi",
+    " a<b",
+]
+STRINGS = [
+    "Paris",
+    "東京 👩‍👩‍👧",
+    'say "hi"',
+    "{not json}",
+    "</tool_call> inside",
+    "a\\b",
+    "<tool",
+]
+
+PROPS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+@dataclass
+class Assembled:
+    """A stream's deltas folded together, as a client folds them."""
+
+    content: str = ""
+    reasoning: str = ""
+    calls: dict[int, list[str]] = field(default_factory=dict)
+
+    def add(self, delta: Delta | None) -> None:
+        if delta is None:
+            return
+        self.content += delta.content or ""
+        self.reasoning += delta.reasoning or ""
+        for call in delta.tool_calls:
+            name, arguments = self.calls.setdefault(call.index, ["", ""])
+            self.calls[call.index] = [name or call.name or "", arguments + (call.arguments or "")]
+
+
+def chunked(ids: list[int], cuts: Sequence[int]) -> list[list[int]]:
+    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
+    return [ids[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def run(
+    tokenizer: Tokenizer,
+    factory: ParserFactory,
+    options: ParseOptions,
+    ids: list[int],
+    chunks: list[list[int]],
+    finish: str,
+) -> tuple[Assembled, list[Delta | None]]:
+    prompt = tokenizer._hf.encode(PROMPT)
+    session = StreamSession(tokenizer, factory.stream_for_request(options, "seed"), prompt)
+    folded = Assembled()
+    deltas = []
+    for i, chunk in enumerate(chunks):
+        delta, _ = session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)
+        folded.add(delta)
+        deltas.append(delta)
+    return folded, deltas
+
+
+def factory_for(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> ParserFactory:
+    return ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
+
+
+def options(**kwargs: Any) -> ParseOptions:
+    return ParseOptions(tools=TOOLS, tool_choice="auto", **kwargs)
+
+
+# ------------------------------------------------------------------ output generators
+
+text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map("".join)
+args = st.sampled_from(
+    [("get_weather", {"city": s}) for s in STRINGS] + [("count", {"n": 3}), ("noop", {})]
+)
+
+
+@st.composite
+def hermes_output(draw: st.DrawFn, reasoning: bool) -> str:
+    out = "<think>\n" if draw(st.booleans()) and reasoning else ""
+    if reasoning:
+        out += draw(text) + "\n</think>\n\n"
+    calls = draw(st.lists(args, max_size=3))
+    if not calls or draw(st.booleans()):
+        out += draw(text)
+    for name, arguments in calls:
+        separators = draw(st.sampled_from([(", ", ": "), (",", ":")]))
+        body = json.dumps(
+            {"name": name, "arguments": arguments}, ensure_ascii=False, separators=separators
+        )
+        out += f"<tool_call>\n{body}\n</tool_call>"
+    return out
+
+
+@st.composite
+def coder_output(draw: st.DrawFn) -> str:
+    out = draw(text) + "\n</think>\n\n"
+    for name, arguments in draw(st.lists(args, max_size=3)):
+        params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in arguments.items())
+        out += f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+    return out
+
+
+@st.composite
+def pythonic_output(draw: st.DrawFn) -> str:
+    calls = draw(st.lists(args, min_size=1, max_size=3))
+    if draw(st.booleans()):
+        return draw(text)
+    rendered = [f"{n}({', '.join(f'{k}={v!r}' for k, v in a.items())})" for n, a in calls]
+    return "[" + ", ".join(rendered) + "]"
+
+
+CONFIGS = {
+    "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
+    "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
+    "qwen3+qwen3_coder": (("qwen3_coder", "qwen3"), coder_output()),
+    "qwen3": ((None, "qwen3"), hermes_output(reasoning=True)),
+    "pythonic": (("pythonic", None), pythonic_output()),
+    "hermes": (("hermes", None), hermes_output(reasoning=False)),
+}
+
+
+def _without_leading_think(output: str, config: str) -> str:
+    # vLLM's deepseek_r1 keeps a literal <think> in reasoning when it shares a chunk
+    # with other text (docs/parity.md); its generated outputs leave it to the template.
+    return output.removeprefix("<think>\n") if config.startswith("deepseek") else output
+
+
+@st.composite
+def case(draw: st.DrawFn) -> tuple[str, str, list[int], list[int], str]:
+    config = draw(st.sampled_from(sorted(CONFIGS)))
+    output = _without_leading_think(draw(CONFIGS[config][1]), config)
+    cuts_a = draw(st.lists(st.integers(0, 400), max_size=30))
+    cuts_b = draw(st.lists(st.integers(0, 400), max_size=30))
+    finish = draw(st.sampled_from(["stop", "length"]))
+    return config, output, cuts_a, cuts_b, finish
+
+
+# ------------------------------------------------------------------ properties
+
+
+@PROPS
+@given(generated=case())
+def test_any_chunking_assembles_the_same_message(
+    tokenizer: Tokenizer, generated: tuple[str, str, list[int], list[int], str]
+) -> None:
+    config, output, cuts_a, cuts_b, finish = generated
+    (tool, reasoning), _ = CONFIGS[config]
+    factory = factory_for(tokenizer, tool, reasoning)
+    ids = tokenizer._hf.encode(output)
+    if finish == "length":
+        ids = ids[: max(1, len(ids) * 2 // 3)]
+    one_token = [[i] for i in ids]
+    baseline, _ = run(tokenizer, factory, options(), ids, one_token, finish)
+    for cuts in (cuts_a, cuts_b, [10**6]):
+        folded, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), finish)
+        assert folded == baseline, (config, output, cuts)
+
+
+@PROPS
+@given(generated=case())
+def test_streams_agree_with_the_one_shot_parse(
+    tokenizer: Tokenizer, generated: tuple[str, str, list[int], list[int], str]
+) -> None:
+    """Where vLLM's stream and one-shot parse agree (parsers.md section 11), so do ours."""
+    config, output, cuts, _, _ = generated
+    (tool, reasoning), _ = CONFIGS[config]
+    factory = factory_for(tokenizer, tool, reasoning)
+    ids = tokenizer._hf.encode(output)
+    folded, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), "stop")
+    parsed = factory.for_request(options()).parse(output, tokenizer._hf.encode(PROMPT), "seed")
+    assert folded.reasoning == (parsed.reasoning or "")
+    if not parsed.tool_calls:
+        return
+    names = [call.name for call in parsed.tool_calls]
+    assert [name for name, _ in folded.calls.values()] == names
+    for (_, streamed), call in zip(folded.calls.values(), parsed.tool_calls, strict=True):
+        # Streams carry the raw argument text, one-shot re-serializes it (section 11.1).
+        assert json.loads(streamed or "{}") == json.loads(call.arguments)
+
+
+@PROPS
+@given(generated=case(), cut=st.integers(0, 400))
+def test_snapshot_and_restore_continue_identically(
+    tokenizer: Tokenizer, generated: tuple[str, str, list[int], list[int], str], cut: int
+) -> None:
+    config, output, cuts, _, finish = generated
+    (tool, reasoning), _ = CONFIGS[config]
+    factory = factory_for(tokenizer, tool, reasoning)
+    ids = tokenizer._hf.encode(output)
+    chunks = chunked(ids, cuts)
+    _, expected = run(tokenizer, factory, options(), ids, chunks, finish)
+    split = cut % (len(chunks) + 1)
+    prompt = tokenizer._hf.encode(PROMPT)
+    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), prompt)
+    deltas: list[Delta | None] = []
+    for i, chunk in enumerate(chunks):
+        if i == split:
+            snapshot = session.parser.snapshot()
+            state = msgspec.msgpack.decode(snapshot, type=ChatStreamState)
+            window = session.detokenizer.window
+            session = StreamSession(
+                tokenizer, factory.stream_for_request(options(), "seed", state), prompt
+            )
+            session.detokenizer.window = window
+        deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
+    assert deltas == expected
