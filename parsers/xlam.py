@@ -98,8 +98,17 @@ class XlamSent(Struct):
     arguments: str = ""
 
 
+# Text that can start a call block; until one shows up (or the output opens with
+# "["), xLAM output is plain content.
+_TRIGGERS = ("</think>", "```", "[TOOL_CALLS]", "<tool_call>")
+_TRIGGER_TAIL = max(len(t) for t in _TRIGGERS) - 1
+
+
 class XlamState(Struct, tag="xlam"):
     text: str = ""
+    plain: bool = True
+    tail: str = ""
+    lead: str = ""
     current: int = -1
     sent: list[XlamSent] = field(default_factory=list)
     parsed: Any = None  # the last complete call array seen
@@ -108,10 +117,9 @@ class XlamState(Struct, tag="xlam"):
 class XlamStream:
     """xLAM calls as vLLM 0.33.0 streams them, one step of one call per delta.
 
-    vLLM re-reads the whole output on each delta, so this keeps the output and does
-    the same (O(output) per delta for outputs that hold calls; plain content passes
-    through). Its arguments may repeat when a delta carries several tokens; see
-    docs/parity.md.
+    vLLM re-reads the whole output on each delta. Until something that can start a
+    call block appears, the answer is known to be plain content and costs O(delta);
+    after that this re-reads the output as vLLM does (see docs/parity.md).
     """
 
     engine_based = False
@@ -144,6 +152,13 @@ class XlamStream:
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s
         s.text += text
+        if s.plain:
+            window = s.tail + text
+            s.lead = s.lead or text.lstrip()[:1]
+            if s.lead != "[" and not any(trigger in window for trigger in _TRIGGERS):
+                s.tail = window[-_TRIGGER_TAIL:]
+                return Delta(content=text)
+            s.plain = False
         current = s.text
         stripped = current.strip()
         _, calls_json = split_calls(current)

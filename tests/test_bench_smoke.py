@@ -1,0 +1,20 @@
+"""The benchmarks run (tiny sizes, no timing asserted), so they cannot rot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import parsers_bench
+
+
+def test_parsers_bench_smoke(tmp_path: Path) -> None:
+    assert (
+        parsers_bench.main(
+            ["--early", "40", "--late", "120", "--window", "8", "--out", str(tmp_path)]
+        )
+        == 0
+    )
+    result = json.loads((tmp_path / "parsers_bench.json").read_text())
+    assert [row["parser"] for row in result["rows"]] == list(parsers_bench.CONFIGS)
+    assert all(row["early_us"] > 0 and row["late_us"] > 0 for row in result["rows"])
