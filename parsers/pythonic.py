@@ -86,6 +86,8 @@ class PythonicTools:
 # ---------------------------------------------------------------------------- streaming
 
 _CLOSERS = {"[": "]", "(": ")", "{": "}", "'": "'", '"': '"'}
+# How far back from a cut end ``finish`` looks for a prefix that parses.
+_SETTLE_WINDOW = 32
 
 
 def _escaped(text: str, index: int) -> bool:
@@ -179,22 +181,29 @@ class PythonicStream:
             return None
 
     def finish(self) -> Delta | None:
-        """Calls that completed before a cut the list never recovered from.
+        """Settle what a cut output leaves open, the same way for every chunking.
 
-        A list cut mid-name (``[f(a=1), g``) never closes, so vLLM emits ``f`` or
-        not depending on the chunking; the list up to its last ``)`` settles it.
+        A list cut mid-string (``g(b='x\\u20``) or mid-name (``[f(a=1), g``) stops
+        parsing, so vLLM emits the calls so far or not depending on the chunking.
+        The longest prefix that still parses settles it (within a few characters
+        of the end, else up to the last closed call).
         """
         s = self.s
-        end = s.text.rfind(")")
-        if s.passthrough or end < 0:
+        if s.passthrough or not s.text.startswith("["):
             return None
-        text, s.text = s.text, s.text[: end + 1]
+        text = s.text
+        last_call = text.rfind(")") + 1
+        cuts = [*range(len(text), max(len(text) - _SETTLE_WINDOW, last_call), -1), last_call]
         try:
-            return self._calls()
+            for cut in cuts:
+                if cut > 0 and close_partial_call_list(text[:cut]) is not None:
+                    s.text = text[:cut]
+                    return self._calls()
         except (SyntaxError, ValueError, IndexError, RecursionError, TypeError):
             return None
         finally:
             s.text = text
+        return None
 
     def remaining_arguments(self) -> str:
         s = self.s

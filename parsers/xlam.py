@@ -92,6 +92,41 @@ _ARGS_RE = re.compile(
 _FENCED_RE = re.compile(r"```(?:json)?\s*([\s\S]*?)(?:```|$)")
 
 
+def _view(text: str) -> tuple[str | None, bool, bool]:
+    """How vLLM sees the output so far: the call JSON it found, whether a block may be
+    opening, and whether the output is a call block at all."""
+    stripped = text.strip()
+    _, calls_json = split_calls(text)
+    maybe_block = (
+        "```json" in text or "```\n[" in text or "[TOOL_CALLS]" in text or "<tool_call>" in text
+    )
+    is_block = (
+        stripped.startswith(("[", "<tool_call>", "[TOOL_CALLS]"))
+        or "</think>[" in text
+        or calls_json is not None
+        or (maybe_block and '"name"' in text and '"arguments"' in text)
+    )
+    return calls_json, maybe_block, is_block
+
+
+def _search_text(text: str, calls_json: str | None, maybe_block: bool) -> str:
+    """Where vLLM looks for calls: the found JSON, a fenced array, or the output."""
+    if calls_json:
+        return calls_json
+    if maybe_block:
+        fenced = _FENCED_RE.search(text)
+        if fenced:
+            candidate = fenced.group(1).strip()
+            if candidate.startswith("[") and '"name"' in candidate and '"arguments"' in candidate:
+                return candidate
+    return text
+
+
+def _call_index(text: str, position: int, names: list[re.Match[str]]) -> int:
+    """Which call (by its name match) a match starting at ``position`` belongs to."""
+    return sum(1 for name in names if name.start() <= position) - 1
+
+
 class XlamSent(Struct):
     name: bool = False
     prefix: bool = False
@@ -130,24 +165,64 @@ class XlamStream:
         self.s = state if state is not None else XlamState()
 
     def finish(self) -> Delta | None:
-        return None
+        """Send whatever of the calls the stream has not sent yet.
 
-    def remaining_arguments(self) -> str:
-        """The last call's arguments not streamed yet.
-
-        (vLLM appends all of them again, since it never records what it streamed for
-        xLAM: the arguments are duplicated whenever the last chunk carries a tool-call
-        delta.)
+        vLLM takes one step per chunk (a name, or an argument piece), so the calls a
+        multi-token chunking leaves no steps for are lost. The final text settles
+        them: the parsed array if it parses, else the calls whose arguments closed.
         """
         s = self.s
-        if not s.parsed or not isinstance(s.parsed[-1], dict):
-            return ""
-        arguments = s.parsed[-1].get("arguments", {})
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        index = len(s.parsed) - 1
-        sent = s.sent[index].arguments if index < len(s.sent) else ""
-        return arguments[len(sent) :] if arguments.startswith(sent) else ""
+        if s.plain:
+            return None
+        deltas: list[DeltaToolCall] = []
+        for index, (name, arguments) in enumerate(self._final_calls()):
+            while len(s.sent) <= index:
+                s.sent.append(XlamSent())
+            sent = s.sent[index]
+            if not sent.name:
+                sent.name = True
+                call_id = xlam_tool_call_id(self.id_seed, index)
+                deltas.append(DeltaToolCall(id=call_id, type="function", index=index, name=name))
+            if arguments is None or arguments == sent.arguments:
+                continue
+            if arguments.startswith(sent.arguments):
+                deltas.append(
+                    DeltaToolCall(index=index, arguments=arguments[len(sent.arguments) :])
+                )
+                sent.prefix, sent.arguments = True, arguments
+        return Delta(tool_calls=deltas) if deltas else None
+
+    def _final_calls(self) -> list[tuple[str, str | None]]:
+        """``(name, arguments)`` of every call in the final text, as far as it shows."""
+        s = self.s
+        if isinstance(s.parsed, list):
+            calls: list[tuple[str, str | None]] = []
+            for entry in s.parsed:
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    return calls
+                arguments = entry.get("arguments")
+                if arguments is not None and not isinstance(arguments, str):
+                    arguments = json.dumps(arguments, ensure_ascii=False)
+                calls.append((entry["name"], arguments))
+            return calls
+        calls_json, maybe_block, is_block = _view(s.text)
+        if not is_block:
+            return []
+        search = _search_text(s.text, calls_json, maybe_block)
+        arguments = [m.group(1) for m in _ARGS_RE.finditer(search)]
+        return [
+            (m.group(1), arguments[i] if i < len(arguments) else None)
+            for i, m in enumerate(_NAME_RE.finditer(search))
+        ]
+
+    def remaining_arguments(self) -> str:
+        """Nothing: ``finish`` settles every call.
+
+        (vLLM appends the last call's whole arguments again, since it never records
+        what it streamed for xLAM: they are duplicated whenever the last chunk carries
+        a tool-call delta.)
+        """
+        return ""
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s
@@ -160,20 +235,7 @@ class XlamStream:
                 return Delta(content=text)
             s.plain = False
         current = s.text
-        stripped = current.strip()
-        _, calls_json = split_calls(current)
-        maybe_block = (
-            "```json" in current
-            or "```\n[" in current
-            or "[TOOL_CALLS]" in current
-            or "<tool_call>" in current
-        )
-        is_block = (
-            stripped.startswith(("[", "<tool_call>", "[TOOL_CALLS]"))
-            or "</think>[" in current
-            or calls_json is not None
-            or (maybe_block and '"name"' in current and '"arguments"' in current)
-        )
+        calls_json, maybe_block, is_block = _view(current)
         if not is_block:
             return Delta(content=text)
         try:
@@ -189,17 +251,7 @@ class XlamStream:
                 s.parsed = parsed
         except ValueError:
             pass
-        search = calls_json if calls_json else current
-        if not calls_json and maybe_block:
-            fenced = _FENCED_RE.search(current)
-            if fenced:
-                candidate = fenced.group(1).strip()
-                if (
-                    candidate.startswith("[")
-                    and '"name"' in candidate
-                    and '"arguments"' in candidate
-                ):
-                    search = candidate
+        search = _search_text(current, calls_json, maybe_block)
         names = list(_NAME_RE.finditer(search))
         count = len(names)
         if count == 0:
@@ -223,7 +275,11 @@ class XlamStream:
         if not 0 <= index < count:
             return None
         sent = s.sent[index]
-        empty = _EMPTY_ARGS_RE.search(search)
+        # vLLM takes this shortcut when any call has empty arguments; only the call's
+        # own empty arguments count here, so a later call's are not replaced by {}.
+        empties = list(_EMPTY_ARGS_RE.finditer(search))
+        own = [m for m in empties if _NAME_RE.match(search, m.start()) is not None]
+        empty = next((m for m in own if _call_index(search, m.start(), names) == index), None)
         if empty and empty.start() > 0 and not sent.prefix:
             sent.prefix, sent.arguments = True, "{}"
             if index < count - 1:

@@ -48,7 +48,7 @@ def test_golden_case(case: dict[str, Any], make_app: AppFactory) -> None:
 
 
 # vLLM's xLAM stream is chunking-dependent in ways not corrected yet (docs/parity.md).
-OPEN_CHUNKING_DEPENDENCE = {"C4.json_codeblock", "C4.malformed_json"}
+OPEN_CHUNKING_DEPENDENCE = {"C4.json_codeblock"}
 SCENARIOS = sorted(
     {c["scenario"] for c in CASES if c["kind"] == "chat_stream"} - OPEN_CHUNKING_DEPENDENCE
 )

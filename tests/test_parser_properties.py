@@ -55,7 +55,7 @@ STRINGS = [
 ]
 
 PROPS = settings(
-    max_examples=60,
+    max_examples=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -154,6 +154,16 @@ def pythonic_output(draw: st.DrawFn) -> str:
     return "[" + ", ".join(rendered) + "]"
 
 
+@st.composite
+def xlam_output(draw: st.DrawFn) -> str:
+    # A bare call array; fenced blocks and malformed arrays are open classes
+    # (docs/parity.md).
+    calls = draw(st.lists(args, min_size=1, max_size=3))
+    if draw(st.booleans()):
+        return draw(text)
+    return json.dumps([{"name": n, "arguments": a} for n, a in calls], ensure_ascii=False)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -161,6 +171,7 @@ CONFIGS = {
     "qwen3": ((None, "qwen3"), hermes_output(reasoning=True)),
     "pythonic": (("pythonic", None), pythonic_output()),
     "hermes": (("hermes", None), hermes_output(reasoning=False)),
+    "xlam": (("xlam", None), xlam_output()),
 }
 
 
