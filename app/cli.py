@@ -100,6 +100,24 @@ def build_parser() -> argparse.ArgumentParser:
         "the event loop",
     )
     parser.add_argument(
+        "--stream-cache-size",
+        type=int,
+        default=_DEFAULTS.stream_cache_size,
+        help="live stream sessions kept between chunks (0: none, every chunk replays)",
+    )
+    parser.add_argument(
+        "--stream-cache-max-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.stream_cache_max_bytes,
+        help="estimated memory the kept sessions may use",
+    )
+    parser.add_argument(
+        "--stream-cache-ttl",
+        type=float,
+        default=_DEFAULTS.stream_cache_ttl,
+        help="seconds an unused session is kept",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -122,6 +140,9 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         max_request_bytes=args.max_request_bytes,
         inline_tokens=args.inline_tokens,
         replay_workers=args.replay_workers,
+        stream_cache_size=max(args.stream_cache_size, 0),
+        stream_cache_max_bytes=args.stream_cache_max_bytes,
+        stream_cache_ttl=args.stream_cache_ttl,
     )
     return ServerOptions(settings, args.host, args.port, args.log_level)
 

@@ -348,9 +348,7 @@ class Derenderer:
     def chat_stream(
         self, request: ChatStreamDerenderRequest, model: str
     ) -> tuple[ChatCompletionChunk, StreamState]:
-        """One streamed chat chunk: parsed when the server has parsers, else plain."""
-        if self.parsers is not None and self.parsers.configured:
-            return self._chat_stream_parsed(request, model)
+        """One streamed chat chunk without a parser."""
         chunk = request.generate_chunk
         chat_request = request.chat_request
         skip = skip_special_tokens(chat_request)
@@ -405,27 +403,45 @@ class Derenderer:
         )
         return reply, state
 
-    def _chat_stream_parsed(
-        self, request: ChatStreamDerenderRequest, model: str
-    ) -> tuple[ChatCompletionChunk, StreamState]:
-        """One parsed chunk, fed to a session rebuilt by replaying the carried history."""
+    def stream_session(self, request: ChatStreamDerenderRequest) -> StreamSession:
+        """A session for the request's stream, rebuilt by replaying its carried history.
+
+        The replay feeds each earlier chunk as it arrived (``output_chunk_lens``), so
+        the parser ends exactly where the previous chunk left it.
+        """
         assert self.parsers is not None
         chunk = request.generate_chunk
         chat_request = request.chat_request
-        prompt_ids = request.prompt_token_ids
-        assert chat_request is not None and prompt_ids is not None
-        state = request.stream_state or StreamState()
+        assert chat_request is not None and request.prompt_token_ids is not None
         options = parse_options(chat_request, self.default_chat_template_kwargs)
         index = chunk.choices[0].index if chunk.choices else 0
         parser = self.parsers.stream_for_request(options, f"{chunk.request_id}:{index}")
-        session = StreamSession(self.tokenizer, parser, prompt_ids)
+        session = StreamSession(self.tokenizer, parser, request.prompt_token_ids)
+        state = request.stream_state or StreamState()
         session.replay(state.output_token_ids, state.output_chunk_lens)
-        # The carried flag is authoritative over the one the replay rebuilt.
-        parser.state.tools_streamed = state.tools_streamed
-        hide_metadata = not options.include_reasoning
+        return session
+
+    def chat_stream_parsed(
+        self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
+    ) -> tuple[ChatCompletionChunk, StreamState, StreamSession | None]:
+        """One parsed chunk, fed to ``session`` (rebuilt by replay when None).
+
+        A chunk without a choice needs no parser, so no session is built for it.
+        """
+        chunk = request.generate_chunk
+        chat_request = request.chat_request
+        assert chat_request is not None
+        state = request.stream_state or StreamState()
+        if session is None and chunk.choices:
+            session = self.stream_session(request)
+        options = session.parser.options if session is not None else None
+        hide_metadata = options is not None and not options.include_reasoning
         return_token_ids = bool(chat_request.return_token_ids)
         choices = []
-        if chunk.choices:
+        if chunk.choices and session is not None:
+            # The carried flag is authoritative over the one the session rebuilt.
+            session.parser.state.tools_streamed = state.tools_streamed
+            parser = session.parser
             choice = chunk.choices[0]
             token_ids = choice.token_ids or []
             text_ids, stop_reason = self.drop_stop_token(
@@ -469,7 +485,7 @@ class Derenderer:
             prompt_text=None,
             metrics=chunk.metrics,
         )
-        return reply, state
+        return reply, state, session
 
     def completion_stream(
         self, request: CompletionStreamDerenderRequest, model: str

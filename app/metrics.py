@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -22,6 +22,34 @@ class Metrics:
             ["endpoint", "mode"],
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
+        )
+
+        self.cache_hits = Counter(
+            "derender_cache_hits", "Parsed chunks served by a kept session.", registry=self.registry
+        )
+        self.cache_misses = Counter(
+            "derender_cache_misses",
+            "Parsed chunks that found no usable kept session, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.cache_evictions = Counter(
+            "derender_cache_evictions",
+            "Kept sessions dropped, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.replays = Counter(
+            "derender_replays", "Sessions rebuilt by replaying history.", registry=self.registry
+        )
+        self.replayed_tokens = Counter(
+            "derender_replayed_tokens", "History tokens replayed.", registry=self.registry
+        )
+        self.cache_sessions = Gauge(
+            "derender_cache_sessions", "Sessions kept between chunks.", registry=self.registry
+        )
+        self.cache_bytes = Gauge(
+            "derender_cache_bytes", "Estimated bytes of the kept sessions.", registry=self.registry
         )
 
     def observe(self, endpoint: str, mode: str, status: int, seconds: float) -> None:

@@ -244,6 +244,13 @@ class StreamFlag(Struct):
     stream: bool = False
 
 
+class FingerprintView(Struct):
+    """The raw bytes of the request fields a stream session depends on."""
+
+    chat_request: Raw = Raw(b"null")
+    prompt_token_ids: Raw = Raw(b"null")
+
+
 class ChatDerenderRequest(Struct):
     generate_response: GenerateResponse
     stream: Literal[False] = False

@@ -8,10 +8,13 @@ it decodes (or replays) more tokens than ``--inline-tokens``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -39,10 +42,13 @@ from app.protocol import (
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
     CompletionStreamReply,
+    FingerprintView,
     GenerateChunk,
     StreamFlag,
+    StreamState,
     encoder,
 )
+from app.session import StreamSession
 from app.settings import Settings
 from app.tokenizer import Tokenizer, load_tokenizer
 from app.validation import (
@@ -55,6 +61,7 @@ from app.validation import (
     check_prompt_length,
     check_token_ids_present,
 )
+from cache.sessions import ERROR, FINISHED, SessionCache
 from parsers.registry import ParserFactory
 
 logger = logging.getLogger("derender_server")
@@ -64,6 +71,11 @@ S = TypeVar("S", ChatStreamDerenderRequest, CompletionStreamDerenderRequest)
 
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+
+# Session size estimate: a history token costs a list slot and an int object, plus
+# its share of parser text; the rest is the detokenizer window and parser objects.
+_BYTES_PER_TOKEN = 48
+_SESSION_OVERHEAD = 4096
 
 
 def decode_body(body: bytes, kind: type[T]) -> T:
@@ -114,6 +126,19 @@ class DerenderService:
         self.derenderer = Derenderer(tokenizer, self.parsers, settings.default_chat_template_kwargs)
         self.metrics = Metrics()
         self._limiter = anyio.CapacityLimiter(settings.replay_workers)
+        self.sessions: SessionCache[StreamSession] = SessionCache(
+            settings.stream_cache_size,
+            settings.stream_cache_max_bytes,
+            settings.stream_cache_ttl,
+            on_evict=lambda reason: self.metrics.cache_evictions.labels(reason).inc(),
+        )
+        parser_settings = (
+            settings.tool_call_parser,
+            settings.reasoning_parser,
+            settings.enable_auto_tool_choice,
+            settings.default_chat_template_kwargs,
+        )
+        self._settings_digest = json.dumps(parser_settings, sort_keys=True).encode()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -184,7 +209,9 @@ class DerenderService:
 
     async def _chat(self, body: bytes, stream: bool) -> Response:
         if stream:
-            return await self._chat_stream(decode_stream_request(body, ChatStreamDerenderRequest))
+            return await self._chat_stream(
+                decode_stream_request(body, ChatStreamDerenderRequest), body
+            )
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
             check_chat_request(request.chat_request)
@@ -203,7 +230,7 @@ class DerenderService:
         tokens = sum(len(c.token_ids or ()) for c in gen.choices)
         return json_response(await self._run(tokens, self.derenderer.chat, request, model))
 
-    async def _chat_stream(self, request: ChatStreamDerenderRequest) -> Response:
+    async def _chat_stream(self, request: ChatStreamDerenderRequest, body: bytes) -> Response:
         chat_request = request.chat_request
         if chat_request is not None:
             check_chat_request(chat_request)
@@ -228,14 +255,106 @@ class DerenderService:
                 f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
                 f"({history}) plus delta ({delta}) exceeds max_model_len ({self.max_model_len})."
             )
-        # A parsed chunk replays the whole history first: that is its cost.
-        work = delta + (history if self.parsers.configured else 0)
+        if self.parsers.configured:
+            return await self._parsed_chunk(request, model, body, history, delta)
         try:
-            reply, state = await self._run(work, self.derenderer.chat_stream, request, model)
+            reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
         except Exception:
             logger.debug("chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None
         return json_response(ChatStreamReply(reply, state))
+
+    async def _parsed_chunk(
+        self,
+        request: ChatStreamDerenderRequest,
+        model: str,
+        body: bytes,
+        history: int,
+        delta: int,
+    ) -> Response:
+        """A parsed chunk: continue the stream's kept session, or rebuild it by replay.
+
+        The session is checked out while the chunk is processed, so a concurrent
+        duplicate replays instead of sharing it, and it is checked back in for the
+        next chunk unless this one ends the stream or fails.
+        """
+        chunk = request.generate_chunk
+        state = request.stream_state or StreamState()
+        key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
+        fingerprint = self._fingerprint(body)
+        cache = self.sessions
+        session = None
+        if cache.enabled and chunk.choices:
+            session, miss = cache.checkout(
+                key, fingerprint, state.output_token_ids, state.output_chunk_lens
+            )
+            if session is None:
+                self.metrics.cache_misses.labels(miss).inc()
+            else:
+                self.metrics.cache_hits.inc()
+        hit = session is not None
+        if not hit and chunk.choices:
+            self.metrics.replays.inc()
+            self.metrics.replayed_tokens.inc(history)
+        try:
+            reply, state, session = await self._run(
+                delta if hit else delta + history,
+                self.derenderer.chat_stream_parsed,
+                request,
+                model,
+                session,
+            )
+        except Exception:
+            cache.release(key)
+            if hit:
+                self.metrics.cache_evictions.labels(ERROR).inc()
+            logger.debug("parsed chat stream chunk failed", exc_info=True)
+            raise BadRequest("invalid stream_state: derender failed") from None
+        if session is not None and cache.enabled:
+            if chunk.choices[0].finish_reason is not None:
+                cache.release(key)
+                self.metrics.cache_evictions.labels(FINISHED).inc()
+            else:
+                size = _SESSION_OVERHEAD + _BYTES_PER_TOKEN * len(session.output_token_ids)
+                cache.checkin(
+                    key,
+                    session,
+                    fingerprint,
+                    session.output_token_ids,
+                    session.output_chunk_lens,
+                    size,
+                )
+        self._cache_gauges()
+        response = json_response(ChatStreamReply(reply, state))
+        if chunk.choices:
+            response.headers["x-derender-cache"] = "hit" if hit else "miss"
+        return response
+
+    def _fingerprint(self, body: bytes) -> bytes:
+        """A digest of what a session depends on besides its history.
+
+        The server's parser settings, and the request's ``chat_request`` and
+        ``prompt_token_ids`` as sent (raw bytes: hashing them is cheaper than
+        comparing decoded objects, and equal requests send equal bytes).
+        """
+        view = decode_body(body, FingerprintView)
+        digest = hashlib.blake2b(self._settings_digest, digest_size=16)
+        digest.update(bytes(view.chat_request))
+        digest.update(b"\x00")
+        digest.update(bytes(view.prompt_token_ids))
+        return digest.digest()
+
+    def _cache_gauges(self) -> None:
+        self.metrics.cache_sessions.set(len(self.sessions))
+        self.metrics.cache_bytes.set(self.sessions.bytes)
+
+    async def sweep_sessions(self) -> None:
+        """Drop idle sessions now and then (lookups also expire them lazily)."""
+        interval = max(0.05, min(self.settings.stream_cache_ttl / 2, 30.0))
+        while True:
+            await anyio.sleep(interval)
+            self.sessions.sweep()
+            self._cache_gauges()
 
     async def _completions(self, body: bytes, stream: bool) -> Response:
         if stream:
@@ -317,6 +436,15 @@ def build_app(settings: Settings) -> Starlette:
 def create_app(settings: Settings, tokenizer: Tokenizer) -> Starlette:
     """Build the ASGI app around an already loaded tokenizer."""
     service = DerenderService(settings, tokenizer)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tasks:
+            if service.sessions.enabled:
+                tasks.start_soon(service.sweep_sessions)
+            yield
+            tasks.cancel_scope.cancel()
+
     routes = [
         Route("/v1/chat/completions/derender", service.chat, methods=["POST"]),
         Route("/v1/completions/derender", service.completions, methods=["POST"]),
@@ -324,6 +452,6 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> Starlette:
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/metrics", service.metrics_endpoint, methods=["GET"]),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.service = service
     return app

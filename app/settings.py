@@ -21,6 +21,9 @@ class Settings:
     max_request_bytes: int = 32 * 1024 * 1024
     inline_tokens: int = 64
     replay_workers: int = 2
+    stream_cache_size: int = 4096
+    stream_cache_max_bytes: int = 1024 * 1024 * 1024
+    stream_cache_ttl: float = 300.0
 
     @property
     def served_names(self) -> tuple[str, ...]:

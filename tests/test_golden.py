@@ -34,10 +34,23 @@ def _client(flags: tuple[str, ...], factory_id: int) -> TestClient:
 _factories: dict[int, AppFactory] = {}
 
 
+PARSED_STREAMS = [c for c in CASES if c["kind"] == "chat_stream" and c["config"] != "C7"]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_golden_case(case: dict[str, Any], make_app: AppFactory) -> None:
+    _check_case(case, flags_of(case), make_app)
+
+
+@pytest.mark.parametrize("case", PARSED_STREAMS, ids=[c["id"] for c in PARSED_STREAMS])
+def test_golden_stream_without_session_cache(case: dict[str, Any], make_app: AppFactory) -> None:
+    """Pure replay (no kept sessions) gives the same replies."""
+    _check_case(case, (*flags_of(case), "--stream-cache-size", "0"), make_app)
+
+
+def _check_case(case: dict[str, Any], flags: tuple[str, ...], make_app: AppFactory) -> None:
     _factories[id(make_app)] = make_app
-    client = _client(flags_of(case), id(make_app))
+    client = _client(flags, id(make_app))
 
     def post(path: str, body: bytes, content_type: str) -> tuple[int, Any]:
         response = client.post(path, content=body, headers={"content-type": content_type})

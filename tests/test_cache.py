@@ -1,0 +1,194 @@
+"""The session cache: exact-match hits, check-out, bounds, expiry, and its effect on replies."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from cache.sessions import (
+    ABSENT,
+    BYTES,
+    CAPACITY,
+    CHECKED_OUT,
+    EXPIRED,
+    FINGERPRINT,
+    HISTORY,
+    TTL,
+    SessionCache,
+)
+from tests.conftest import AppFactory
+from tests.golden import load_cases, stream_body
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_cache(**kwargs: Any) -> tuple[SessionCache[str], list[str], Clock]:
+    evicted: list[str] = []
+    clock = Clock()
+    options = {"max_entries": 3, "max_bytes": 1000, "ttl": 10.0, **kwargs}
+    cache: SessionCache[str] = SessionCache(
+        options["max_entries"], options["max_bytes"], options["ttl"],
+        on_evict=evicted.append, clock=clock,
+    )  # fmt: skip
+    return cache, evicted, clock
+
+
+def test_hit_needs_the_same_fingerprint_and_history() -> None:
+    cache, _, _ = make_cache()
+    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
+    assert cache.checkout("k", b"other", [1, 2], [2]) == (None, FINGERPRINT)
+    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
+    assert cache.checkout("k", b"fp", [1, 2], [1, 1]) == (None, HISTORY)
+    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
+    assert cache.checkout("k", b"fp", [1, 3], [2]) == (None, HISTORY)
+    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
+    assert cache.checkout("k", b"fp", [1, 2], [2]) == ("session", None)
+    assert cache.checkout("absent", b"fp", [], []) == (None, ABSENT)
+
+
+def test_a_checked_out_session_is_not_shared() -> None:
+    cache, _, _ = make_cache()
+    cache.checkin("k", "session", b"fp", [], [], 10)
+    assert cache.checkout("k", b"fp", [], []) == ("session", None)
+    assert cache.checkout("k", b"fp", [], []) == (None, CHECKED_OUT)
+    cache.release("k")
+    assert cache.checkout("k", b"fp", [], []) == (None, ABSENT)
+
+
+def test_bounds_evict_least_recently_used() -> None:
+    cache, evicted, _ = make_cache()
+    for key in "abcd":
+        cache.checkin(key, key, b"fp", [], [], 100)
+    assert len(cache) == 3 and evicted == [CAPACITY]
+    assert cache.checkout("a", b"fp", [], []) == (None, ABSENT)
+    cache.checkin("big", "big", b"fp", [], [], 900)
+    assert cache.bytes <= 1000 and BYTES in evicted
+    cache.checkin("huge", "huge", b"fp", [], [], 5000)
+    assert cache.checkout("huge", b"fp", [], []) == (None, ABSENT)
+
+
+def test_idle_sessions_expire() -> None:
+    cache, evicted, clock = make_cache()
+    cache.checkin("a", "a", b"fp", [], [], 10)
+    cache.checkin("b", "b", b"fp", [], [], 10)
+    clock.now = 5
+    cache.checkin("c", "c", b"fp", [], [], 10)
+    clock.now = 11
+    assert cache.checkout("a", b"fp", [], []) == (None, EXPIRED)
+    assert cache.sweep() == 1  # b; c is still fresh
+    assert len(cache) == 1 and cache.bytes == 10
+    clock.now = 16
+    assert cache.sweep() == 1 and len(cache) == 0 and cache.bytes == 0
+    assert evicted.count(TTL) == 3
+
+
+def test_disabled_cache_keeps_nothing() -> None:
+    cache, _, _ = make_cache(max_entries=0)
+    cache.checkin("k", "session", b"fp", [], [], 10)
+    assert not cache.enabled and len(cache) == 0
+
+
+# ----------------------------------------------------------------------------- through HTTP
+
+FLAGS = [
+    "--served-model-name", "qwen3", "--max-model-len", "4096", "--reasoning-parser", "qwen3",
+    "--tool-call-parser", "hermes", "--enable-auto-tool-choice",
+]  # fmt: skip
+STREAMS = [
+    c for c in load_cases("C1") if c["kind"] == "chat_stream" and c["chunking"] in ("t3", "r16")
+]
+
+
+def _without_created(reply: dict[str, Any]) -> str:
+    reply["chunk"]["created"] = 0
+    return json.dumps(reply)
+
+
+def test_second_chunk_hits_and_metrics_count_it(make_app: AppFactory) -> None:
+    client = TestClient(make_app(FLAGS))
+    case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
+    state = None
+    headers = []
+    for chunk in case["chunks"]:
+        response = client.post(case["endpoint"], json=stream_body(case, chunk, state))
+        headers.append(response.headers["x-derender-cache"])
+        state = response.json()["stream_state"]
+    assert headers == ["miss"] + ["hit"] * (len(headers) - 1)
+    metrics = client.get("/metrics").text
+    assert f"derender_cache_hits_total {len(headers) - 1}.0" in metrics
+    assert 'derender_cache_evictions_total{reason="finished"} 1.0' in metrics
+    assert "derender_cache_sessions 0.0" in metrics
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    case=st.sampled_from(STREAMS),
+    faults=st.lists(st.sampled_from(["none", "clear", "resend", "tamper", "twice"]), max_size=40),
+)
+def test_cache_faults_never_change_a_byte(
+    make_app: AppFactory, case: dict[str, Any], faults: list[str]
+) -> None:
+    """Whatever happens to the cache between chunks, replies equal a cache-off server's."""
+    cached = TestClient(make_app(FLAGS))
+    plain = TestClient(make_app([*FLAGS, "--stream-cache-size", "0"]))
+    sessions = cached.app.state.service.sessions  # type: ignore[attr-defined]
+    states: dict[int, Any] = {}
+    sent: list[dict[str, Any]] = []
+    for i, (chunk, lane) in enumerate(zip(case["chunks"], case["lanes"], strict=True)):
+        body = stream_body(case, chunk, states.get(lane))
+        fault = faults[i] if i < len(faults) else "none"
+        if fault == "clear":
+            sessions.clear()
+        elif fault == "tamper":
+            for entry in sessions._entries.values():
+                entry.fingerprint = b"tampered"
+        elif fault == "resend" and sent:
+            earlier = sent[-1]
+            assert _without_created(cached.post(case["endpoint"], json=earlier).json()) == (
+                _without_created(plain.post(case["endpoint"], json=earlier).json())
+            )
+        elif fault == "twice":
+            cached.post(case["endpoint"], json=body)
+        reply = cached.post(case["endpoint"], json=body).json()
+        assert _without_created(dict(reply)) == _without_created(
+            plain.post(case["endpoint"], json=body).json()
+        )
+        states[lane] = reply["stream_state"]
+        sent.append(body)
+
+
+def test_abandoned_streams_are_bounded_and_expire(make_app: AppFactory) -> None:
+    flags = [*FLAGS, "--stream-cache-size", "5", "--stream-cache-ttl", "0.3"]
+    case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
+    with TestClient(make_app(flags)) as client:
+        sessions = client.app.state.service.sessions  # type: ignore[attr-defined]
+        for n in range(20):
+            chunk = dict(case["chunks"][0], request_id=f"abandoned-{n}")
+            assert (
+                client.post(case["endpoint"], json=stream_body(case, chunk, None)).status_code
+                == 200
+            )
+            assert len(sessions) <= 5
+        assert len(sessions) == 5 and sessions.bytes > 0
+        deadline = time.monotonic() + 5
+        while len(sessions) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(sessions) == 0 and sessions.bytes == 0
+        metrics = client.get("/metrics").text
+        assert "derender_cache_sessions 0.0" in metrics
+        assert 'derender_cache_evictions_total{reason="capacity"} 15.0' in metrics
