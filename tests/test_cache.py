@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -108,6 +109,13 @@ FLAGS = [
 STREAMS = [
     c for c in load_cases("C1") if c["kind"] == "chat_stream" and c["chunking"] in ("t3", "r16")
 ]
+# One stream of every scenario of every parser configuration, for the fault test.
+ALL_STREAMS = [
+    c
+    for config in ("C1", "C2", "C3", "C4", "C5", "C6")
+    for c in load_cases(config)
+    if c["kind"] == "chat_stream" and c["chunking"] == "r16"
+]
 
 
 def _without_created(reply: dict[str, Any]) -> str:
@@ -132,42 +140,55 @@ def test_second_chunk_hits_and_metrics_count_it(make_app: AppFactory) -> None:
 
 
 @settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
-    case=st.sampled_from(STREAMS),
-    faults=st.lists(st.sampled_from(["none", "clear", "resend", "tamper", "twice"]), max_size=40),
+    case=st.sampled_from(ALL_STREAMS),
+    faults=st.lists(
+        st.sampled_from(["none", "clear", "expire", "resend", "tamper", "concurrent"]), max_size=40
+    ),
 )
 def test_cache_faults_never_change_a_byte(
     make_app: AppFactory, case: dict[str, Any], faults: list[str]
 ) -> None:
     """Whatever happens to the cache between chunks, replies equal a cache-off server's."""
-    cached = TestClient(make_app(FLAGS))
-    plain = TestClient(make_app([*FLAGS, "--stream-cache-size", "0"]))
+    flags = list(case["server_flags"])
+    cached = TestClient(make_app(flags))
+    plain = TestClient(make_app([*flags, "--stream-cache-size", "0"]))
     sessions = cached.app.state.service.sessions  # type: ignore[attr-defined]
     states: dict[int, Any] = {}
     sent: list[dict[str, Any]] = []
+
+    def same(body: dict[str, Any], reply: dict[str, Any]) -> None:
+        expected = plain.post(case["endpoint"], json=body).json()
+        assert _without_created(dict(reply)) == _without_created(expected)
+
     for i, (chunk, lane) in enumerate(zip(case["chunks"], case["lanes"], strict=True)):
         body = stream_body(case, chunk, states.get(lane))
         fault = faults[i] if i < len(faults) else "none"
         if fault == "clear":
             sessions.clear()
+        elif fault == "expire":
+            for entry in sessions._entries.values():
+                entry.used = -1e9
         elif fault == "tamper":
             for entry in sessions._entries.values():
                 entry.fingerprint = b"tampered"
         elif fault == "resend" and sent:
-            earlier = sent[-1]
-            assert _without_created(cached.post(case["endpoint"], json=earlier).json()) == (
-                _without_created(plain.post(case["endpoint"], json=earlier).json())
-            )
-        elif fault == "twice":
-            cached.post(case["endpoint"], json=body)
-        reply = cached.post(case["endpoint"], json=body).json()
-        assert _without_created(dict(reply)) == _without_created(
-            plain.post(case["endpoint"], json=body).json()
-        )
+            same(sent[-1], cached.post(case["endpoint"], json=sent[-1]).json())
+        if fault == "concurrent":
+            with ThreadPoolExecutor(2) as pool:
+                replies = list(
+                    pool.map(lambda b: cached.post(case["endpoint"], json=b).json(), [body, body])
+                )
+            for reply in replies:
+                same(body, reply)
+            reply = replies[0]
+        else:
+            reply = cached.post(case["endpoint"], json=body).json()
+            same(body, reply)
         states[lane] = reply["stream_state"]
         sent.append(body)
 
