@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from parsers.chat import ChatParser, ReasoningParser, ToolParser
 from parsers.hermes import HermesState, HermesStream, HermesTools
+from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.qwen3 import Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState, Qwen3CoderTools
@@ -59,13 +60,11 @@ class ParserFactory:
                 f"unknown --tool-call-parser {tool_parser!r}; choose one of: {known}"
             )
         tool = TOOL_PARSERS[tool_parser] if tool_parser is not None else None
-        if tool == "llama3_json":
-            if vocab.id_of("<|python_tag|>") is None:
-                raise ParserConfigError(
-                    f"--tool-call-parser {tool_parser} cannot be used with this tokenizer: "
-                    "it has no '<|python_tag|>' token to mark tool calls."
-                )
-            raise ParserConfigError(f"--tool-call-parser {tool_parser} is not available yet.")
+        if tool == "llama3_json" and vocab.id_of(BOT_TOKEN) is None:
+            raise ParserConfigError(
+                f"--tool-call-parser {tool_parser} cannot be used with this tokenizer: "
+                f"it has no {BOT_TOKEN!r} token to mark tool calls."
+            )
         self.reasoning_name = reasoning_parser
         self.tool_name = tool if enable_auto_tools else None
         self._grammar = Qwen3Grammar(vocab)
@@ -104,6 +103,8 @@ class ParserFactory:
             tools = XlamTools()
         elif self.tool_name == "pythonic":
             tools = PythonicTools()
+        elif self.tool_name == "llama3_json":
+            tools = Llama3JsonTools()
         return ChatParser(options, reasoning, tools, engine_based=self.engine_based)
 
     def stream_for_request(
@@ -143,6 +144,10 @@ class ParserFactory:
             if not isinstance(state.tools, PythonicState):
                 state.tools = PythonicState()
             tools = PythonicStream(id_seed, state.tools)
+        elif self.tool_name == "llama3_json":
+            if not isinstance(state.tools, Llama3JsonState):
+                state.tools = Llama3JsonState()
+            tools = Llama3JsonStream(id_seed, state.tools)
         keep = options.forces_tool_calls or (
             tools is not None and options.tool_choice == "auto" and bool(options.tools)
         )

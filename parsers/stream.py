@@ -18,6 +18,7 @@ from msgspec import Struct
 
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.hermes import HermesState
+from parsers.llama3_json import Llama3JsonState
 from parsers.pythonic import PythonicState
 from parsers.qwen3 import Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState
@@ -52,7 +53,7 @@ class ToolStream(Protocol):
 
 
 ReasoningState = Qwen3ReasoningState | ThinkTagStreamState
-ToolState = HermesState | Qwen3CoderState | PythonicState | XlamState
+ToolState = HermesState | Qwen3CoderState | PythonicState | XlamState | Llama3JsonState
 
 
 class ChatStreamState(Struct):

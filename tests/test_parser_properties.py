@@ -24,7 +24,7 @@ from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.stream import ChatStreamState
-from parsers.types import Delta, ParseOptions, ToolSpec
+from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
 
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 TOOLS = (
@@ -260,3 +260,34 @@ def test_snapshot_and_restore_continue_identically(
             session.detokenizer.window = window
         deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
     assert deltas == expected
+
+
+# ------------------------------------------------------------------ llama3_json
+# Qwen3's tokenizer has no <|python_tag|>, so this parser runs on text deltas with a
+# vocabulary that names one; vLLM's own streaming logic is text-based as well.
+
+
+@st.composite
+def llama_output(draw: st.DrawFn) -> str:
+    calls = draw(st.lists(args, min_size=1, max_size=3))
+    key = draw(st.sampled_from(["parameters", "arguments"]))
+    body = "; ".join(json.dumps({"name": n, key: a}, ensure_ascii=False) for n, a in calls)
+    return draw(st.sampled_from(["<|python_tag|>", ""])) + body
+
+
+@PROPS
+@given(output=llama_output(), cuts=st.lists(st.integers(0, 400), max_size=30))
+def test_llama3_json_streams_the_one_shot_calls(output: str, cuts: list[int]) -> None:
+    vocab = Vocabulary({"<|python_tag|>": 128010})
+    factory = ParserFactory("llama3_json", None, True, vocab)
+    parsed = factory.for_request(options()).parse(output, [], "seed")
+    bounds = sorted({c % (len(output) + 1) for c in cuts} | {0, len(output)})
+    stream = factory.stream_for_request(options(), "seed")
+    folded = Assembled()
+    pieces = [output[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    for i, piece in enumerate(pieces):
+        folded.add(stream.step(piece, [0], "stop" if i == len(pieces) - 1 else None, [])[0])
+    streamed = [folded.calls[index] for index in sorted(folded.calls)]
+    assert [name for name, _ in streamed] == [c.name for c in parsed.tool_calls]
+    for (_, arguments), call in zip(streamed, parsed.tool_calls, strict=True):
+        assert json.loads(arguments) == json.loads(call.arguments)

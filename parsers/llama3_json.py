@@ -1,0 +1,243 @@
+"""Llama 3 JSON tool calls (``llama3_json``): ``<|python_tag|>{"name": ..., "parameters": ...}``.
+
+Several calls are separated by ``; ``. One-shot, every ``{`` that starts a JSON
+object with a name and arguments (or parameters) is a call. Streamed, the output
+so far is read as partial JSON with ``partial-json-parser``, as vLLM does: a
+call's name once complete, then its arguments as their JSON grows (holding back
+what a later character could still change). Like vLLM, this re-reads the call
+text on every chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import partial_json_parser
+from msgspec import Struct, field
+from partial_json_parser.core.options import Allow
+
+from parsers.ids import chat_tool_call_id
+from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
+
+BOT_TOKEN = "<|python_tag|>"
+_OBJECT_START = re.compile(r"\{")
+_SEPARATOR = "; "
+
+
+class Llama3JsonTools:
+    supports_required_and_named = False
+
+    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
+        """Every JSON object in the output is a call, or none is (any bad one spoils all)."""
+        if BOT_TOKEN not in content and "{" not in content:
+            return ExtractedToolCalls(False, [], content)
+        decoder = json.JSONDecoder()
+        end = -1
+        calls = []
+        for match in _OBJECT_START.finditer(content):
+            start = match.start()
+            if start <= end:
+                continue
+            try:
+                obj, length = decoder.raw_decode(content[start:])
+                end = start + length
+                name = obj["name"]
+                arguments = obj["arguments"] if "arguments" in obj else obj["parameters"]
+                if not isinstance(name, str):
+                    raise TypeError("a call's name must be a string")
+                calls.append(FunctionCall(name, json.dumps(arguments, ensure_ascii=False)))
+            except (ValueError, KeyError, TypeError, IndexError):
+                return ExtractedToolCalls(False, [], content)
+        if calls:
+            return ExtractedToolCalls(True, calls, None)
+        return ExtractedToolCalls(False, [], content)
+
+
+def _loads_partial(text: str, flags: Allow) -> tuple[Any, int]:
+    """Parse a possibly unfinished object; with more after it, just the first one."""
+    try:
+        return partial_json_parser.loads(text, flags), len(text)
+    except json.JSONDecodeError as exc:
+        if "Extra data" in exc.msg:
+            return json.JSONDecoder().raw_decode(text)
+        raise
+
+
+def _complete(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _common_prefix(a: str, b: str) -> str:
+    size = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        size += 1
+    return a[:size]
+
+
+class Llama3JsonState(Struct, tag="llama3_json"):
+    text: str = ""
+    passthrough: bool = False
+    current: int = -1
+    name_sent: bool = False
+    streamed: list[str] = field(default_factory=list)
+    previous: list[Any] = field(default_factory=list)
+    named: list[int] = field(default_factory=list)  # calls whose name was sent
+    sent: dict[int, str] = field(default_factory=dict)  # call index -> arguments sent
+
+
+class Llama3JsonStream:
+    engine_based = False
+    supports_required_and_named = False
+
+    def __init__(self, id_seed: str, state: Llama3JsonState | None = None) -> None:
+        self.id_seed = id_seed
+        self.s = state if state is not None else Llama3JsonState()
+
+    def finish(self) -> Delta | None:
+        """Settle what the stream's steps left out, from the final text.
+
+        vLLM takes one step per chunk (start a call, name it, send argument text)
+        and jumps to the newest call when several appear at once, so a coarse
+        chunking loses names and arguments. Each call of the final text gets its
+        name and the rest of its arguments here.
+        """
+        s = self.s
+        if s.passthrough or not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
+            return None
+        calls: list[DeltaToolCall] = []
+        for index, call in enumerate(self._final_calls()):
+            name, arguments = call.get("name"), call.get("arguments", {})
+            if not isinstance(name, str) or not name:
+                break
+            if index not in s.named:
+                call_id = chat_tool_call_id(self.id_seed, index)
+                calls.append(DeltaToolCall(id=call_id, type="function", index=index, name=name))
+                s.named.append(index)
+            text = json.dumps(arguments, ensure_ascii=False)
+            sent = s.sent.get(index, "")
+            if text.startswith(sent) and text != sent:
+                calls.append(DeltaToolCall(index=index, arguments=text[len(sent) :]))
+                s.sent[index] = text
+        return Delta(tool_calls=calls) if calls else None
+
+    def _final_calls(self) -> list[dict[str, Any]]:
+        """The calls of the final text, as far as they parse."""
+        text = self.s.text
+        start = len(BOT_TOKEN) if text.startswith(BOT_TOKEN) else 0
+        calls: list[dict[str, Any]] = []
+        while start < len(text):
+            try:
+                obj, end = _loads_partial(text[start:], Allow.ALL)
+            except (ValueError, partial_json_parser.core.exceptions.MalformedJSON):
+                break
+            if not isinstance(obj, dict):
+                break
+            if "parameters" in obj and "arguments" not in obj:
+                obj["arguments"] = obj["parameters"]
+            calls.append(obj)
+            start += end + len(_SEPARATOR)
+        return calls
+
+    def remaining_arguments(self) -> str:
+        """Nothing: ``finish`` settles every call."""
+        return ""
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        s = self.s
+        if s.passthrough:
+            return Delta(content=text)
+        s.text += text
+        if not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
+            # Output that does not open with a call never becomes one.
+            if s.text and not BOT_TOKEN.startswith(s.text):
+                s.passthrough, s.text = True, ""
+            return Delta(content=text)
+        try:
+            delta = self._calls()
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError):
+            return None
+        for call in delta.tool_calls if delta is not None else ():
+            if call.name is not None:
+                s.named.append(call.index)
+            if call.arguments is not None:
+                s.sent[call.index] = s.sent.get(call.index, "") + call.arguments
+        return delta
+
+    def _calls(self) -> Delta | None:
+        s = self.s
+        current = s.text
+        flags = Allow.ALL if s.name_sent else Allow.ALL & ~Allow.STR
+        calls: list[Any] = []
+        complete: list[bool] = []
+        start = len(BOT_TOKEN) if current.startswith(BOT_TOKEN) else 0
+        try:
+            while start < len(current):
+                obj, end = _loads_partial(current[start:], flags)
+                complete.append(_complete(current[start : start + end]))
+                start += end + len(_SEPARATOR)
+                if "parameters" in obj:
+                    if "arguments" in obj:
+                        raise ValueError("a call has both parameters and arguments")
+                    obj["arguments"] = obj["parameters"]
+                calls.append(obj)
+        except partial_json_parser.core.exceptions.MalformedJSON:
+            return None
+        if not calls:
+            return None
+        call: dict[str, Any] = calls[s.current] if s.current < len(calls) else {}
+        if len(calls) > s.current + 1:
+            # A new call started: finish the current one and move to the next. (vLLM
+            # jumps to the newest call and may send these arguments unnamed, losing
+            # calls when one chunk holds several; here calls go one at a time.)
+            finished: list[DeltaToolCall] = []
+            if s.current >= 0:
+                name = call.get("name")
+                if not s.name_sent and name:
+                    call_id = chat_tool_call_id(self.id_seed, s.current)
+                    finished.append(
+                        DeltaToolCall(id=call_id, type="function", index=s.current, name=name)
+                    )
+                arguments = call.get("arguments")
+                if arguments:
+                    text = json.dumps(arguments, ensure_ascii=False)
+                    tail = text[len(s.streamed[s.current]) :]
+                    s.streamed[s.current] += tail
+                    finished.append(DeltaToolCall(index=s.current, arguments=tail))
+            s.current += 1
+            s.name_sent = False
+            s.streamed.append("")
+            return Delta(tool_calls=finished) if finished else None
+        delta = None
+        if not s.name_sent:
+            name = call.get("name")
+            if name:
+                call_id = chat_tool_call_id(self.id_seed, s.current)
+                announce = DeltaToolCall(id=call_id, type="function", index=s.current, name=name)
+                delta = Delta(tool_calls=[announce])
+                s.name_sent = True
+        else:
+            arguments = call.get("arguments")
+            if arguments:
+                sent = len(s.streamed[s.current])
+                text = json.dumps(arguments, ensure_ascii=False)
+                before = s.previous[s.current].get("arguments")
+                piece: str | None = None
+                if complete[s.current]:
+                    piece = text[sent:]
+                elif before:
+                    before_text = json.dumps(before, ensure_ascii=False)
+                    if text != before_text:
+                        piece = _common_prefix(before_text, text)[sent:]
+                if piece is not None:
+                    delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
+                    s.streamed[s.current] += piece
+        s.previous = calls
+        return delta
