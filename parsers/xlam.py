@@ -92,6 +92,17 @@ _ARGS_RE = re.compile(
 _FENCED_RE = re.compile(r"```(?:json)?\s*([\s\S]*?)(?:```|$)")
 
 
+def _trigger_overlap(text: str) -> int:
+    """Length of the longest suffix of ``text`` that may grow into a block trigger."""
+    best = 0
+    for trigger in _TRIGGERS:
+        for size in range(min(len(trigger) - 1, len(text)), best, -1):
+            if text.endswith(trigger[:size]):
+                best = size
+                break
+    return best
+
+
 def _view(text: str) -> tuple[str | None, bool, bool]:
     """How vLLM sees the output so far: the call JSON it found, whether a block may be
     opening, and whether the output is a call block at all."""
@@ -141,7 +152,8 @@ _TRIGGER_TAIL = max(len(t) for t in _TRIGGERS) - 1
 
 class XlamState(Struct, tag="xlam"):
     text: str = ""
-    plain: bool = True
+    emitted: int = 0  # chars of text sent as content
+    hold_from: int = -1  # where a possible call block starts; -1: none seen yet
     tail: str = ""
     lead: str = ""
     current: int = -1
@@ -154,7 +166,9 @@ class XlamStream:
 
     vLLM re-reads the whole output on each delta. Until something that can start a
     call block appears, the answer is known to be plain content and costs O(delta);
-    after that this re-reads the output as vLLM does (see docs/parity.md).
+    after that this re-reads the output as vLLM does. Unlike vLLM, text from where a
+    block may start is held back (sent as content at the end if no call came of it),
+    so block text never leaks into content (see docs/parity.md).
     """
 
     engine_based = False
@@ -172,7 +186,7 @@ class XlamStream:
         them: the parsed array if it parses, else the calls whose arguments closed.
         """
         s = self.s
-        if s.plain:
+        if s.hold_from < 0:
             return None
         deltas: list[DeltaToolCall] = []
         for index, (name, arguments) in enumerate(self._final_calls()):
@@ -227,21 +241,38 @@ class XlamStream:
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s
         s.text += text
-        if s.plain:
+        if s.hold_from < 0:
             window = s.tail + text
-            s.lead = s.lead or text.lstrip()[:1]
-            if s.lead != "[" and not any(trigger in window for trigger in _TRIGGERS):
+            base = len(s.text) - len(window)
+            starts = [base + window.find(t) for t in _TRIGGERS if t in window]
+            if not s.lead and text.strip():
+                s.lead = text.lstrip()[:1]
+                if s.lead == "[":
+                    starts.append(len(s.text) - len(text.lstrip()))
+            if not starts:
+                keep = _trigger_overlap(window)
                 s.tail = window[-_TRIGGER_TAIL:]
-                return Delta(content=text)
-            s.plain = False
-        current = s.text
-        calls_json, maybe_block, is_block = _view(current)
-        if not is_block:
-            return Delta(content=text)
-        try:
-            return self._step(current, calls_json, maybe_block)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return Delta(content=text)
+                return Delta(content=self._release(len(s.text) - keep))
+            s.hold_from = min(starts)
+        release = self._release(s.hold_from)
+        calls_json, maybe_block, is_block = _view(s.text)
+        step = None
+        if is_block:
+            try:
+                step = self._step(s.text, calls_json, maybe_block)
+            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                step = None
+        if release:
+            step = step or Delta()
+            step.content = release
+        return step
+
+    def _release(self, upto: int) -> str:
+        """Content up to ``upto`` not sent yet."""
+        s = self.s
+        out = s.text[s.emitted : upto] if upto > s.emitted else ""
+        s.emitted = max(s.emitted, upto)
+        return out
 
     def _step(self, current: str, calls_json: str | None, maybe_block: bool) -> Delta | None:
         s = self.s

@@ -60,11 +60,7 @@ def _check_case(case: dict[str, Any], flags: tuple[str, ...], make_app: AppFacto
     assert not problems, "\n".join(problems[:8])
 
 
-# vLLM's xLAM stream is chunking-dependent in ways not corrected yet (docs/parity.md).
-OPEN_CHUNKING_DEPENDENCE = {"C4.json_codeblock"}
-SCENARIOS = sorted(
-    {c["scenario"] for c in CASES if c["kind"] == "chat_stream"} - OPEN_CHUNKING_DEPENDENCE
-)
+SCENARIOS = sorted({c["scenario"] for c in CASES if c["kind"] == "chat_stream"})
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -156,12 +156,12 @@ def pythonic_output(draw: st.DrawFn) -> str:
 
 @st.composite
 def xlam_output(draw: st.DrawFn) -> str:
-    # A bare call array; fenced blocks and malformed arrays are open classes
-    # (docs/parity.md).
     calls = draw(st.lists(args, min_size=1, max_size=3))
     if draw(st.booleans()):
         return draw(text)
-    return json.dumps([{"name": n, "arguments": a} for n, a in calls], ensure_ascii=False)
+    array = json.dumps([{"name": n, "arguments": a} for n, a in calls], ensure_ascii=False)
+    wrapper = draw(st.sampled_from(["{}", "Let me check.\n```json\n{}\n```", "{} "]))
+    return wrapper.format(array)
 
 
 CONFIGS = {
