@@ -238,15 +238,11 @@ class StreamState(Struct):
         )
 
 
-class StreamFlag(Struct):
-    """The one field that picks the request variant; everything else is skipped."""
+class BodyView(Struct):
+    """One cheap pass over a body: the variant it is, and the raw bytes of the fields
+    a stream session depends on. Everything else is skipped, not built."""
 
     stream: bool = False
-
-
-class FingerprintView(Struct):
-    """The raw bytes of the request fields a stream session depends on."""
-
     chat_request: Raw = Raw(b"null")
     prompt_token_ids: Raw = Raw(b"null")
 

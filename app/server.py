@@ -36,15 +36,14 @@ from app.errors import (
 )
 from app.metrics import Metrics
 from app.protocol import (
+    BodyView,
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
     ChatStreamReply,
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
     CompletionStreamReply,
-    FingerprintView,
     GenerateChunk,
-    StreamFlag,
     StreamState,
     encoder,
 )
@@ -92,13 +91,18 @@ def decode_body(body: bytes, kind: type[T]) -> T:
     return result
 
 
-def decode_stream_request(body: bytes, kind: type[S]) -> S:
-    """Decode a streaming request and check its carried history is consistent."""
+def check_history(state: StreamState | None) -> None:
+    """The carried history's chunk lengths must add up to its token ids."""
+    problem = state.history_error() if state is not None else None
+    if problem is not None:
+        raise InvalidBody(f"1 validation error:\n  {problem}", "body.stream_state")
+
+
+def decode_stream_request(body: bytes, kind: type[S], *, history_checked: bool = True) -> S:
+    """Decode a streaming request; its carried history is checked unless told not to."""
     request = decode_body(body, kind)
-    if request.stream_state is not None:
-        problem = request.stream_state.history_error()
-        if problem is not None:
-            raise InvalidBody(f"1 validation error:\n  {problem}", "body.stream_state")
+    if history_checked:
+        check_history(request.stream_state)
     return request
 
 
@@ -182,15 +186,15 @@ class DerenderService:
         self,
         request: Request,
         endpoint: str,
-        handle: Callable[[bytes, bool], Awaitable[Response]],
+        handle: Callable[[bytes, BodyView], Awaitable[Response]],
     ) -> Response:
         started = time.perf_counter()
         mode = "unknown"
         try:
             body = await self._read_body(request)
-            stream = decode_body(body, StreamFlag).stream
-            mode = "stream" if stream else "oneshot"
-            response = await handle(body, stream)
+            view = decode_body(body, BodyView)
+            mode = "stream" if view.stream else "oneshot"
+            response = await handle(body, view)
         except DerenderError as exc:
             response = exc.response()
         except Exception:
@@ -207,11 +211,14 @@ class DerenderService:
     async def completions(self, request: Request) -> Response:
         return await self._respond(request, "completions", self._completions)
 
-    async def _chat(self, body: bytes, stream: bool) -> Response:
-        if stream:
-            return await self._chat_stream(
-                decode_stream_request(body, ChatStreamDerenderRequest), body
+    async def _chat(self, body: bytes, view: BodyView) -> Response:
+        if view.stream:
+            # A session hit proves the history consistent; the parsed path checks
+            # it only when the session has to be rebuilt.
+            stream_request = decode_stream_request(
+                body, ChatStreamDerenderRequest, history_checked=not self.parsers.configured
             )
+            return await self._chat_stream(stream_request, view)
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
             check_chat_request(request.chat_request)
@@ -230,7 +237,7 @@ class DerenderService:
         tokens = sum(len(c.token_ids or ()) for c in gen.choices)
         return json_response(await self._run(tokens, self.derenderer.chat, request, model))
 
-    async def _chat_stream(self, request: ChatStreamDerenderRequest, body: bytes) -> Response:
+    async def _chat_stream(self, request: ChatStreamDerenderRequest, view: BodyView) -> Response:
         chat_request = request.chat_request
         if chat_request is not None:
             check_chat_request(chat_request)
@@ -256,7 +263,7 @@ class DerenderService:
                 f"({history}) plus delta ({delta}) exceeds max_model_len ({self.max_model_len})."
             )
         if self.parsers.configured:
-            return await self._parsed_chunk(request, model, body, history, delta)
+            return await self._parsed_chunk(request, model, view, history, delta)
         try:
             reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
         except Exception:
@@ -268,7 +275,7 @@ class DerenderService:
         self,
         request: ChatStreamDerenderRequest,
         model: str,
-        body: bytes,
+        view: BodyView,
         history: int,
         delta: int,
     ) -> Response:
@@ -281,7 +288,7 @@ class DerenderService:
         chunk = request.generate_chunk
         state = request.stream_state or StreamState()
         key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
-        fingerprint = self._fingerprint(body)
+        fingerprint = self._fingerprint(view)
         cache = self.sessions
         session = None
         if cache.enabled and chunk.choices:
@@ -293,6 +300,8 @@ class DerenderService:
             else:
                 self.metrics.cache_hits.inc()
         hit = session is not None
+        if not hit:
+            check_history(request.stream_state)
         if not hit and chunk.choices:
             self.metrics.replays.inc()
             self.metrics.replayed_tokens.inc(history)
@@ -330,14 +339,13 @@ class DerenderService:
             response.headers["x-derender-cache"] = "hit" if hit else "miss"
         return response
 
-    def _fingerprint(self, body: bytes) -> bytes:
+    def _fingerprint(self, view: BodyView) -> bytes:
         """A digest of what a session depends on besides its history.
 
         The server's parser settings, and the request's ``chat_request`` and
         ``prompt_token_ids`` as sent (raw bytes: hashing them is cheaper than
         comparing decoded objects, and equal requests send equal bytes).
         """
-        view = decode_body(body, FingerprintView)
         digest = hashlib.blake2b(self._settings_digest, digest_size=16)
         digest.update(bytes(view.chat_request))
         digest.update(b"\x00")
@@ -356,8 +364,8 @@ class DerenderService:
             self.sessions.sweep()
             self._cache_gauges()
 
-    async def _completions(self, body: bytes, stream: bool) -> Response:
-        if stream:
+    async def _completions(self, body: bytes, view: BodyView) -> Response:
+        if view.stream:
             return await self._completion_stream(
                 decode_stream_request(body, CompletionStreamDerenderRequest)
             )

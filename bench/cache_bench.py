@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
 from app.tokenizer import load_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
+JSON = {"content-type": "application/json"}
 FLAGS = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--enable-auto-tool-choice"]
 PROMPT = (
     "<|im_start|>user\nPlan a weekend in Lisbon and book it.<|im_end|>\n<|im_start|>assistant\n"
@@ -98,6 +100,7 @@ def run_stream(
     latencies: list[float] = []
     state = None
     cpu_before = cpu_seconds(pid)
+    url = f"{base}/v1/chat/completions/derender"
     with httpx.Client(timeout=300) as client:
         for position, token in enumerate(ids):
             last = position == len(ids) - 1
@@ -119,10 +122,12 @@ def run_stream(
             if state is not None:
                 body["stream_state"] = state
             started = time.perf_counter()
-            reply = client.post(f"{base}/v1/chat/completions/derender", json=body)
+            # A client that echoes the state as raw JSON: the server's cost is measured,
+            # not the client's JSON library.
+            reply = client.post(url, content=msgspec.json.encode(body), headers=JSON)
             latencies.append(time.perf_counter() - started)
             reply.raise_for_status()
-            state = reply.json()["stream_state"]
+            state = msgspec.json.decode(reply.content)["stream_state"]
             if position % 256 == 0:
                 print(f"  {label}: token {position}/{len(ids)}", file=sys.stderr, flush=True)
     return {"cpu_s": cpu_seconds(pid) - cpu_before, "latencies": latencies}
