@@ -23,7 +23,7 @@ from typing import Any
 from app.detokenizer import DecodeWindow, Detokenizer
 from app.tokenizer import Tokenizer, load_tokenizer
 from parsers.registry import ParserFactory
-from parsers.types import ParseOptions, ToolSpec
+from parsers.types import ParseOptions, ToolSpec, Vocabulary
 
 PROMPT = "<|im_start|>user\nPlan the trip.<|im_end|>\n<|im_start|>assistant\n"
 SENTENCE = "We compare the fares, the weather in Lisbon and the hotel options near Alfama. "
@@ -39,6 +39,7 @@ CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "qwen3+qwen3_coder": ("qwen3_coder", "qwen3", "coder_call"),  # a parameter value
     "xlam": ("xlam", None, "content"),  # content
     "pythonic": ("pythonic", None, "content"),  # content
+    "llama3_json": ("llama3_json", None, "content"),  # content
 }
 
 
@@ -61,7 +62,11 @@ def build_output(kind: str, tokens: int) -> str:
 def measure(tokenizer: Tokenizer, name: str, early: int, late: int, window: int) -> dict[str, Any]:
     tool, reasoning, kind = CONFIGS[name]
     ids = tokenizer._hf.encode(build_output(kind, late + window + 50))
-    factory = ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
+    vocab = tokenizer.vocabulary
+    if tool == "llama3_json":  # Qwen3's tokenizer has no <|python_tag|>; lend it one
+        tokens = {**vocab.token_ids, "<|python_tag|>": tokenizer.vocab_size}
+        vocab = Vocabulary(tokens, vocab.special_tokens, vocab.token_text)
+    factory = ParserFactory(tool, reasoning, True, vocab)
     options = ParseOptions(tools=TOOLS, tool_choice="auto")
     stream = factory.stream_for_request(options, "bench")
     prompt = tokenizer._hf.encode(PROMPT)
