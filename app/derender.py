@@ -98,6 +98,27 @@ def find_stop_string(
     return best, (-1 if best_end >= len(text) else best_end)
 
 
+def _chat_chunk(
+    request: ChatStreamDerenderRequest,
+    model: str,
+    choices: list[ChatStreamChoice],
+    return_token_ids: bool,
+) -> ChatCompletionChunk:
+    chunk = request.generate_chunk
+    return ChatCompletionChunk(
+        id=chunk.request_id,
+        object="chat.completion.chunk",
+        created=int(time.time()),
+        model=model,
+        choices=choices,
+        usage=_stream_usage(chunk, request.prompt_tokens),
+        system_fingerprint=None,
+        prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
+        prompt_text=None,
+        metrics=chunk.metrics,
+    )
+
+
 def _stream_usage(chunk: GenerateChunk, prompt_tokens: int | None) -> Usage | None:
     if chunk.usage is None:
         return None
@@ -389,18 +410,7 @@ class Derenderer:
                     token_ids=choice.token_ids if return_token_ids else None,
                 )
             )
-        reply = ChatCompletionChunk(
-            id=chunk.request_id,
-            object="chat.completion.chunk",
-            created=int(time.time()),
-            model=model,
-            choices=choices,
-            usage=_stream_usage(chunk, request.prompt_tokens),
-            system_fingerprint=None,
-            prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
-            prompt_text=None,
-            metrics=chunk.metrics,
-        )
+        reply = _chat_chunk(request, model, choices, return_token_ids)
         return reply, state
 
     def stream_session(self, request: ChatStreamDerenderRequest) -> StreamSession:
@@ -473,18 +483,7 @@ class Derenderer:
                 last_tool_call_ids=pinned_ids,
                 logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
             )
-        reply = ChatCompletionChunk(
-            id=chunk.request_id,
-            object="chat.completion.chunk",
-            created=int(time.time()),
-            model=model,
-            choices=choices,
-            usage=_stream_usage(chunk, request.prompt_tokens),
-            system_fingerprint=None,
-            prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
-            prompt_text=None,
-            metrics=chunk.metrics,
-        )
+        reply = _chat_chunk(request, model, choices, return_token_ids)
         return reply, state, session
 
     def completion_stream(

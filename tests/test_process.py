@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -55,20 +56,36 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+@contextlib.contextmanager
+def serving(*flags: str) -> Iterator[str]:
+    """A real server process on a free port, with ``flags``; yields its base URL."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning"],
+        [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning", *flags],
         cwd=ROOT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, process)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, "server exited during start-up"
+            assert time.monotonic() < deadline, "server did not start in time"
+            time.sleep(0.2)
         yield base
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with serving() as base:
+        yield base
 
 
 def readme_curl_bodies() -> list[tuple[str, dict[str, object]]]:
@@ -92,33 +109,10 @@ def test_readme_examples_work_against_a_served_process(server: str) -> None:
 
 @pytest.fixture(scope="module")
 def parser_server() -> Iterator[str]:
-    port = _free_port()
     flags = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
     flags += ["--enable-auto-tool-choice", "--max-model-len", "20000", "--replay-workers", "2"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning", *flags],
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(base, process)
+    with serving(*flags) as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def _wait_healthy(base: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert process.poll() is None, "server exited during start-up"
-        assert time.monotonic() < deadline, "server did not start in time"
-        time.sleep(0.2)
 
 
 def test_health_answers_while_long_histories_replay(parser_server: str, tokenizer: Any) -> None:
