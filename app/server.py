@@ -288,10 +288,11 @@ class DerenderService:
         chunk = request.generate_chunk
         state = request.stream_state or StreamState()
         key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
-        fingerprint = self._fingerprint(view)
         cache = self.sessions
+        keep = cache.enabled and bool(chunk.choices)  # a usage-only chunk needs no session
+        fingerprint = self._fingerprint(view) if keep else b""
         session = None
-        if cache.enabled and chunk.choices:
+        if keep:
             session, miss = cache.checkout(
                 key, fingerprint, state.output_token_ids, state.output_chunk_lens
             )
@@ -319,7 +320,7 @@ class DerenderService:
                 self.metrics.cache_evictions.labels(ERROR).inc()
             logger.debug("parsed chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None
-        if session is not None and cache.enabled:
+        if session is not None and keep:
             if chunk.choices[0].finish_reason is not None:
                 cache.release(key)
                 self.metrics.cache_evictions.labels(FINISHED).inc()
