@@ -2,9 +2,11 @@
 
 Two real server processes (qwen3 reasoning + hermes tools) are started; the same
 generated output (reasoning, an answer, tool calls) is streamed through each one
-token per chunk, the client threading ``stream_state`` as vLLM's clients do.
-Reported: total server CPU (read from the server process), per-chunk latency p50
-around an early and a late position, and their ratios. Absolute times are specific
+token per chunk, the client threading ``stream_state`` as vLLM's clients do. A third
+process, ``bench.echo_app`` on the same uvicorn configuration, receives the same
+request bodies and echoes them: the HTTP floor no handler can go below. Reported:
+total server CPU (read from the server process), per-chunk latency p50 around an
+early and a late position, and their ratios. Absolute times are specific
 to the machine; the ratios are the claim.
 
     python -m bench.cache_bench                  # 4,096 tokens
@@ -68,15 +70,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(command: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``command`` with ``--port`` appended and wait for its /health."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning",
-         "--max-model-len", "40000", *FLAGS, *extra],
-        cwd=ROOT,
-    )  # fmt: skip
+    process = subprocess.Popen([sys.executable, *command, "--port", str(port)], cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -98,6 +97,7 @@ def run_stream(
         "tools": TOOLS,
     }
     latencies: list[float] = []
+    bodies: list[bytes] = []
     state = None
     cpu_before = cpu_seconds(pid)
     url = f"{base}/v1/chat/completions/derender"
@@ -121,15 +121,28 @@ def run_stream(
             }
             if state is not None:
                 body["stream_state"] = state
+            bodies.append(msgspec.json.encode(body))
             started = time.perf_counter()
-            # A client that echoes the state as raw JSON: the server's cost is measured,
-            # not the client's JSON library.
-            reply = client.post(url, content=msgspec.json.encode(body), headers=JSON)
+            reply = client.post(url, content=bodies[-1], headers=JSON)
             latencies.append(time.perf_counter() - started)
             reply.raise_for_status()
             state = msgspec.json.decode(reply.content)["stream_state"]
             if position % 256 == 0:
                 print(f"  {label}: token {position}/{len(ids)}", file=sys.stderr, flush=True)
+    return {"cpu_s": cpu_seconds(pid) - cpu_before, "latencies": latencies, "bodies": bodies}
+
+
+def run_floor(base: str, pid: int, bodies: list[bytes]) -> dict[str, Any]:
+    """Send the recorded request bodies to the echo app: the cost of HTTP alone."""
+    latencies: list[float] = []
+    cpu_before = cpu_seconds(pid)
+    with httpx.Client(timeout=300) as client:
+        for position, body in enumerate(bodies):
+            started = time.perf_counter()
+            client.post(f"{base}/", content=body, headers=JSON).raise_for_status()
+            latencies.append(time.perf_counter() - started)
+            if position % 256 == 0:
+                print(f"  HTTP floor: token {position}/{len(bodies)}", file=sys.stderr, flush=True)
     return {"cpu_s": cpu_seconds(pid) - cpu_before, "latencies": latencies}
 
 
@@ -147,18 +160,30 @@ def main(argv: list[str] | None = None) -> int:
     ids = build_output(args.tokens, tokenizer)
     prompt = tokenizer._hf.encode(PROMPT)
     early, late = max(args.tokens // 16, 16), args.tokens - max(args.tokens // 40, 16)
+    server = ["-m", "app", "--log-level", "warning", "--max-model-len", "40000", *FLAGS]
+    echo = ["-m", "uvicorn", "bench.echo_app:app", "--loop", "uvloop", "--http", "httptools",
+            "--log-level", "warning", "--lifespan", "off"]  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
-    for label, extra in (("cache on", []), ("cache off", ["--stream-cache-size", "0"])):
-        process, base = start_server(extra)
+    bodies: list[bytes] = []
+    for label, command in (
+        ("cache on", server),
+        ("cache off", [*server, "--stream-cache-size", "0"]),
+        ("HTTP floor", echo),
+    ):
+        process, base = start_server(command)
         try:
-            run = run_stream(base, process.pid, ids, prompt, label)
+            if label == "HTTP floor":
+                run = run_floor(base, process.pid, bodies)
+            else:
+                run = run_stream(base, process.pid, ids, prompt, label)
+                bodies = run.pop("bodies")
         finally:
             process.terminate()
             process.wait(timeout=30)
         run["p50_early_ms"] = 1000 * p50_around(run["latencies"], early)
         run["p50_late_ms"] = 1000 * p50_around(run["latencies"], late)
         results[label] = run
-    on, off = results["cache on"], results["cache off"]
+    on, off, floor = results["cache on"], results["cache off"], results["HTTP floor"]
     print(f"\n{args.tokens}-token qwen3 + hermes stream, one token per chunk, over HTTP")
     columns = ("server CPU s", f"p50 @{early} ms", f"p50 @{late} ms", "late/early")
     print(f"{'mode':<12}" + "".join(f"{c:>16}" for c in columns))
@@ -168,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{label:<12}{run['cpu_s']:>14.2f}{run['p50_early_ms']:>16.2f}{run['p50_late_ms']:>16.2f}{ratio:>12.2f}"
         )
     print(f"\nserver CPU, cache on / cache off: 1/{off['cpu_s'] / max(on['cpu_s'], 1e-9):.0f}")
+    print(f"server CPU, HTTP floor / cache off: 1/{off['cpu_s'] / max(floor['cpu_s'], 1e-9):.0f}")
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {
         label: {k: v for k, v in run.items() if k != "latencies"} for label, run in results.items()

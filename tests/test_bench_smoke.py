@@ -23,4 +23,4 @@ def test_parsers_bench_smoke(tmp_path: Path) -> None:
 def test_cache_bench_smoke(tmp_path: Path) -> None:
     assert cache_bench.main(["--tokens", "40", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "cache_bench.json").read_text())
-    assert result["cache on"]["cpu_s"] >= 0 and result["cache off"]["cpu_s"] >= 0
+    assert all(result[mode]["cpu_s"] >= 0 for mode in ("cache on", "cache off", "HTTP floor"))

@@ -1,0 +1,31 @@
+"""An ASGI app that answers every request with its own body: the HTTP floor.
+
+Served by the same uvicorn configuration as the server, it shows what any chunk costs
+before a line of derender code runs: parsing the request and writing a reply of the
+protocol's size (the ``stream_state`` the client echoes dominates both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Message = dict[str, Any]
+
+
+async def app(
+    scope: Message,
+    receive: Callable[[], Awaitable[Message]],
+    send: Callable[[Message], Awaitable[None]],
+) -> None:
+    if scope["type"] != "http":
+        return
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
