@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from parsers.chat import ChatParser, ReasoningParser, ToolParser
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
@@ -29,6 +31,14 @@ TOOL_PARSERS = {
 # Parsers built on vLLM's declarative engine rather than its legacy classes; the
 # difference shows in how tool_choice "none" and unparsed markup are handled.
 _ENGINE_BASED = frozenset({"qwen3", "qwen3_coder"})
+
+
+S = TypeVar("S")
+
+
+def _reuse(state: object, kind: type[S]) -> S:
+    """``state`` when a parser of this kind left it, else a fresh one."""
+    return state if isinstance(state, kind) else kind()
 
 
 class ParserConfigError(ValueError):
@@ -114,21 +124,17 @@ class ParserFactory:
         state = state if state is not None else ChatStreamState()
         reasoning: ReasoningStream | None = None
         if self.reasoning_name == "qwen3":
-            if not isinstance(state.reasoning, Qwen3ReasoningState):
-                state.reasoning = Qwen3ReasoningState()
+            state.reasoning = _reuse(state.reasoning, Qwen3ReasoningState)
             reasoning = Qwen3Reasoning(self._grammar, options, state.reasoning)
         elif self._think is not None:
-            if not isinstance(state.reasoning, ThinkTagStreamState):
-                state.reasoning = ThinkTagStreamState()
+            state.reasoning = _reuse(state.reasoning, ThinkTagStreamState)
             reasoning = ThinkTagStream(self._think, state.reasoning)
         tools: ToolStream | None = None
         if self.tool_name == "hermes":
-            if not isinstance(state.tools, HermesState):
-                state.tools = HermesState()
+            state.tools = _reuse(state.tools, HermesState)
             tools = HermesStream(id_seed, state.tools)
         elif self.tool_name == "qwen3_coder":
-            if not isinstance(state.tools, Qwen3CoderState):
-                state.tools = Qwen3CoderState()
+            state.tools = _reuse(state.tools, Qwen3CoderState)
             tools = Qwen3CoderTools(
                 self._grammar,
                 options,
@@ -137,16 +143,13 @@ class ParserFactory:
                 state=state.tools,
             )
         elif self.tool_name == "xlam":
-            if not isinstance(state.tools, XlamState):
-                state.tools = XlamState()
+            state.tools = _reuse(state.tools, XlamState)
             tools = XlamStream(id_seed, state.tools)
         elif self.tool_name == "pythonic":
-            if not isinstance(state.tools, PythonicState):
-                state.tools = PythonicState()
+            state.tools = _reuse(state.tools, PythonicState)
             tools = PythonicStream(id_seed, state.tools)
         elif self.tool_name == "llama3_json":
-            if not isinstance(state.tools, Llama3JsonState):
-                state.tools = Llama3JsonState()
+            state.tools = _reuse(state.tools, Llama3JsonState)
             tools = Llama3JsonStream(id_seed, state.tools)
         keep = options.forces_tool_calls or (
             tools is not None and options.tool_choice == "auto" and bool(options.tools)
