@@ -29,11 +29,11 @@ class StreamSession:
         self.output_token_ids: list[int] = []
         self.output_chunk_lens: list[int] = []
 
-    def replay(self, token_ids: Sequence[int], chunk_lens: Sequence[int]) -> None:
+    def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
         start = 0
         for size in chunk_lens:
-            chunk = list(token_ids[start : start + size])
+            chunk = token_ids[start : start + size]
             start += size
             self.feed(chunk, chunk, None)
 
