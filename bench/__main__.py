@@ -1,0 +1,105 @@
+"""``python -m bench`` / ``derender-bench``: the session cache against pure replay and vLLM.
+
+    python -m bench micro                                # in-process cost of one chunk
+    python -m bench stream --tokens 4096                 # one stream over HTTP, per mode
+    python -m bench load --streams 32 --tokens 1024      # concurrent streams, per mode
+    python -m bench stream --vllm-python /tmp/oracle/venv/bin/python   # vLLM beside ours
+
+Absolute times hold for the machine that measured them; ratios from one run are the
+claim. Results go under bench/results/ (or --out DIR) as NAME.md, NAME.json and PNGs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import load, micro, stream
+from bench.modes import MODES, Setup, selected
+from bench.report import DEFAULT_OUT
+from bench.workload import PARSER_CONFIGS
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="derender-bench", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
+    served = argparse.ArgumentParser(add_help=False)
+    served.add_argument(
+        "--modes",
+        nargs="+",
+        choices=[mode.name for mode in MODES],
+        help="modes to run (default: all; vLLM's only with --vllm-python)",
+    )
+    served.add_argument(
+        "--prompt-tokens",
+        type=positive,
+        nargs="+",
+        default=[100],
+        help="prompt lengths (re-sent on every chunk), e.g. 100 4000 32000",
+    )
+    served.add_argument(
+        "--vllm-python",
+        type=Path,
+        help="python of a vLLM 0.33.0 installation (../shared/oracle/setup_oracle.sh builds one)",
+    )
+    served.add_argument(
+        "--vllm-model",
+        type=Path,
+        help="tokenizer directory for vLLM (default: tokenizers/qwen3 beside its venv)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    m = commands.add_parser("micro", parents=[common], help=micro.__doc__.splitlines()[0])
+    m.add_argument("--positions", type=positive, default=16384, help="last output position")
+    m.add_argument("--repeats", type=positive, default=3, help="replays timed per position")
+    m.add_argument("--configs", nargs="+", choices=list(PARSER_CONFIGS), help="default: all")
+
+    s = commands.add_parser("stream", parents=[common, served], help=stream.__doc__.splitlines()[0])
+    s.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")
+    s.add_argument("--chunk-sizes", type=positive, nargs="+", default=[1, 4])
+
+    lo = commands.add_parser("load", parents=[common, served], help=load.__doc__.splitlines()[0])
+    lo.add_argument("--streams", type=positive, default=32, help="concurrent streams")
+    lo.add_argument("--tokens", type=positive, default=1024, help="output tokens per stream")
+    lo.add_argument("--chunk-size", type=positive, default=1)
+    lo.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="tokens per second per stream, as an engine decodes (0: as fast as answered)",
+    )
+    lo.add_argument("--ramp", type=float, default=0.0, help="seconds over which the streams start")
+    return parser
+
+
+def setup_of(args: argparse.Namespace, tokens: int) -> Setup:
+    python = args.vllm_python.absolute() if args.vllm_python else None
+    model = args.vllm_model
+    if python is not None and model is None:
+        model = python.parent.parent.parent / "tokenizers" / "qwen3"
+    return Setup(max(args.prompt_tokens) + tokens + 64, python, model)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "micro":
+        return micro.main(args)
+    setup = setup_of(args, args.tokens)
+    modes = selected(args.modes, setup)
+    if args.command == "stream":
+        return stream.main(args, modes, setup)
+    return load.main(args, modes, setup)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""A streaming client as a router drives the derender protocol: one call per chunk.
+
+Each chunk's request carries the prompt ids, the chat request and the
+``stream_state`` the previous reply returned, as vLLM's clients send them. The
+prompt and chat request are encoded once and the state is passed through as raw
+JSON, so the client's own CPU stays small and the bytes it counts are exactly the
+bytes on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import msgspec
+
+from bench.servers import Target
+from bench.workload import CHAT_REQUEST
+
+JSON_HEADERS = {"content-type": "application/json"}
+ROUTE = "/v1/chat/completions/derender"
+
+
+class _Reply(msgspec.Struct):
+    stream_state: msgspec.Raw
+
+
+@dataclass(slots=True)
+class StreamRecord:
+    """What the client saw of one stream, chunk by chunk."""
+
+    positions: list[int] = field(default_factory=list)  # output tokens after each chunk
+    latencies: list[float] = field(default_factory=list)  # seconds, request to reply
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    prompt_bytes: int = 0  # of bytes_sent: the re-sent prompt_token_ids
+    history_bytes: int = 0  # of bytes_sent: the echoed stream_state
+    hits: int = 0  # replies marked x-derender-cache: hit
+    misses: int = 0
+
+
+def grown_state(state: msgspec.Raw | None, chunk: list[int]) -> msgspec.Raw:
+    """The state a derender server would return after ``chunk`` (for the echo floor)."""
+    value: dict[str, Any] = msgspec.json.decode(state) if state is not None else {}
+    value["output_token_ids"] = value.get("output_token_ids", []) + chunk
+    value["output_chunk_lens"] = [*value.get("output_chunk_lens", []), len(chunk)]
+    value["role_sent"] = True
+    return msgspec.Raw(msgspec.json.encode(value))
+
+
+async def run_stream(
+    client: httpx.AsyncClient,
+    target: Target,
+    request_id: str,
+    output: list[int],
+    prompt: list[int],
+    chunk_size: int,
+    *,
+    echo: bool = False,
+    interval_s: float = 0.0,
+    on_chunk: Callable[[int, StreamRecord], None] | None = None,
+) -> StreamRecord:
+    """Stream ``output`` ``chunk_size`` tokens per call, one chunk every ``interval_s``.
+
+    ``echo``: the server answers with the request itself, so the client grows the
+    state as a derender server would. ``on_chunk`` gets the output position and the
+    record so far after each reply (the stream bench samples server CPU there).
+    """
+    record = StreamRecord()
+    prompt_raw = msgspec.Raw(msgspec.json.encode(prompt))
+    chat_raw = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
+    urls = itertools.cycle(base + ROUTE for base in target.bases)
+    state: msgspec.Raw | None = None
+    started = time.perf_counter()
+    for index, start in enumerate(range(0, len(output), chunk_size)):
+        if interval_s:
+            await asyncio.sleep(max(0.0, started + index * interval_s - time.perf_counter()))
+        tokens = output[start : start + chunk_size]
+        last = start + chunk_size >= len(output)
+        choice = {"index": 0, "token_ids": tokens, "finish_reason": "stop" if last else None}
+        body: dict[str, Any] = {
+            "stream": True,
+            "generate_chunk": {"request_id": request_id, "choices": [choice]},
+            "prompt_token_ids": prompt_raw,
+            "chat_request": chat_raw,
+        }
+        if state is not None:
+            body["stream_state"] = state
+            record.history_bytes += len(state)
+        content = msgspec.json.encode(body)
+        sent = time.perf_counter()
+        reply = await client.post(next(urls), content=content, headers=JSON_HEADERS)
+        record.latencies.append(time.perf_counter() - sent)
+        reply.raise_for_status()
+        record.positions.append(start + len(tokens))
+        record.bytes_sent += len(content)
+        record.prompt_bytes += len(prompt_raw)
+        record.bytes_received += len(reply.content)
+        cache = reply.headers.get("x-derender-cache")
+        record.hits += cache == "hit"
+        record.misses += cache == "miss"
+        if echo:
+            state = grown_state(state, tokens)
+        else:
+            state = msgspec.json.decode(reply.content, type=_Reply).stream_state
+        if on_chunk is not None:
+            on_chunk(start + len(tokens), record)
+    return record
+
+
+async def warm_up(target: Target, output: list[int], prompt: list[int], echo: bool) -> None:
+    """One short unmeasured stream per replica: first-request costs are not the chunk's."""
+    async with http_client(1) as client:
+        for base in target.bases:
+            single = Target([base], [])
+            await run_stream(client, single, f"warm-up-{base}", output[:32], prompt, 1, echo=echo)
+
+
+def http_client(connections: int) -> httpx.AsyncClient:
+    """A keep-alive client with one connection per concurrent stream."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    return httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits)

@@ -1,0 +1,198 @@
+"""``python -m bench load``: many concurrent streams, mode by mode, in one run.
+
+``--streams`` qwen3 + hermes streams of ``--tokens`` tokens share one server set-up,
+each on its own keep-alive connection. By default every stream sends its next chunk
+as soon as the last one is answered (throughput); ``--rate`` paces each stream like a
+decoding engine and ``--ramp`` spreads their starts. Reported: chunks per second,
+per-chunk p50 and p99, server CPU per generated token, the cache hit ratio (from
+``x-derender-cache``) and the servers' peak resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from bench import plots
+from bench.client import StreamRecord, http_client, run_stream, warm_up
+from bench.modes import Mode, Setup
+from bench.report import machine, progress, table, write
+from bench.servers import Target, cpu_seconds, peak_rss_mb, running
+from bench.stats import AtPosition, by_position, percentile
+from bench.workload import chat_output, prompt_ids, qwen3
+
+PROGRESS_EVERY_S = 10.0
+
+
+class LoadRun(msgspec.Struct):
+    mode: str
+    streams: int
+    tokens: int
+    chunk_size: int
+    prompt_tokens: int
+    rate: float
+    wall_s: float
+    chunks: int
+    chunks_per_s: float
+    p50_ms: float
+    p99_ms: float
+    cpu_s: float
+    cpu_per_token_ms: float
+    hit_ratio: float | None
+    peak_rss_mb: float
+    latency: list[AtPosition]
+
+
+async def drive(
+    mode: Mode, target: Target, output: list[int], prompt: list[int], args: argparse.Namespace
+) -> list[StreamRecord]:
+    """Run every stream to its end, with a progress line every few seconds."""
+    done = 0
+
+    def count(position: int, record: StreamRecord) -> None:
+        nonlocal done
+        done += 1
+
+    async def one(index: int) -> StreamRecord:
+        await asyncio.sleep(index * args.ramp / args.streams)
+        run_id = f"load-{mode.name}-{len(prompt)}-{index}".replace(" ", "-")
+        interval = args.chunk_size / args.rate if args.rate else 0.0
+        return await run_stream(
+            client, target, run_id, output, prompt, args.chunk_size,
+            echo=mode.echo, interval_s=interval, on_chunk=count,
+        )  # fmt: skip
+
+    async def report() -> None:
+        total = args.streams * -(-len(output) // args.chunk_size)
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            progress(f"  {mode.name}: {done}/{total} chunks")
+
+    async with http_client(args.streams) as client:
+        reporter = asyncio.create_task(report())
+        try:
+            return await asyncio.gather(*(one(index) for index in range(args.streams)))
+        finally:
+            reporter.cancel()
+
+
+def measure(
+    mode: Mode, target: Target, output: list[int], prompt: list[int], args: argparse.Namespace
+) -> LoadRun:
+    cpu_before = cpu_seconds(target)
+    started = time.perf_counter()
+    records = asyncio.run(drive(mode, target, output, prompt, args))
+    wall = time.perf_counter() - started
+    cpu = cpu_seconds(target) - cpu_before
+    positions = [p for record in records for p in record.positions]
+    latencies = [latency for record in records for latency in record.latencies]
+    hits = sum(record.hits for record in records)
+    answered = hits + sum(record.misses for record in records)
+    return LoadRun(
+        mode=mode.name,
+        streams=args.streams,
+        tokens=len(output),
+        chunk_size=args.chunk_size,
+        prompt_tokens=len(prompt),
+        rate=args.rate,
+        wall_s=wall,
+        chunks=len(latencies),
+        chunks_per_s=len(latencies) / wall,
+        p50_ms=1e3 * percentile(latencies, 50),
+        p99_ms=1e3 * percentile(latencies, 99),
+        cpu_s=cpu,
+        cpu_per_token_ms=1e3 * cpu / (args.streams * len(output)),
+        hit_ratio=hits / answered if answered else None,
+        peak_rss_mb=peak_rss_mb(target),
+        latency=by_position(positions, latencies),
+    )
+
+
+def run(modes: Sequence[Mode], setup: Setup, args: argparse.Namespace) -> list[LoadRun]:
+    tokenizer = qwen3()
+    output = chat_output(tokenizer, args.tokens)
+    runs = []
+    for mode in modes:
+        progress(f"{mode.name}: starting")
+        with running(mode.commands(setup)) as target:
+            asyncio.run(warm_up(target, output, prompt_ids(tokenizer, 100), mode.echo))
+            for length in args.prompt_tokens:
+                runs.append(measure(mode, target, output, prompt_ids(tokenizer, length), args))
+    return runs
+
+
+def render(runs: Sequence[LoadRun]) -> str:
+    first = runs[0]
+    pacing = f"{first.rate:g} tokens/s per stream" if first.rate else "unpaced"
+    title = (
+        f"{first.streams} concurrent {first.tokens}-token qwen3 + hermes streams, chunk size "
+        f"{first.chunk_size}, {pacing}; rates and times are this machine's"
+    )
+    columns = [
+        "mode",
+        "prompt",
+        "chunks/s",
+        "p50 ms",
+        "p99 ms",
+        "server CPU s",
+        "CPU ms/token",
+        "hits",
+        "peak RSS MiB",
+    ]
+    rows = [
+        [
+            r.mode,
+            str(r.prompt_tokens),
+            f"{r.chunks_per_s:.0f}",
+            f"{r.p50_ms:.2f}",
+            f"{r.p99_ms:.2f}",
+            f"{r.cpu_s:.2f}",
+            f"{r.cpu_per_token_ms:.3f}",
+            "-" if r.hit_ratio is None else f"{r.hit_ratio:.3f}",
+            f"{r.peak_rss_mb:.0f}",
+        ]
+        for r in runs
+    ]
+    lines = [title, "", table(columns, rows), "", "same-run ratios against cache on:"]
+    for r in runs:
+        base = next(
+            (b for b in runs if b.mode == "cache on" and b.prompt_tokens == r.prompt_tokens), None
+        )
+        if base is not None and base is not r:
+            lines.append(
+                f"  {r.mode}, prompt {r.prompt_tokens}: CPU/token "
+                f"x{r.cpu_per_token_ms / max(base.cpu_per_token_ms, 1e-9):.1f}, "
+                f"chunks/s x{r.chunks_per_s / base.chunks_per_s:.2f}, "
+                f"p99 x{r.p99_ms / base.p99_ms:.1f}"
+            )
+    return "\n".join(lines)
+
+
+def draw(runs: Sequence[LoadRun], out: Path) -> None:
+    panels: dict[str, dict[str, plots.Series]] = {"p50": {}, "p99": {}}
+    for r in runs:
+        label = f"{r.mode}, prompt {r.prompt_tokens}"
+        xs = [point.position for point in r.latency]
+        panels["p50"][label] = (xs, [point.p50_ms for point in r.latency])
+        panels["p99"][label] = (xs, [point.p99_ms for point in r.latency])
+    plots.lines(
+        out / "load-latency.png",
+        f"{runs[0].streams} concurrent streams: per-chunk latency by output position",
+        panels,
+        "output position (tokens)",
+        "latency (ms)",
+        loglog=True,
+    )
+
+
+def main(args: argparse.Namespace, modes: Sequence[Mode], setup: Setup) -> int:
+    runs = run(modes, setup, args)
+    result = {"machine": machine(), "runs": runs}
+    write(args.out, "load", result, render(runs))
+    draw(runs, args.out)
+    return 0

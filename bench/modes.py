@@ -1,0 +1,83 @@
+"""The server set-ups a bench compares, side by side in one run.
+
+A mode is a name and the processes it runs; the client spreads a stream's chunks
+round-robin over them. Adding a set-up (say, two replicas sharing Redis behind a
+round-robin balancer) is one more entry in ``MODES``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.servers import Command
+from bench.workload import SERVER_FLAGS
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What every mode's processes are started with."""
+
+    max_model_len: int
+    vllm_python: Path | None = None
+    vllm_model: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    name: str
+    commands: Callable[[Setup], list[Command]]
+    echo: bool = False  # replies echo the request: the client grows stream_state itself
+    needs_vllm: bool = False
+
+
+def ours(*flags: str) -> Callable[[Setup], list[Command]]:
+    """One derender-server process with the qwen3 + hermes parsers and ``flags``."""
+
+    def commands(setup: Setup) -> list[Command]:
+        argv = [sys.executable, "-m", "app", "--log-level", "warning"]
+        argv += ["--max-model-len", str(setup.max_model_len), *SERVER_FLAGS, *flags]
+        return [Command(argv)]
+
+    return commands
+
+
+def http_floor(setup: Setup) -> list[Command]:
+    """The echo app on the server's uvicorn configuration: HTTP alone."""
+    argv = [sys.executable, "-m", "uvicorn", "bench.echo_app:app", "--loop", "uvloop"]
+    argv += ["--http", "httptools", "--log-level", "warning", "--lifespan", "off"]
+    return [Command(argv)]
+
+
+def vllm_render(setup: Setup) -> list[Command]:
+    """vLLM's own render server (``vllm launch render``) from the given installation."""
+    assert setup.vllm_python is not None and setup.vllm_model is not None
+    argv = [str(setup.vllm_python), "-m", "vllm.entrypoints.cli.main", "launch", "render"]
+    argv += [str(setup.vllm_model), "--served-model-name", "qwen3", "--host", "127.0.0.1"]
+    argv += ["--max-model-len", str(setup.max_model_len), *SERVER_FLAGS]
+    env = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return [Command(argv, env, startup_s=300.0)]
+
+
+MODES: tuple[Mode, ...] = (
+    Mode("cache on", ours()),
+    Mode("cache off", ours("--stream-cache-size", "0")),
+    Mode("HTTP floor", http_floor, echo=True),
+    Mode("vLLM 0.33.0", vllm_render, needs_vllm=True),
+)
+
+
+def selected(names: Sequence[str] | None, setup: Setup) -> list[Mode]:
+    """The modes named (all by default); vLLM's only when an installation is given."""
+    known = {mode.name for mode in MODES}
+    unknown = set(names or ()) - known
+    if unknown:
+        raise SystemExit(f"unknown modes {sorted(unknown)}; known: {sorted(known)}")
+    return [
+        mode
+        for mode in MODES
+        if (names is None or mode.name in names)
+        and (setup.vllm_python is not None or not mode.needs_vllm)
+    ]

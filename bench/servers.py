@@ -1,0 +1,119 @@
+"""Server processes under test, and what they cost as the kernel counts it.
+
+CPU time and peak memory are read from /proc for the server processes and their
+children, never from the client, so the client's own work (which shares this
+machine) is not billed to the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One process to start; ``--port PORT`` is appended to ``argv``."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    startup_s: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Running replicas: a stream's chunks go round-robin over ``bases``."""
+
+    bases: Sequence[str]
+    pids: Sequence[int]
+
+
+def family(pid: int) -> list[int]:
+    """``pid`` and its live descendants (a server may fork workers)."""
+    pids = [pid]
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split():
+                pids += family(int(child))
+    return pids
+
+
+def cpu_seconds(target: Target) -> float:
+    """User plus system CPU of every server process, children included."""
+    total = 0
+    for root in target.pids:
+        for pid in family(root):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    return total / CLOCK_TICK
+
+
+def peak_rss_mb(target: Target) -> float:
+    """Peak resident memory (VmHWM) summed over the server processes, in MiB."""
+    total = 0
+    for root in target.pids:
+        for pid in family(root):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+    return total / 1024
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_healthy(base: str, process: subprocess.Popen[bytes], deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with status {process.returncode} before /health")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"server at {base} not healthy after {deadline_s:.0f} s")
+
+
+@contextlib.contextmanager
+def running(commands: Sequence[Command]) -> Iterator[Target]:
+    """Start every command on a free port, wait for /health, stop them all after."""
+    processes: list[subprocess.Popen[bytes]] = []
+    bases: list[str] = []
+    try:
+        for command in commands:
+            port = free_port()
+            processes.append(
+                subprocess.Popen(
+                    [*command.argv, "--port", str(port)],
+                    cwd=ROOT,
+                    env={**os.environ, **command.env},
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+            bases.append(f"http://127.0.0.1:{port}")
+            wait_healthy(bases[-1], processes[-1], command.startup_s)
+        yield Target(bases, [process.pid for process in processes])
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -1,0 +1,240 @@
+"""``python -m bench stream``: one stream over HTTP, mode by mode, in one run.
+
+For each mode its server processes are started, then one qwen3 + hermes stream of
+``--tokens`` tokens (reasoning, an answer, tool calls) is sent chunk by chunk, for each
+chunk size and prompt length, threading ``stream_state`` as vLLM's clients do. The
+server's CPU is read from /proc at powers of two along the stream: CPU up to token k is
+what a k-token stream costs, so one stream draws the whole cost-versus-length curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from bench import plots
+from bench.client import StreamRecord, http_client, run_stream, warm_up
+from bench.modes import Mode, Setup
+from bench.report import machine, progress, table, write
+from bench.servers import Target, cpu_seconds, running
+from bench.stats import AtPosition, by_position, checkpoints
+from bench.workload import chat_output, prompt_ids, qwen3
+
+# /proc counts CPU in clock ticks (10 ms): plot no total below five of them.
+MEASURABLE_CPU_S = 0.05
+
+
+class AtLength(msgspec.Struct):
+    """Totals for the stream's first ``tokens`` tokens: what a stream that long costs."""
+
+    tokens: int
+    cpu_s: float
+    request_bytes: int
+    prompt_share: float  # of request bytes: the re-sent prompt_token_ids
+    history_share: float  # of request bytes: the echoed stream_state
+
+
+class StreamRun(msgspec.Struct):
+    mode: str
+    chunk_size: int
+    prompt_tokens: int
+    tokens: int
+    cpu_s: float
+    bytes_sent: int
+    bytes_received: int
+    prompt_share: float
+    history_share: float
+    hit_ratio: float | None
+    latency: list[AtPosition]
+    by_length: list[AtLength]
+    positions: list[int]
+    latencies_ms: list[float]
+
+
+def hit_ratio(record: StreamRecord) -> float | None:
+    answered = record.hits + record.misses
+    return record.hits / answered if answered else None
+
+
+def measure(
+    mode: Mode, target: Target, run_id: str, output: list[int], prompt: list[int], size: int
+) -> StreamRun:
+    """Stream ``output`` through ``target`` once, sampling server CPU at checkpoints."""
+    marks = set(checkpoints(len(output)))
+    start = cpu_seconds(target)
+    lengths: list[AtLength] = []
+
+    def sample(position: int, record: StreamRecord) -> None:
+        if position in marks:
+            sent = max(record.bytes_sent, 1)
+            lengths.append(
+                AtLength(
+                    position,
+                    cpu_seconds(target) - start,
+                    record.bytes_sent,
+                    record.prompt_bytes / sent,
+                    record.history_bytes / sent,
+                )
+            )
+            progress(f"  {mode.name}, chunk {size}: token {position}/{len(output)}")
+
+    async def go() -> StreamRecord:
+        async with http_client(1) as client:
+            return await run_stream(
+                client, target, run_id, output, prompt, size, echo=mode.echo, on_chunk=sample
+            )
+
+    record = asyncio.run(go())
+    last = lengths[-1]
+    return StreamRun(
+        mode=mode.name,
+        chunk_size=size,
+        prompt_tokens=len(prompt),
+        tokens=len(output),
+        cpu_s=last.cpu_s,
+        bytes_sent=record.bytes_sent,
+        bytes_received=record.bytes_received,
+        prompt_share=last.prompt_share,
+        history_share=last.history_share,
+        hit_ratio=hit_ratio(record),
+        latency=by_position(record.positions, record.latencies),
+        by_length=lengths,
+        positions=record.positions,
+        latencies_ms=[1e3 * latency for latency in record.latencies],
+    )
+
+
+def run(
+    modes: Sequence[Mode],
+    setup: Setup,
+    tokens: int,
+    chunk_sizes: Sequence[int],
+    prompt_tokens: Sequence[int],
+) -> list[StreamRun]:
+    tokenizer = qwen3()
+    output = chat_output(tokenizer, tokens)
+    prompts = [prompt_ids(tokenizer, length) for length in prompt_tokens]
+    runs = []
+    for mode in modes:
+        progress(f"{mode.name}: starting")
+        with running(mode.commands(setup)) as target:
+            asyncio.run(warm_up(target, output, prompts[0], mode.echo))
+            for prompt in prompts:
+                for size in chunk_sizes:
+                    run_id = f"bench-{mode.name}-{len(prompt)}-{size}".replace(" ", "-")
+                    runs.append(measure(mode, target, run_id, output, prompt, size))
+    return runs
+
+
+def render(runs: Sequence[StreamRun]) -> str:
+    """The main table, the cost-by-length table and the same-run ratios."""
+    early = 256 if runs[0].tokens > 256 else runs[0].latency[0].position
+    rows = []
+    for r in runs:
+        at_early = next(point for point in r.latency if point.position == early)
+        at_end = r.latency[-1]
+        rows.append(
+            [
+                r.mode,
+                str(r.chunk_size),
+                str(r.prompt_tokens),
+                f"{r.cpu_s:.2f}",
+                f"{at_early.p50_ms:.2f} / {at_early.p99_ms:.2f}",
+                f"{at_end.p50_ms:.2f} / {at_end.p99_ms:.2f}",
+                f"{r.bytes_sent / 1e6:.1f} / {r.bytes_received / 1e6:.1f}",
+                f"{100 * r.prompt_share:.0f}% + {100 * r.history_share:.0f}%",
+                "-" if r.hit_ratio is None else f"{r.hit_ratio:.3f}",
+            ]
+        )
+    columns = [
+        "mode",
+        "chunk",
+        "prompt",
+        "server CPU s",
+        f"p50 / p99 ms @{early}",
+        f"p50 / p99 ms @{runs[0].tokens}",
+        "MB sent / recv",
+        "prompt + history",
+        "hits",
+    ]
+    title = (
+        f"{runs[0].tokens}-token qwen3 + hermes stream over HTTP (reasoning, answer, tool "
+        "calls); CPU and times are this machine's"
+    )
+    parts = [title, "", table(columns, rows), "", "server CPU s by stream length", ""]
+    lengths = [point.tokens for point in runs[0].by_length if point.tokens >= min(256, early)]
+    parts.append(
+        table(
+            ["mode", "chunk", "prompt", *(f"{n} tok" for n in lengths)],
+            [
+                [r.mode, str(r.chunk_size), str(r.prompt_tokens)]
+                + [f"{p.cpu_s:.3f}" for p in r.by_length if p.tokens in lengths]
+                for r in runs
+            ],
+        )
+    )
+    parts += ["", *ratios(runs)]
+    return "\n".join(parts)
+
+
+def ratios(runs: Sequence[StreamRun]) -> list[str]:
+    """Every mode against cache on, same chunk size and prompt: the headline."""
+    lines = ["same-run ratios against cache on (total server CPU; p99 at the last token):"]
+    for r in runs:
+        base = next(
+            (
+                b
+                for b in runs
+                if b.mode == "cache on"
+                and (b.chunk_size, b.prompt_tokens) == (r.chunk_size, r.prompt_tokens)
+            ),
+            None,
+        )
+        if base is None or base is r:
+            continue
+        cpu = r.cpu_s / max(base.cpu_s, 1e-3)
+        p99 = r.latency[-1].p99_ms / base.latency[-1].p99_ms
+        lines.append(
+            f"  {r.mode}, chunk {r.chunk_size}, prompt {r.prompt_tokens}: "
+            f"CPU x{cpu:.1f}, p99 x{p99:.1f}"
+        )
+    return lines
+
+
+def draw(runs: Sequence[StreamRun], out: Path) -> None:
+    """Per-chunk latency against position and log-log CPU against length, per mode."""
+    latency: dict[str, dict[str, plots.Series]] = {}
+    cpu: dict[str, dict[str, plots.Series]] = {}
+    for r in runs:
+        panel = f"chunk size {r.chunk_size}, prompt {r.prompt_tokens} tokens"
+        latency.setdefault(panel, {})[r.mode] = plots.rolling_median(r.positions, r.latencies_ms)
+        points = [p for p in r.by_length if p.cpu_s >= MEASURABLE_CPU_S]
+        cpu.setdefault(panel, {})[r.mode] = ([p.tokens for p in points], [p.cpu_s for p in points])
+    title = f"{runs[0].tokens}-token stream, one process per mode"
+    plots.lines(
+        out / "stream-latency.png",
+        f"{title}: per-chunk latency (median of runs of chunks)",
+        latency,
+        "output position (tokens)",
+        "latency (ms)",
+    )
+    plots.lines(
+        out / "stream-cpu.png",
+        f"{title}: total server CPU",
+        cpu,
+        "stream length (tokens)",
+        "server CPU (s)",
+        loglog=True,
+    )
+
+
+def main(args: argparse.Namespace, modes: Sequence[Mode], setup: Setup) -> int:
+    runs = run(modes, setup, args.tokens, args.chunk_sizes, args.prompt_tokens)
+    result = {"machine": machine(), "tokens": args.tokens, "runs": runs}
+    write(args.out, "stream", result, render(runs))
+    draw(runs, args.out)
+    return 0

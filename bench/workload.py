@@ -1,0 +1,103 @@
+"""What the benches stream: generated model outputs and prompts, as Qwen3 token ids.
+
+Every bench tokenizes with the bundled Qwen3 tokenizer, so the ids are the ones a
+Qwen3 engine would send. The chat workload is what a qwen3 + hermes model emits for
+an agentic turn: reasoning, then an answer, then tool calls. The parser workloads put
+a long stretch in the section each parser configuration works hardest on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.tokenizer import Tokenizer, load_tokenizer
+
+SERVER_FLAGS = (
+    "--reasoning-parser",
+    "qwen3",
+    "--tool-call-parser",
+    "hermes",
+    "--enable-auto-tool-choice",
+)
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "book_hotel",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "save_note",
+            "parameters": {"type": "object", "properties": {"body": {"type": "string"}}},
+        },
+    },
+]
+CHAT_REQUEST: dict[str, Any] = {
+    "model": "qwen3",
+    "messages": [{"role": "user", "content": "Plan a weekend in Lisbon and book it."}],
+    "tools": TOOLS,
+}
+THOUGHT = "Compare fares, weather and hotels near Alfama before deciding. "
+ANSWER = "Here is the plan for your weekend in Lisbon. "
+CALL = '<tool_call>\n{"name": "book_hotel", "arguments": {"city": "Lisbon"}}\n</tool_call>'
+SENTENCE = "We compare the fares, the weather in Lisbon and the hotel options near Alfama. "
+
+# parser configuration -> (tool parser, reasoning parser, where the long stretch lies)
+PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
+    "qwen3+hermes": ("hermes", "qwen3", "chat"),
+    "qwen3": (None, "qwen3", "reasoning"),
+    "deepseek_r1": (None, "deepseek_r1", "reasoning"),
+    "hermes": ("hermes", None, "hermes_call"),
+    "qwen3+qwen3_coder": ("qwen3_coder", "qwen3", "coder_call"),
+    "xlam": ("xlam", None, "content"),
+    "pythonic": ("pythonic", None, "content"),
+    "llama3_json": ("llama3_json", None, "content"),
+}
+
+
+def qwen3() -> Tokenizer:
+    return load_tokenizer("qwen3")
+
+
+def encode(tokenizer: Tokenizer, text: str) -> list[int]:
+    ids: list[int] = tokenizer._hf.encode(text)
+    return ids
+
+
+def repeat_to(ids: list[int], unit: list[int], tokens: int) -> list[int]:
+    """``ids`` followed by ``unit`` repeated, cut to exactly ``tokens`` ids."""
+    count = max(0, tokens - len(ids)) // max(len(unit), 1) + 1
+    return (ids + unit * count)[:tokens]
+
+
+def chat_output(tokenizer: Tokenizer, tokens: int) -> list[int]:
+    """Reasoning (3/4), an answer, then tool calls: ``tokens`` ids of one agentic turn."""
+    ids = repeat_to(encode(tokenizer, "<think>\n"), encode(tokenizer, THOUGHT), tokens * 3 // 4)
+    ids += encode(tokenizer, "\n</think>\n\n" + ANSWER * 4)
+    return repeat_to(ids, encode(tokenizer, "\n" + CALL), tokens)
+
+
+def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
+    """``tokens`` ids whose long stretch lies where the ``kind`` of configuration works."""
+    if kind == "chat":
+        return chat_output(tokenizer, tokens)
+    head = {
+        "reasoning": "",
+        "content": "",
+        "hermes_call": 'Short thought.\n</think>\n\n<tool_call>\n{"name": "save_note", '
+        '"arguments": {"body": "',
+        "coder_call": "Short thought.\n</think>\n\n<tool_call>\n<function=save_note>\n"
+        "<parameter=body>\n",
+    }[kind]
+    return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
+
+
+def prompt_ids(tokenizer: Tokenizer, tokens: int) -> list[int]:
+    """A chat-templated prompt of exactly ``tokens`` ids (a long user turn fills it)."""
+    head = encode(tokenizer, "<|im_start|>user\nPlan a weekend in Lisbon and book it. ")
+    tail = encode(tokenizer, "<|im_end|>\n<|im_start|>assistant\n")
+    body = repeat_to(head, encode(tokenizer, SENTENCE), max(tokens - len(tail), len(head)))
+    return body + tail
