@@ -35,6 +35,8 @@ def lines(
     )
     for ax, (panel, series) in zip(axes[0], panels.items(), strict=True):
         for label, (xs, ys) in series.items():
+            if not xs:  # nothing measurable (say, CPU below the clock tick)
+                continue
             ax.plot(xs, ys, marker="o" if len(xs) <= 16 else None, markersize=3, label=label)
         ax.set_title(panel)
         ax.set_xlabel(xlabel)
@@ -42,7 +44,8 @@ def lines(
         if loglog:
             ax.set_xscale("log", base=2)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
     axes[0][0].set_ylabel(ylabel)
     figure.suptitle(title)
     figure.tight_layout()

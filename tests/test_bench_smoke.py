@@ -1,26 +1,64 @@
-"""The benchmarks run (tiny sizes, no timing asserted), so they cannot rot."""
+"""Each bench subcommand runs at tiny sizes (no timing asserted), so the suite cannot rot."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from bench import cache_bench, parsers_bench
+from bench.__main__ import main
+from bench.workload import PARSER_CONFIGS
 
-
-def test_parsers_bench_smoke(tmp_path: Path) -> None:
-    assert (
-        parsers_bench.main(
-            ["--early", "40", "--late", "120", "--window", "8", "--out", str(tmp_path)]
-        )
-        == 0
-    )
-    result = json.loads((tmp_path / "parsers_bench.json").read_text())
-    assert [row["parser"] for row in result["rows"]] == list(parsers_bench.CONFIGS)
-    assert all(row["early_us"] > 0 and row["late_us"] > 0 for row in result["rows"])
+SERVED_MODES = ["cache on", "cache off", "HTTP floor"]
 
 
-def test_cache_bench_smoke(tmp_path: Path) -> None:
-    assert cache_bench.main(["--tokens", "40", "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "cache_bench.json").read_text())
-    assert all(result[mode]["cpu_s"] >= 0 for mode in ("cache on", "cache off", "HTTP floor"))
+def run(tmp_path: Path, *argv: str) -> dict[str, Any]:
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    name = argv[0]
+    assert (tmp_path / f"{name}.md").read_text().count("|") > 10
+    result: dict[str, Any] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert result["machine"]["cores"] > 0
+    return result
+
+
+def test_micro_smoke(tmp_path: Path) -> None:
+    result = run(tmp_path, "micro", "--positions", "300", "--repeats", "1")
+    assert [r["config"] for r in result["runs"]] == list(PARSER_CONFIGS)
+    for r in result["runs"]:
+        assert [p["position"] for p in r["points"]] == [256, 300]
+        assert all(p["hit_us"] > 0 and p["replay_ms"] > 0 for p in r["points"])
+    assert (tmp_path / "micro.png").stat().st_size > 0
+
+
+def test_stream_smoke(tmp_path: Path) -> None:
+    runs = run(tmp_path, "stream", "--tokens", "40")["runs"]
+    assert [(r["mode"], r["chunk_size"]) for r in runs] == [
+        (mode, size) for mode in SERVED_MODES for size in (1, 4)
+    ]
+    for r in runs:
+        assert r["tokens"] == 40 and r["bytes_sent"] > 0 and r["bytes_received"] > 0
+        assert 0 < r["prompt_share"] + r["history_share"] < 1
+        assert [p["tokens"] for p in r["by_length"]] == [16, 32, 40]
+        assert all(p["p50_ms"] > 0 and p["p99_ms"] >= p["p50_ms"] for p in r["latency"])
+        assert len(r["latencies_ms"]) == len(r["positions"]) == -(-40 // r["chunk_size"])
+        assert (r["hit_ratio"] is None) == (r["mode"] == "HTTP floor")
+    on = [r for r in runs if r["mode"] == "cache on"]
+    assert all(r["hit_ratio"] > 0.5 for r in on)
+    assert all(r["hit_ratio"] == 0 for r in runs if r["mode"] == "cache off")
+    for plot in ("stream-latency.png", "stream-cpu.png"):
+        assert (tmp_path / plot).stat().st_size > 0
+
+
+def test_load_smoke(tmp_path: Path) -> None:
+    argv = ["--streams", "3", "--tokens", "30", "--rate", "2000", "--prompt-tokens", "100", "300"]
+    runs = run(tmp_path, "load", *argv)["runs"]
+    assert [(r["mode"], r["prompt_tokens"]) for r in runs] == [
+        (mode, prompt) for mode in SERVED_MODES for prompt in (100, 300)
+    ]
+    for r in runs:
+        assert r["chunks"] == 3 * 30 and r["chunks_per_s"] > 0
+        assert 0 < r["p50_ms"] <= r["p99_ms"]
+        assert r["cpu_s"] >= 0 and r["peak_rss_mb"] > 0
+    assert all(r["hit_ratio"] > 0.5 for r in runs if r["mode"] == "cache on")
+    assert all(r["hit_ratio"] == 0 for r in runs if r["mode"] == "cache off")
+    assert (tmp_path / "load-latency.png").stat().st_size > 0
