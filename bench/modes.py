@@ -57,6 +57,8 @@ def vllm_render(setup: Setup) -> list[Command]:
     argv = [str(setup.vllm_python), "-m", "vllm.entrypoints.cli.main", "launch", "render"]
     argv += [str(setup.vllm_model), "--served-model-name", "qwen3", "--host", "127.0.0.1"]
     argv += ["--max-model-len", str(setup.max_model_len), *SERVER_FLAGS]
+    # no access log, as ours runs: logging every chunk would be billed to vLLM
+    argv += ["--disable-uvicorn-access-log", "--uvicorn-log-level", "warning"]
     env = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return [Command(argv, env, startup_s=300.0)]
 
