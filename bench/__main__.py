@@ -16,17 +16,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.cli import _positive_int as positive
 from bench import load, micro, stream
 from bench.modes import MODES, Setup, selected
 from bench.report import DEFAULT_OUT
 from bench.workload import PARSER_CONFIGS
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

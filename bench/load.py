@@ -180,19 +180,12 @@ def draw(runs: Sequence[LoadRun], out: Path) -> None:
         xs = [point.position for point in r.latency]
         panels["p50"][label] = (xs, [point.p50_ms for point in r.latency])
         panels["p99"][label] = (xs, [point.p99_ms for point in r.latency])
-    plots.lines(
-        out / "load-latency.png",
-        f"{runs[0].streams} concurrent streams: per-chunk latency by output position",
-        panels,
-        "output position (tokens)",
-        "latency (ms)",
-        loglog=True,
-    )
+    title = f"{runs[0].streams} concurrent streams: per-chunk latency by output position"
+    plots.lines(out / "load-latency.png", title, panels, loglog=True)
 
 
 def main(args: argparse.Namespace, modes: Sequence[Mode], setup: Setup) -> int:
     runs = run(modes, setup, args)
-    result = {"machine": machine(), "runs": runs}
-    write(args.out, "load", result, render(runs))
+    write(args.out, "load", {"machine": machine(), "runs": runs}, render(runs))
     draw(runs, args.out)
     return 0

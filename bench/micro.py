@@ -136,8 +136,7 @@ def draw(runs: list[ConfigRun], out: Path) -> None:
         out / "micro.png",
         "one chunk in-process, by output position",
         {"hit path (session kept)": hit, "replay path (history replayed)": replay},
-        "output position (tokens)",
-        "cost of one chunk (µs)",
+        ylabel="cost of one chunk (µs)",
         loglog=True,
     )
 

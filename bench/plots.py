@@ -25,8 +25,8 @@ def lines(
     path: Path,
     title: str,
     panels: Mapping[str, Mapping[str, Series]],
-    xlabel: str,
-    ylabel: str,
+    xlabel: str = "output position (tokens)",
+    ylabel: str = "latency (ms)",
     loglog: bool = False,
 ) -> None:
     """Write a row of panels, each with one labelled line per series."""

@@ -215,19 +215,13 @@ def draw(runs: Sequence[StreamRun], out: Path) -> None:
         points = [p for p in r.by_length if p.cpu_s >= MEASURABLE_CPU_S]
         cpu.setdefault(panel, {})[r.mode] = ([p.tokens for p in points], [p.cpu_s for p in points])
     title = f"{runs[0].tokens}-token stream, one process per mode"
-    plots.lines(
-        out / "stream-latency.png",
-        f"{title}: per-chunk latency (median of runs of chunks)",
-        latency,
-        "output position (tokens)",
-        "latency (ms)",
-    )
+    plots.lines(out / "stream-latency.png", f"{title}: per-chunk latency (rolling median)", latency)
     plots.lines(
         out / "stream-cpu.png",
         f"{title}: total server CPU",
         cpu,
-        "stream length (tokens)",
-        "server CPU (s)",
+        xlabel="stream length (tokens)",
+        ylabel="server CPU (s)",
         loglog=True,
     )
 
