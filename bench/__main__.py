@@ -23,8 +23,14 @@ from bench.report import DEFAULT_OUT
 from bench.workload import PARSER_CONFIGS
 
 
+def summary(doc: str | None) -> str:
+    """A module docstring's first line without its ``command``: prefix."""
+    assert doc is not None
+    return doc.splitlines()[0].split(": ", 1)[-1]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="derender-bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="derender-bench", description=summary(__doc__))
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     served = argparse.ArgumentParser(add_help=False)
@@ -53,16 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    m = commands.add_parser("micro", parents=[common], help=micro.__doc__.splitlines()[0])
+    m = commands.add_parser("micro", parents=[common], help=summary(micro.__doc__))
     m.add_argument("--positions", type=positive, default=16384, help="last output position")
     m.add_argument("--repeats", type=positive, default=3, help="replays timed per position")
     m.add_argument("--configs", nargs="+", choices=list(PARSER_CONFIGS), help="default: all")
 
-    s = commands.add_parser("stream", parents=[common, served], help=stream.__doc__.splitlines()[0])
+    s = commands.add_parser("stream", parents=[common, served], help=summary(stream.__doc__))
     s.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")
     s.add_argument("--chunk-sizes", type=positive, nargs="+", default=[1, 4])
 
-    lo = commands.add_parser("load", parents=[common, served], help=load.__doc__.splitlines()[0])
+    lo = commands.add_parser("load", parents=[common, served], help=summary(load.__doc__))
     lo.add_argument("--streams", type=positive, default=32, help="concurrent streams")
     lo.add_argument("--tokens", type=positive, default=1024, help="output tokens per stream")
     lo.add_argument("--chunk-size", type=positive, default=1)

@@ -72,14 +72,10 @@ MODES: tuple[Mode, ...] = (
 
 
 def selected(names: Sequence[str] | None, setup: Setup) -> list[Mode]:
-    """The modes named (all by default); vLLM's only when an installation is given."""
-    known = {mode.name for mode in MODES}
-    unknown = set(names or ()) - known
-    if unknown:
-        raise SystemExit(f"unknown modes {sorted(unknown)}; known: {sorted(known)}")
-    return [
-        mode
-        for mode in MODES
-        if (names is None or mode.name in names)
-        and (setup.vllm_python is not None or not mode.needs_vllm)
-    ]
+    """The modes named (all by default); vLLM's needs an installation."""
+    chosen = [mode for mode in MODES if names is None or mode.name in names]
+    if setup.vllm_python is not None:
+        return chosen
+    if names is not None and any(mode.needs_vllm for mode in chosen):
+        raise SystemExit("the vLLM mode needs --vllm-python")
+    return [mode for mode in chosen if not mode.needs_vllm]
