@@ -64,16 +64,17 @@ def measure(
     mode: Mode, target: Target, run_id: str, output: list[int], prompt: list[int], size: int
 ) -> StreamRun:
     """Stream ``output`` through ``target`` once, sampling server CPU at checkpoints."""
-    marks = set(checkpoints(len(output)))
+    marks = checkpoints(len(output))
     start = cpu_seconds(target)
     lengths: list[AtLength] = []
 
     def sample(position: int, record: StreamRecord) -> None:
-        if position in marks:
+        """At the first chunk ending at or past the next checkpoint, counted as there."""
+        if position >= marks[len(lengths)]:
             sent = max(record.bytes_sent, 1)
             lengths.append(
                 AtLength(
-                    position,
+                    marks[len(lengths)],
                     cpu_seconds(target) - start,
                     record.bytes_sent,
                     record.prompt_bytes / sent,
@@ -135,7 +136,7 @@ def render(runs: Sequence[StreamRun]) -> str:
     early = 256 if runs[0].tokens > 256 else runs[0].latency[0].position
     rows = []
     for r in runs:
-        at_early = next(point for point in r.latency if point.position == early)
+        at_early = min(r.latency, key=lambda point: abs(point.position - early))
         at_end = r.latency[-1]
         rows.append(
             [
