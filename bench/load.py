@@ -166,9 +166,9 @@ def render(runs: Sequence[LoadRun]) -> str:
         if base is not None and base is not r:
             lines.append(
                 f"  {r.mode}, prompt {r.prompt_tokens}: CPU/token "
-                f"x{r.cpu_per_token_ms / max(base.cpu_per_token_ms, 1e-9):.1f}, "
-                f"chunks/s x{r.chunks_per_s / base.chunks_per_s:.2f}, "
-                f"p99 x{r.p99_ms / base.p99_ms:.1f}"
+                f"x{r.cpu_per_token_ms / max(base.cpu_per_token_ms, 1e-9):.3g}, "
+                f"chunks/s x{r.chunks_per_s / base.chunks_per_s:.3g}, "
+                f"p99 x{r.p99_ms / base.p99_ms:.3g}"
             )
     return "\n".join(lines)
 

@@ -131,21 +131,26 @@ def run(
     return runs
 
 
+def nearest(points: Sequence[AtPosition], position: int) -> AtPosition:
+    return min(points, key=lambda point: abs(point.position - position))
+
+
 def render(runs: Sequence[StreamRun]) -> str:
     """The main table, the cost-by-length table and the same-run ratios."""
-    early = 256 if runs[0].tokens > 256 else runs[0].latency[0].position
+    tokens = runs[0].tokens
+    shown = sorted({min(256, tokens), min(1024, tokens), tokens})
     rows = []
     for r in runs:
-        at_early = min(r.latency, key=lambda point: abs(point.position - early))
-        at_end = r.latency[-1]
         rows.append(
             [
                 r.mode,
                 str(r.chunk_size),
                 str(r.prompt_tokens),
                 f"{r.cpu_s:.2f}",
-                f"{at_early.p50_ms:.2f} / {at_early.p99_ms:.2f}",
-                f"{at_end.p50_ms:.2f} / {at_end.p99_ms:.2f}",
+                *(
+                    f"{point.p50_ms:.2f} / {point.p99_ms:.2f}"
+                    for point in (nearest(r.latency, at) for at in shown)
+                ),
                 f"{r.bytes_sent / 1e6:.1f} / {r.bytes_received / 1e6:.1f}",
                 f"{100 * r.prompt_share:.0f}% + {100 * r.history_share:.0f}%",
                 "-" if r.hit_ratio is None else f"{r.hit_ratio:.3f}",
@@ -156,30 +161,42 @@ def render(runs: Sequence[StreamRun]) -> str:
         "chunk",
         "prompt",
         "server CPU s",
-        f"p50 / p99 ms @{early}",
-        f"p50 / p99 ms @{runs[0].tokens}",
+        *(f"p50 / p99 ms @{at}" for at in shown),
         "MB sent / recv",
         "prompt + history",
         "hits",
     ]
     title = (
-        f"{runs[0].tokens}-token qwen3 + hermes stream over HTTP (reasoning, answer, tool "
-        "calls); CPU and times are this machine's"
+        f"{tokens}-token qwen3 + hermes stream over HTTP (reasoning, answer, tool calls); "
+        "CPU and times are this machine's"
     )
-    parts = [title, "", table(columns, rows), "", "server CPU s by stream length", ""]
-    lengths = [point.tokens for point in runs[0].by_length if point.tokens >= min(256, early)]
-    parts.append(
-        table(
-            ["mode", "chunk", "prompt", *(f"{n} tok" for n in lengths)],
-            [
-                [r.mode, str(r.chunk_size), str(r.prompt_tokens)]
-                + [f"{p.cpu_s:.3f}" for p in r.by_length if p.tokens in lengths]
-                for r in runs
-            ],
-        )
+    lengths = [point.tokens for point in runs[0].by_length if point.tokens >= shown[0]]
+    by_length = table(
+        ["mode", "chunk", "prompt", *(f"{n} tok" for n in lengths)],
+        [
+            [r.mode, str(r.chunk_size), str(r.prompt_tokens)]
+            + [
+                f"{p.cpu_s:.3f} ({100 * (p.prompt_share + p.history_share):.0f}%)"
+                for p in r.by_length
+                if p.tokens in lengths
+            ]
+            for r in runs
+        ],
     )
-    parts += ["", *ratios(runs)]
-    return "\n".join(parts)
+    return "\n".join(
+        [
+            title,
+            "",
+            table(columns, rows),
+            "",
+            "server CPU s of a stream's first N tokens (share of request bytes that re-send "
+            "the prompt and history)",
+            "",
+            by_length,
+            "",
+            *ratios(runs),
+        ]
+    )
 
 
 def ratios(runs: Sequence[StreamRun]) -> list[str]:
@@ -201,7 +218,7 @@ def ratios(runs: Sequence[StreamRun]) -> list[str]:
         p99 = r.latency[-1].p99_ms / base.latency[-1].p99_ms
         lines.append(
             f"  {r.mode}, chunk {r.chunk_size}, prompt {r.prompt_tokens}: "
-            f"CPU x{cpu:.1f}, p99 x{p99:.1f}"
+            f"CPU x{cpu:.3g}, p99 x{p99:.3g}"
         )
     return lines
 
