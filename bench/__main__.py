@@ -12,6 +12,7 @@ claim. Results go under bench/results/ (or --out DIR) as NAME.md, NAME.json and 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,6 +93,8 @@ def setup_of(args: argparse.Namespace, tokens: int) -> Setup:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # a terminated bench still stops the servers it started (``finally`` runs on exit)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if args.command == "micro":
         return micro.main(args)
     setup = setup_of(args, args.tokens)

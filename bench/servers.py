@@ -12,11 +12,11 @@ import os
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
@@ -82,8 +82,11 @@ def wait_healthy(base: str, process: subprocess.Popen[bytes], deadline_s: float)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with status {process.returncode} before /health")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+        with (
+            contextlib.suppress(urllib.error.URLError, ConnectionError),
+            urllib.request.urlopen(f"{base}/health", timeout=1) as reply,
+        ):
+            if reply.status == 200:
                 return
         time.sleep(0.2)
     raise RuntimeError(f"server at {base} not healthy after {deadline_s:.0f} s")
