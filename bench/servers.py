@@ -49,25 +49,29 @@ def family(pid: int) -> list[int]:
     return pids
 
 
-def cpu_seconds(target: Target) -> float:
-    """User plus system CPU of every server process, children included."""
-    total = 0
+def proc_files(target: Target, name: str) -> list[str]:
+    """/proc/PID/NAME of every server process and descendant still there to read."""
+    texts = []
     for root in target.pids:
         for pid in family(root):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-    return total / CLOCK_TICK
+            with contextlib.suppress(FileNotFoundError):  # a child that just exited
+                texts.append(Path(f"/proc/{pid}/{name}").read_text())
+    return texts
+
+
+def cpu_seconds(target: Target) -> float:
+    """User plus system CPU of every server process, reaped children included."""
+    ticks = 0
+    for stat in proc_files(target, "stat"):
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    return ticks / CLOCK_TICK
 
 
 def peak_rss_mb(target: Target) -> float:
     """Peak resident memory (VmHWM) summed over the server processes, in MiB."""
-    total = 0
-    for root in target.pids:
-        for pid in family(root):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1])
-    return total / 1024
+    lines = [line for status in proc_files(target, "status") for line in status.splitlines()]
+    return sum(int(line.split()[1]) for line in lines if line.startswith("VmHWM:")) / 1024
 
 
 def free_port() -> int:
