@@ -22,7 +22,7 @@ from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
 from bench.modes import Mode, Setup
 from bench.report import machine, progress, table, write
-from bench.servers import Target, cpu_seconds, peak_rss_mb, running
+from bench.servers import TICK_S, Target, cpu_seconds, peak_rss_mb, running
 from bench.stats import AtPosition, by_position, percentile
 from bench.workload import chat_output, prompt_ids, qwen3
 
@@ -158,7 +158,7 @@ def render(runs: Sequence[LoadRun]) -> str:
         ]
         for r in runs
     ]
-    lines = [title, "", table(columns, rows), "", "same-run ratios against cache on:"]
+    lines = ["", "same-run ratios against cache on:"]
     for r in runs:
         base = next(
             (b for b in runs if b.mode == "cache on" and b.prompt_tokens == r.prompt_tokens), None
@@ -166,11 +166,11 @@ def render(runs: Sequence[LoadRun]) -> str:
         if base is not None and base is not r:
             lines.append(
                 f"  {r.mode}, prompt {r.prompt_tokens}: CPU/token "
-                f"x{r.cpu_per_token_ms / max(base.cpu_per_token_ms, 1e-9):.3g}, "
+                f"x{r.cpu_s / max(base.cpu_s, TICK_S):.3g}, "
                 f"chunks/s x{r.chunks_per_s / base.chunks_per_s:.3g}, "
                 f"p99 x{r.p99_ms / base.p99_ms:.3g}"
             )
-    return "\n".join(lines)
+    return "\n".join([title, "", table(columns, rows), *(lines if len(lines) > 2 else [])])
 
 
 def draw(runs: Sequence[LoadRun], out: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+TICK_S = 1 / CLOCK_TICK  # the resolution of /proc CPU times (10 ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,12 @@ from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
 from bench.modes import Mode, Setup
 from bench.report import machine, progress, table, write
-from bench.servers import Target, cpu_seconds, running
+from bench.servers import TICK_S, Target, cpu_seconds, running
 from bench.stats import AtPosition, by_position, checkpoints
 from bench.workload import chat_output, prompt_ids, qwen3
 
-# /proc counts CPU in clock ticks (10 ms): plot no total below five of them.
-MEASURABLE_CPU_S = 0.05
+# /proc counts CPU in clock ticks: plot no total below five of them.
+MEASURABLE_CPU_S = 5 * TICK_S
 
 
 class AtLength(msgspec.Struct):
@@ -214,13 +214,13 @@ def ratios(runs: Sequence[StreamRun]) -> list[str]:
         )
         if base is None or base is r:
             continue
-        cpu = r.cpu_s / max(base.cpu_s, 1e-3)
+        cpu = r.cpu_s / max(base.cpu_s, TICK_S)
         p99 = r.latency[-1].p99_ms / base.latency[-1].p99_ms
         lines.append(
             f"  {r.mode}, chunk {r.chunk_size}, prompt {r.prompt_tokens}: "
             f"CPU x{cpu:.3g}, p99 x{p99:.3g}"
         )
-    return lines
+    return lines if len(lines) > 1 else []
 
 
 def draw(runs: Sequence[StreamRun], out: Path) -> None:
