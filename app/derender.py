@@ -483,6 +483,7 @@ class Derenderer:
                 last_tool_call_ids=pinned_ids,
                 logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
             )
+            session.answered = msgspec.structs.replace(request, stream_state=state)
         reply = _chat_chunk(request, model, choices, return_token_ids)
         return reply, state, session
 

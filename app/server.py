@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 import msgspec
+from msgspec import Raw
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -70,6 +71,9 @@ S = TypeVar("S", ChatStreamDerenderRequest, CompletionStreamDerenderRequest)
 
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+_chunk_decoder = msgspec.json.Decoder(GenerateChunk)
+_optional_str = msgspec.json.Decoder(str | None)
+_optional_int = msgspec.json.Decoder(int | None)
 
 # Session size estimate: a history token costs a list slot and an int object, plus
 # its share of parser text; the rest is the detokenizer window and parser objects.
@@ -108,6 +112,12 @@ def decode_stream_request(body: bytes, kind: type[S], *, history_checked: bool =
 
 def json_response(value: Any) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
+
+
+def _with_history_json(state: StreamState, session: StreamSession) -> StreamState:
+    """``state`` with its history as the session's ready JSON, which encodes verbatim."""
+    ids, lens = session.history_json()
+    return msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
 
 
 def _chunk_tokens(chunk: GenerateChunk) -> int:
@@ -213,6 +223,10 @@ class DerenderService:
 
     async def _chat(self, body: bytes, view: BodyView) -> Response:
         if view.stream:
+            if self.parsers.configured and self.sessions.enabled:
+                continued = await self._continue_session(view)
+                if continued is not None:
+                    return continued
             # A session hit proves the history consistent; the parsed path checks
             # it only when the session has to be rebuilt.
             stream_request = decode_stream_request(
@@ -269,7 +283,42 @@ class DerenderService:
         except Exception:
             logger.debug("chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None
-        return json_response(ChatStreamReply(reply, state))
+        return json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
+
+    async def _continue_session(self, view: BodyView) -> Response | None:
+        """Answer a chunk that continues its kept session exactly, from the body's view.
+
+        The re-sent state, prompt and chat request are compared as raw bytes with
+        what the session was built from and last sent, never decoded; only the small
+        fields are. Anything else (a miss, a field that fails to decode or check)
+        returns None and the chunk takes the full path, which also gives any error
+        its exact message.
+        """
+        try:
+            chunk = _chunk_decoder.decode(view.generate_chunk)
+            requested = _optional_str.decode(view.model)
+            prompt_tokens = _optional_int.decode(view.prompt_tokens)
+            model = self._model_name(requested)
+        except (msgspec.DecodeError, DerenderError):
+            return None
+        if len(chunk.choices) != 1:
+            return None
+        key = (chunk.request_id, chunk.choices[0].index)
+        fingerprint = self._fingerprint(view)
+        state = bytes(view.stream_state)
+        session = self.sessions.peek(key, fingerprint, state)
+        if session is None or session.answered is None:
+            return None
+        delta = _chunk_tokens(chunk)
+        used = len(session.prompt_token_ids) + len(session.output_token_ids)
+        if used + delta > self.max_model_len:
+            return None
+        request = msgspec.structs.replace(
+            session.answered, generate_chunk=chunk, model=requested, prompt_tokens=prompt_tokens
+        )
+        self.sessions.checkout(key, fingerprint, state)
+        self.metrics.cache_hits.inc()
+        return await self._answer(request, model, key, fingerprint, session, delta)
 
     async def _parsed_chunk(
         self,
@@ -279,40 +328,50 @@ class DerenderService:
         history: int,
         delta: int,
     ) -> Response:
-        """A parsed chunk: continue the stream's kept session, or rebuild it by replay.
+        """A parsed chunk on the full path: its kept session if the decoded state is
+        the one the session last sent (a client may re-encode it), else a replay."""
+        chunk = request.generate_chunk
+        key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
+        fingerprint = b""
+        session = None
+        if self.sessions.enabled and chunk.choices:  # a usage-only chunk needs no session
+            fingerprint = self._fingerprint(view)
+            carried = encoder.encode(request.stream_state)
+            session, miss = self.sessions.checkout(key, fingerprint, carried)
+            if session is None:
+                self.metrics.cache_misses.labels(miss).inc()
+            else:
+                self.metrics.cache_hits.inc()
+        if session is None:
+            check_history(request.stream_state)
+            if chunk.choices:
+                self.metrics.replays.inc()
+                self.metrics.replayed_tokens.inc(history)
+        return await self._answer(
+            request, model, key, fingerprint, session, delta if session else delta + history
+        )
+
+    async def _answer(
+        self,
+        request: ChatStreamDerenderRequest,
+        model: str,
+        key: tuple[str, int],
+        fingerprint: bytes,
+        session: StreamSession | None,
+        tokens: int,
+    ) -> Response:
+        """Feed the chunk to ``session`` (rebuilt by replay when None) and reply.
 
         The session is checked out while the chunk is processed, so a concurrent
         duplicate replays instead of sharing it, and it is checked back in for the
         next chunk unless this one ends the stream or fails.
         """
         chunk = request.generate_chunk
-        state = request.stream_state or StreamState()
-        key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
         cache = self.sessions
-        keep = cache.enabled and bool(chunk.choices)  # a usage-only chunk needs no session
-        fingerprint = self._fingerprint(view) if keep else b""
-        session = None
-        if keep:
-            session, miss = cache.checkout(
-                key, fingerprint, state.output_token_ids, state.output_chunk_lens
-            )
-            if session is None:
-                self.metrics.cache_misses.labels(miss).inc()
-            else:
-                self.metrics.cache_hits.inc()
         hit = session is not None
-        if not hit:
-            check_history(request.stream_state)
-        if not hit and chunk.choices:
-            self.metrics.replays.inc()
-            self.metrics.replayed_tokens.inc(history)
         try:
             reply, state, session = await self._run(
-                delta if hit else delta + history,
-                self.derenderer.chat_stream_parsed,
-                request,
-                model,
-                session,
+                tokens, self.derenderer.chat_stream_parsed, request, model, session
             )
         except Exception:
             cache.release(key)
@@ -320,22 +379,20 @@ class DerenderService:
                 self.metrics.cache_evictions.labels(ERROR).inc()
             logger.debug("parsed chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None
-        if session is not None and keep:
+        carried = encoder.encode(state if session is None else _with_history_json(state, session))
+        if session is not None and fingerprint:
             if chunk.choices[0].finish_reason is not None:
                 cache.release(key)
                 self.metrics.cache_evictions.labels(FINISHED).inc()
             else:
-                size = _SESSION_OVERHEAD + _BYTES_PER_TOKEN * len(session.output_token_ids)
-                cache.checkin(
-                    key,
-                    session,
-                    fingerprint,
-                    session.output_token_ids,
-                    session.output_chunk_lens,
-                    size,
+                size = (
+                    _SESSION_OVERHEAD
+                    + _BYTES_PER_TOKEN * len(session.output_token_ids)
+                    + 2 * len(carried)  # the bytes kept to match, and the state they encode
                 )
+                cache.checkin(key, session, fingerprint, carried, size)
         self._cache_gauges()
-        response = json_response(ChatStreamReply(reply, state))
+        response = json_response(ChatStreamReply(reply, Raw(carried)))
         if chunk.choices:
             response.headers["x-derender-cache"] = "hit" if hit else "miss"
         return response

@@ -1,18 +1,23 @@
 """A parsed stream's live session: what one choice carries from chunk to chunk.
 
 It holds the incremental detokenizer window (special tokens kept, seeded from
-the prompt), the parser with its stream-processor state, and the history it has
-consumed (token ids and chunk lengths). A session is built fresh for a stream's
-first chunk or rebuilt from the client-carried ``stream_state`` by replaying the
-history with its original chunk boundaries, which leaves it exactly where the
-previous chunk left it. Either way, the next chunk is fed the same way.
+the prompt), the parser with its stream-processor state, the history it has
+consumed (token ids and chunk lengths), and the last request it answered with the
+state its reply carried: a hit continues from that request without decoding it
+again. A session is built fresh for a stream's first chunk or rebuilt from the
+client-carried ``stream_state`` by replaying the history with its original chunk
+boundaries, which leaves it exactly where the previous chunk left it. Either way,
+the next chunk is fed the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from msgspec import Raw
+
 from app.detokenizer import DecodeWindow, Detokenizer
+from app.protocol import ChatStreamDerenderRequest
 from app.tokenizer import Tokenizer
 from parsers.stream import ChatStream
 from parsers.types import Delta
@@ -28,6 +33,9 @@ class StreamSession:
         self.prompt_token_ids = prompt_token_ids
         self.output_token_ids: list[int] = []
         self.output_chunk_lens: list[int] = []
+        self._ids_json = bytearray(b"[")
+        self._lens_json = bytearray(b"[")
+        self.answered: ChatStreamDerenderRequest | None = None
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
@@ -50,6 +58,14 @@ class StreamSession:
             text = self.detokenizer.decode(text_ids) if token_ids else ""
             delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
         if token_ids:
+            comma = b"," if self.output_chunk_lens else b""
+            self._ids_json += comma + ",".join(map(str, token_ids)).encode()
+            self._lens_json += comma + str(len(token_ids)).encode()
             self.output_token_ids += token_ids
             self.output_chunk_lens.append(len(token_ids))
         return delta, finish
+
+    def history_json(self) -> tuple[Raw, Raw]:
+        """``output_token_ids`` and ``output_chunk_lens`` as JSON, as msgspec encodes
+        them, kept up to date chunk by chunk so a reply never re-encodes the history."""
+        return Raw(bytes(self._ids_json + b"]")), Raw(bytes(self._lens_json + b"]"))
