@@ -41,6 +41,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-server",
@@ -118,6 +125,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds an unused session is kept",
     )
     parser.add_argument(
+        "--redis-url",
+        help="share session snapshots across replicas through this Redis "
+        "(e.g. redis://127.0.0.1:6379/0); off by default",
+    )
+    parser.add_argument(
+        "--redis-ttl",
+        type=_positive_int,
+        default=_DEFAULTS.redis_ttl,
+        help="seconds a session snapshot is kept in Redis",
+    )
+    parser.add_argument(
+        "--redis-timeout-ms",
+        type=_positive_float,
+        default=_DEFAULTS.redis_timeout_ms,
+        help="bound on each Redis call (connect included); a slower call counts as a miss",
+    )
+    parser.add_argument(
+        "--redis-max-snapshot-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.redis_max_snapshot_bytes,
+        help="larger session snapshots are not written to Redis",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -143,6 +173,10 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         stream_cache_size=max(args.stream_cache_size, 0),
         stream_cache_max_bytes=args.stream_cache_max_bytes,
         stream_cache_ttl=args.stream_cache_ttl,
+        redis_url=args.redis_url,
+        redis_ttl=args.redis_ttl,
+        redis_timeout_ms=args.redis_timeout_ms,
+        redis_max_snapshot_bytes=args.redis_max_snapshot_bytes,
     )
     return ServerOptions(settings, args.host, args.port, args.log_level)
 

@@ -61,6 +61,8 @@ from app.validation import (
     check_prompt_length,
     check_token_ids_present,
 )
+from cache.redis_tier import CORRUPT, DELETED, TOO_LARGE, WRITTEN, RedisTier
+from cache.redis_tier import ERROR as REDIS_ERROR
 from cache.sessions import ERROR, FINISHED, SessionCache
 from parsers.registry import ParserFactory
 
@@ -79,6 +81,11 @@ _optional_int = msgspec.json.Decoder(int | None)
 # its share of parser text; the rest is the detokenizer window and parser objects.
 _BYTES_PER_TOKEN = 48
 _SESSION_OVERHEAD = 4096
+
+# Where a parsed chunk's session came from: the ``x-derender-cache`` header.
+HIT = "hit"
+RESTORED = "redis"
+MISS = "miss"
 
 
 def decode_body(body: bytes, kind: type[T]) -> T:
@@ -153,6 +160,16 @@ class DerenderService:
             settings.default_chat_template_kwargs,
         )
         self._settings_digest = json.dumps(parser_settings, sort_keys=True).encode()
+        self.redis = (
+            RedisTier(
+                settings.redis_url,
+                ttl=settings.redis_ttl,
+                timeout=settings.redis_timeout_ms / 1000,
+                max_snapshot_bytes=settings.redis_max_snapshot_bytes,
+            )
+            if settings.redis_url
+            else None
+        )
 
     # ------------------------------------------------------------------ plumbing
 
@@ -318,7 +335,7 @@ class DerenderService:
         )
         self.sessions.checkout(key, fingerprint, state)
         self.metrics.cache_hits.inc()
-        return await self._answer(request, model, key, fingerprint, session, delta)
+        return await self._answer(request, model, key, fingerprint, session, HIT, delta)
 
     async def _parsed_chunk(
         self,
@@ -329,27 +346,57 @@ class DerenderService:
         delta: int,
     ) -> Response:
         """A parsed chunk on the full path: its kept session if the decoded state is
-        the one the session last sent (a client may re-encode it), else a replay."""
+        the one the session last sent (a client may re-encode it), else a snapshot
+        restored from Redis, else a replay."""
         chunk = request.generate_chunk
         key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
         fingerprint = b""
         session = None
-        if self.sessions.enabled and chunk.choices:  # a usage-only chunk needs no session
+        source = MISS
+        # A usage-only chunk needs no session.
+        if chunk.choices and (self.sessions.enabled or self.redis is not None):
             fingerprint = self._fingerprint(view)
             carried = encoder.encode(request.stream_state)
-            session, miss = self.sessions.checkout(key, fingerprint, carried)
-            if session is None:
-                self.metrics.cache_misses.labels(miss).inc()
-            else:
-                self.metrics.cache_hits.inc()
+            if self.sessions.enabled:
+                session, miss = self.sessions.checkout(key, fingerprint, carried)
+                if session is None:
+                    self.metrics.cache_misses.labels(miss).inc()
+                else:
+                    self.metrics.cache_hits.inc()
+                    source = HIT
+            if session is None and self.redis is not None and history:
+                session = await self._restore(request, key, fingerprint, carried, history)
+                if session is not None:
+                    source = RESTORED
         if session is None:
             check_history(request.stream_state)
             if chunk.choices:
                 self.metrics.replays.inc()
                 self.metrics.replayed_tokens.inc(history)
-        return await self._answer(
-            request, model, key, fingerprint, session, delta if session else delta + history
-        )
+        tokens = delta if session else delta + history
+        return await self._answer(request, model, key, fingerprint, session, source, tokens)
+
+    async def _restore(
+        self,
+        request: ChatStreamDerenderRequest,
+        key: tuple[str, int],
+        fingerprint: bytes,
+        carried: bytes,
+        history: int,
+    ) -> StreamSession | None:
+        """The session from the stream's Redis snapshot, if it continues ``carried``."""
+        assert self.redis is not None
+        snapshot, outcome = await self.redis.take(key, fingerprint, carried, history)
+        session = None
+        if snapshot is not None:
+            session = self.derenderer.restored_session(request, snapshot)
+            outcome = "hit" if session is not None else CORRUPT
+        if session is None:
+            self.metrics.redis_misses.labels(outcome).inc()
+        else:
+            self.metrics.redis_hits.inc()
+        self._redis_outcome(outcome)
+        return session
 
     async def _answer(
         self,
@@ -358,24 +405,25 @@ class DerenderService:
         key: tuple[str, int],
         fingerprint: bytes,
         session: StreamSession | None,
+        source: str,
         tokens: int,
     ) -> Response:
         """Feed the chunk to ``session`` (rebuilt by replay when None) and reply.
 
         The session is checked out while the chunk is processed, so a concurrent
-        duplicate replays instead of sharing it, and it is checked back in for the
-        next chunk unless this one ends the stream or fails.
+        duplicate replays instead of sharing it. Unless this chunk ends the stream
+        or fails, it is checked back in for the next chunk and its snapshot offered
+        to Redis.
         """
         chunk = request.generate_chunk
         cache = self.sessions
-        hit = session is not None
         try:
             reply, state, session = await self._run(
                 tokens, self.derenderer.chat_stream_parsed, request, model, session
             )
         except Exception:
             cache.release(key)
-            if hit:
+            if source == HIT:
                 self.metrics.cache_evictions.labels(ERROR).inc()
             logger.debug("parsed chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None
@@ -384,6 +432,8 @@ class DerenderService:
             if chunk.choices[0].finish_reason is not None:
                 cache.release(key)
                 self.metrics.cache_evictions.labels(FINISHED).inc()
+                if self.redis is not None:
+                    self._redis_outcome(await self.redis.drop(key, fingerprint))
             else:
                 size = (
                     _SESSION_OVERHEAD
@@ -391,11 +441,33 @@ class DerenderService:
                     + 2 * len(carried)  # the bytes kept to match, and the state they encode
                 )
                 cache.checkin(key, session, fingerprint, carried, size)
+                if self.redis is not None:
+                    await self._offer_snapshot(key, fingerprint, carried, session)
         self._cache_gauges()
         response = json_response(ChatStreamReply(reply, Raw(carried)))
         if chunk.choices:
-            response.headers["x-derender-cache"] = "hit" if hit else "miss"
+            response.headers["x-derender-cache"] = source
         return response
+
+    async def _offer_snapshot(
+        self, key: tuple[str, int], fingerprint: bytes, carried: bytes, session: StreamSession
+    ) -> None:
+        assert self.redis is not None
+        snapshot = session.snapshot()
+        self.metrics.redis_snapshot_bytes.observe(len(snapshot))
+        outcome = await self.redis.put(
+            key, fingerprint, carried, len(session.output_token_ids), snapshot
+        )
+        self._redis_outcome(outcome)
+
+    def _redis_outcome(self, outcome: str) -> None:
+        """Count a Redis call's outcome; errors and the breaker have their own series."""
+        assert self.redis is not None
+        if outcome in (WRITTEN, DELETED, TOO_LARGE):
+            self.metrics.redis_writes.labels(outcome).inc()
+        if outcome == REDIS_ERROR:
+            self.metrics.redis_errors.inc()
+        self.metrics.redis_breaker_open.set(1 if self.redis.breaker.open else 0)
 
     def _fingerprint(self, view: BodyView) -> bytes:
         """A digest of what a session depends on besides its history.
@@ -510,6 +582,8 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> Starlette:
                 tasks.start_soon(service.sweep_sessions)
             yield
             tasks.cancel_scope.cancel()
+        if service.redis is not None:
+            await service.redis.close()
 
     routes = [
         Route("/v1/chat/completions/derender", service.chat, methods=["POST"]),

@@ -14,13 +14,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
 from msgspec import Raw
 
 from app.detokenizer import DecodeWindow, Detokenizer
 from app.protocol import ChatStreamDerenderRequest
 from app.tokenizer import Tokenizer
-from parsers.stream import ChatStream
+from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
+
+
+class SessionSnapshot(msgspec.Struct, array_like=True):
+    """A session's state besides what the request carries (prompt, history): plain
+    data, so it travels as msgpack bytes and restores without replaying anything."""
+
+    parser: ChatStreamState
+    prev_tokens: list[str]
+    prefix_offset: int
+    read_offset: int
+
+
+_snapshot_decoder = msgspec.msgpack.Decoder(SessionSnapshot)
+_encoder = msgspec.json.Encoder()
 
 
 class StreamSession:
@@ -36,6 +51,34 @@ class StreamSession:
         self._ids_json = bytearray(b"[")
         self._lens_json = bytearray(b"[")
         self.answered: ChatStreamDerenderRequest | None = None
+
+    def snapshot(self) -> bytes:
+        window = self.detokenizer.window
+        saved = SessionSnapshot(
+            self.parser.state, window.prev_tokens, window.prefix_offset, window.read_offset
+        )
+        return msgspec.msgpack.encode(saved)
+
+    @staticmethod
+    def load_snapshot(snapshot: bytes) -> SessionSnapshot | None:
+        """The snapshot's contents, or None when the bytes are not one."""
+        try:
+            return _snapshot_decoder.decode(snapshot)
+        except msgspec.DecodeError:
+            return None
+
+    def resume(self, saved: SessionSnapshot, token_ids: list[int], chunk_lens: list[int]) -> None:
+        """Continue where ``saved`` was taken, after ``token_ids`` in ``chunk_lens`` chunks.
+
+        The parser was built from ``saved.parser``; this restores the rest.
+        """
+        self.detokenizer.window = DecodeWindow(
+            saved.prev_tokens, saved.prefix_offset, saved.read_offset
+        )
+        self.output_token_ids = list(token_ids)
+        self.output_chunk_lens = list(chunk_lens)
+        self._ids_json = bytearray(_encoder.encode(token_ids)[:-1])
+        self._lens_json = bytearray(_encoder.encode(chunk_lens)[:-1])
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
