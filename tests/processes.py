@@ -64,7 +64,7 @@ class RedisServer:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--protected-mode", "no"],
+             "--appendonly", "no", "--protected-mode", "no", "--enable-debug-command", "local"],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
         client = self.client()
