@@ -22,6 +22,7 @@ class ServerOptions:
     host: str
     port: int
     log_level: str
+    access_log: bool
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -152,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
     )
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log a line per request (off by default: a stream sends one request per chunk)",
+    )
     return parser
 
 
@@ -178,7 +184,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         redis_timeout_ms=args.redis_timeout_ms,
         redis_max_snapshot_bytes=args.redis_max_snapshot_bytes,
     )
-    return ServerOptions(settings, args.host, args.port, args.log_level)
+    return ServerOptions(settings, args.host, args.port, args.log_level, args.access_log)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -202,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         host=options.host,
         port=options.port,
         log_level=options.log_level,
+        access_log=options.access_log,
         loop="uvloop",
         http="httptools",
     )

@@ -209,7 +209,7 @@ def test_cache_faults_never_change_a_byte(
     flags = list(case["server_flags"])
     cached = TestClient(make_app(flags))
     plain = TestClient(make_app([*flags, "--stream-cache-size", "0"]))
-    sessions = cached.app.state.service.sessions  # type: ignore[attr-defined]
+    sessions = cached.app.service.sessions  # type: ignore[attr-defined]
     states: dict[int, Any] = {}
     sent: list[dict[str, Any]] = []
 
@@ -253,7 +253,7 @@ def test_abandoned_streams_are_bounded_and_expire(make_app: AppFactory) -> None:
     flags = [*FLAGS, "--stream-cache-size", "5", "--stream-cache-ttl", "0.3"]
     case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
     with TestClient(make_app(flags)) as client:
-        sessions = client.app.state.service.sessions  # type: ignore[attr-defined]
+        sessions = client.app.service.sessions  # type: ignore[attr-defined]
         for n in range(20):
             chunk = dict(case["chunks"][0], request_id=f"abandoned-{n}")
             assert (
