@@ -47,6 +47,7 @@ from app.protocol import (
     StreamState,
     encoder,
 )
+from app.routing import STREAM_ID_HEADER, check_stream_id
 from app.session import StreamSession
 from app.settings import Settings
 from app.tokenizer import Tokenizer, load_tokenizer
@@ -186,7 +187,7 @@ class DerenderService:
         self,
         request: Request,
         endpoint: str,
-        handle: Callable[[bytes, BodyView], Awaitable[Response]],
+        handle: Callable[[bytes, BodyView, str | None], Awaitable[Response]],
     ) -> Response:
         started = time.perf_counter()
         mode = "unknown"
@@ -194,7 +195,7 @@ class DerenderService:
             body = await self._read_body(request)
             view = decode_body(body, BodyView)
             mode = "stream" if view.stream else "oneshot"
-            response = await handle(body, view)
+            response = await handle(body, view, request.headers.get(STREAM_ID_HEADER))
         except DerenderError as exc:
             response = exc.response()
         except Exception:
@@ -211,13 +212,14 @@ class DerenderService:
     async def completions(self, request: Request) -> Response:
         return await self._respond(request, "completions", self._completions)
 
-    async def _chat(self, body: bytes, view: BodyView) -> Response:
+    async def _chat(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
         if view.stream:
             # A session hit proves the history consistent; the parsed path checks
             # it only when the session has to be rebuilt.
             stream_request = decode_stream_request(
                 body, ChatStreamDerenderRequest, history_checked=not self.parsers.configured
             )
+            check_stream_id(stream_id, stream_request.generate_chunk.request_id)
             return await self._chat_stream(stream_request, view)
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
@@ -365,11 +367,11 @@ class DerenderService:
             self.sessions.sweep()
             self._cache_gauges()
 
-    async def _completions(self, body: bytes, view: BodyView) -> Response:
+    async def _completions(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
         if view.stream:
-            return await self._completion_stream(
-                decode_stream_request(body, CompletionStreamDerenderRequest)
-            )
+            stream_request = decode_stream_request(body, CompletionStreamDerenderRequest)
+            check_stream_id(stream_id, stream_request.generate_chunk.request_id)
+            return await self._completion_stream(stream_request)
         request = decode_body(body, CompletionDerenderRequest)
         if request.completion_request is not None:
             check_completion_request(request.completion_request)
