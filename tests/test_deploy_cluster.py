@@ -234,14 +234,21 @@ def test_scaling_from_two_to_three_replicas_mid_stream(
 
 def test_the_readme_client_runs_through_the_balancer(cluster: LocalCluster) -> None:
     readme = (ROOT / "deploy" / "README.md").read_text()
-    assert ".venv/bin/python -m app.client http://127.0.0.1:PORT" in readme
-    demo = subprocess.run(
-        [sys.executable, "-m", "app.client", cluster.balancer],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert demo.returncode == 0, demo.stderr
-    assert "content: '\\n\\nHello! How can I help you today?'" in demo.stdout
-    assert demo.stdout.count("cache hit") == demo.stdout.count("chunk ") - 1
+    port = cluster.balancer.rsplit(":", 1)[1]
+    command = ".venv/bin/python -m app.client http://127.0.0.1:PORT"
+    assert command in readme
+    snippet = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert len(snippet) == 1
+    for argv, check in (
+        (
+            command.replace("PORT", port).split()[1:],
+            "content: '\\n\\nHello! How can I help you today?'",
+        ),
+        (["-c", snippet[0].replace("PORT", port)], "'content': ' today?'"),
+    ):
+        run = subprocess.run(
+            [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+        assert check in run.stdout
+        assert run.stdout.count("miss") == 1, run.stdout
