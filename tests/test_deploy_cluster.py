@@ -10,6 +10,7 @@ first must hit the session cache of the replica that holds it.
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -32,8 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCAL_CLUSTER = ROOT / "deploy" / "local-cluster"
 # An odd count, so that without the header nginx's round robin moves every stream
 # from replica to replica instead of happening to keep each on one.
-STREAMS = 7
-SIZES = [(1,), (2,), (1, 3), (4, 1, 2), (1,), (3,), (2, 1)]
+SIZES = [(1,), (2,), (1, 3), (4, 1, 2), (1, 1, 5), (3,), (2, 1)]
+STREAMS = len(SIZES)
+# Chunks per stream, about: events mid-stream happen while every stream is in flight.
+CHUNKS = 110
 CHAT_REQUEST = {"model": "qwen3", "messages": [{"role": "user", "content": "Plan"}], "tools": TOOLS}
 
 Replies = dict[str, list[bytes]]
@@ -55,10 +58,16 @@ def prompt_ids(tokenizer: Any) -> list[int]:
 
 @pytest.fixture(scope="module")
 def plans(tokenizer: Any) -> list[Plan]:
-    return [
-        Plan(f"cluster-{i}", split(build_output(150 + 25 * i, tokenizer), SIZES[i]))
-        for i in range(STREAMS)
-    ]
+    plans = []
+    for i, sizes in enumerate(SIZES):
+        tokens = sum(itertools.islice(itertools.cycle(sizes), CHUNKS))
+        plans.append(Plan(f"cluster-{i}", split(build_output(tokens, tokenizer), sizes)))
+    return plans
+
+
+def in_flight(plans: list[Plan]) -> int:
+    """The steps during which every stream is still sending chunks."""
+    return min(len(plan.chunks) for plan in plans)
 
 
 def drive(
@@ -184,7 +193,7 @@ def test_without_the_header_replies_are_unchanged(
 def test_a_replica_killed_and_restarted_mid_stream(
     cluster: LocalCluster, plans: list[Plan], prompt_ids: list[int], expected: Replies
 ) -> None:
-    longest = max(len(plan.chunks) for plan in plans)
+    steps = in_flight(plans)
     hits_before = counters(cluster, "derender_cache_hits")
     victim: list[int] = []
 
@@ -198,12 +207,12 @@ def test_a_replica_killed_and_restarted_mid_stream(
         cluster.run("start", str(victim[0]))
 
     replies = drive(
-        cluster.balancer, plans, prompt_ids, events={longest // 3: kill, 2 * longest // 3: restart}
+        cluster.balancer, plans, prompt_ids, events={steps // 3: kill, 2 * steps // 3: restart}
     )
     after_restart = counter(cluster.replicas[victim[0] - 1], "derender_requests")
     print(
-        f"replica {victim[0]} killed at chunk {longest // 3}, restarted at "
-        f"{2 * longest // 3}; it then served {after_restart:.0f} calls"
+        f"replica {victim[0]} killed at chunk {steps // 3}, restarted at "
+        f"{2 * steps // 3}; it then served {after_restart:.0f} calls"
     )
     assert replies == expected
     assert after_restart > 0
@@ -219,12 +228,12 @@ def test_scaling_from_two_to_three_replicas_mid_stream(
         cluster.run("add")
         cluster.refresh()
 
-    longest = max(len(plan.chunks) for plan in plans)
-    replies = drive(cluster.balancer, plans, prompt_ids, events={longest // 2: add})
+    steps = in_flight(plans)
+    replies = drive(cluster.balancer, plans, prompt_ids, events={steps // 2: add})
     misses = sum(counters(cluster, "derender_cache_misses")) - misses
     moved = counter(cluster.replicas[2], "derender_requests")
     print(
-        f"scaled to 3 at chunk {longest // 2}: {misses:.0f} misses for {STREAMS} streams, "
+        f"scaled to 3 at chunk {steps // 2}: {misses:.0f} misses for {STREAMS} streams, "
         f"{moved:.0f} calls on the new replica"
     )
     assert replies == expected
