@@ -261,3 +261,17 @@ def test_the_readme_client_runs_through_the_balancer(cluster: LocalCluster) -> N
         assert run.returncode == 0, run.stderr
         assert check in run.stdout
         assert run.stdout.count("miss") == 1, run.stdout
+
+
+def test_local_cluster_refuses_clearly(cluster: LocalCluster, tmp_path: Path) -> None:
+    def refused(*args: str, state: Path = cluster.state) -> str:
+        command = [str(LOCAL_CLUSTER), "--state-dir", str(state), *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0
+        assert "Traceback" not in done.stderr
+        return done.stderr
+
+    assert "already up" in refused("up")
+    assert "no replica 9" in refused("kill", "9")
+    assert "chosen per replica" in refused("up", "--port", "9000")
+    assert "run `up` first" in refused("status", state=tmp_path)
