@@ -114,21 +114,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-header", action="store_true", help=f"leave {STREAM_ID_HEADER} off")
     args = parser.parse_args(argv)
     text = {"reasoning": "", "content": ""}
-    with httpx.Client(base_url=args.url, timeout=30) as http:
-        stream = ChatStream(
-            http,
-            args.request_id,
-            chat_request={"messages": [{"role": "user", "content": "Hi"}]},
-            prompt_token_ids=DEMO_PROMPT_IDS,
-            route=not args.no_header,
-        )
-        for number, reply in enumerate(stream.run(DEMO_OUTPUT_IDS, [args.chunk_tokens]), 1):
-            delta = reply.json()["chunk"]["choices"][0]["delta"]
-            cache = reply.headers.get(CACHE_HEADER, "-")
-            shown = {key: delta[key] for key in text if delta.get(key)}
-            print(f"chunk {number:>2}  cache {cache:<4}  {shown}")
-            for key, value in shown.items():
-                text[key] += value
+    chunks = split(DEMO_OUTPUT_IDS, [args.chunk_tokens])
+    try:
+        with httpx.Client(base_url=args.url, timeout=30) as http:
+            stream = ChatStream(
+                http,
+                args.request_id,
+                chat_request={"messages": [{"role": "user", "content": "Hi"}]},
+                prompt_token_ids=DEMO_PROMPT_IDS,
+                route=not args.no_header,
+            )
+            for number, chunk in enumerate(chunks, 1):
+                reply = stream.send(chunk, "stop" if number == len(chunks) else None)
+                delta = reply.json()["chunk"]["choices"][0]["delta"]
+                cache = reply.headers.get(CACHE_HEADER, "-")
+                shown = {key: delta[key] for key in text if delta.get(key)}
+                print(f"chunk {number:>2}  cache {cache:<4}  {shown}")
+                for key, value in shown.items():
+                    text[key] += value
+    except httpx.HTTPStatusError as exc:
+        print(f"{exc}\n{exc.response.text}", file=sys.stderr)
+        return 1
+    except httpx.HTTPError as exc:
+        print(f"cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 1
     for key, value in text.items():
         print(f"{key}: {value!r}")
     return 0

@@ -9,7 +9,7 @@ import pytest
 from starlette import testclient
 from starlette.testclient import TestClient
 
-from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, ChatStream, split
+from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, ChatStream, main, split
 from app.routing import STREAM_ID_HEADER
 from tests.conftest import AppFactory
 
@@ -103,3 +103,8 @@ def test_an_error_reply_raises(http: TestClient) -> None:
     with pytest.raises(testclient.httpx.HTTPStatusError) as raised:
         stream.send([9707])
     assert raised.value.response.status_code == 400
+
+
+def test_the_demo_says_what_it_cannot_reach(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["http://127.0.0.1:1"]) == 1
+    assert "cannot reach http://127.0.0.1:1" in capsys.readouterr().err
