@@ -49,6 +49,7 @@ from app.protocol import (
     StreamState,
     encoder,
 )
+from app.routing import STREAM_ID_HEADER, check_stream_id
 from app.session import StreamSession
 from app.settings import Settings
 from app.tokenizer import Tokenizer, load_tokenizer
@@ -69,6 +70,7 @@ from parsers.registry import ParserFactory
 
 logger = logging.getLogger("derender_server")
 
+_STREAM_ID_KEY = STREAM_ID_HEADER.lower().encode()  # ASGI header names are lower case
 CHAT_PATH = "/v1/chat/completions/derender"
 COMPLETIONS_PATH = "/v1/completions/derender"
 
@@ -177,9 +179,8 @@ class DerenderService:
 
     # ------------------------------------------------------------------ plumbing
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
+    async def _read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_request_bytes
-        headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(f"request body exceeds the server limit of {limit} bytes")
@@ -225,15 +226,19 @@ class DerenderService:
         receive: Receive,
         send: Send,
         endpoint: str,
-        handle: Callable[[bytes, BodyView], Awaitable[Response]],
+        handle: Callable[[bytes, BodyView, str | None], Awaitable[Response]],
     ) -> None:
         started = time.perf_counter()
         mode = "unknown"
         try:
-            body = await self._read_body(scope, receive)
+            headers = dict(scope["headers"])
+            body = await self._read_body(headers, receive)
             view = decode_body(body, BodyView)
             mode = "stream" if view.stream else "oneshot"
-            response = await handle(body, view)
+            stream_id = headers.get(_STREAM_ID_KEY)
+            response = await handle(
+                body, view, None if stream_id is None else stream_id.decode("latin-1")
+            )
         except ClientDisconnect:
             return
         except DerenderError as exc:
@@ -252,10 +257,10 @@ class DerenderService:
     async def completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._respond(scope, receive, send, "completions", self._completions)
 
-    async def _chat(self, body: bytes, view: BodyView) -> Response:
+    async def _chat(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
         if view.stream:
             if self.parsers.configured and self.sessions.enabled:
-                continued = await self._continue_session(view)
+                continued = await self._continue_session(view, stream_id)
                 if continued is not None:
                     return continued
             # A session hit proves the history consistent; the parsed path checks
@@ -263,6 +268,7 @@ class DerenderService:
             stream_request = decode_stream_request(
                 body, ChatStreamDerenderRequest, history_checked=not self.parsers.configured
             )
+            check_stream_id(stream_id, stream_request.generate_chunk.request_id)
             return await self._chat_stream(stream_request, view)
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
@@ -316,7 +322,7 @@ class DerenderService:
             raise BadRequest("invalid stream_state: derender failed") from None
         return json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
 
-    async def _continue_session(self, view: BodyView) -> Response | None:
+    async def _continue_session(self, view: BodyView, stream_id: str | None) -> Response | None:
         """Answer a chunk that continues its kept session exactly, from the body's view.
 
         The re-sent state, prompt and chat request are compared as raw bytes with
@@ -329,6 +335,7 @@ class DerenderService:
             chunk = _chunk_decoder.decode(view.generate_chunk)
             requested = _optional_str.decode(view.model)
             prompt_tokens = _optional_int.decode(view.prompt_tokens)
+            check_stream_id(stream_id, chunk.request_id)
             model = self._model_name(requested)
         except (msgspec.DecodeError, DerenderError):
             return None
@@ -508,11 +515,11 @@ class DerenderService:
             self.sessions.sweep()
             self._cache_gauges()
 
-    async def _completions(self, body: bytes, view: BodyView) -> Response:
+    async def _completions(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
         if view.stream:
-            return await self._completion_stream(
-                decode_stream_request(body, CompletionStreamDerenderRequest)
-            )
+            stream_request = decode_stream_request(body, CompletionStreamDerenderRequest)
+            check_stream_id(stream_id, stream_request.generate_chunk.request_id)
+            return await self._completion_stream(stream_request)
         request = decode_body(body, CompletionDerenderRequest)
         if request.completion_request is not None:
             check_completion_request(request.completion_request)
