@@ -229,7 +229,7 @@ def test_any_chunking_through_round_robin_replicas_is_byte_identical(
     make_app: AppFactory, shared_redis: RedisServer, case: dict[str, Any], cuts: list[int]
 ) -> None:
     ids = [t for chunk in case["chunks"] for c in chunk["choices"] for t in c["token_ids"] or ()]
-    last = case["chunks"][-1]["choices"][0]
+    last = next(c["choices"][0] for c in reversed(case["chunks"]) if c["choices"])
     bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
     chunks = [
         {
