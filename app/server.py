@@ -200,6 +200,12 @@ class DerenderService:
             if settings.redis_url
             else None
         )
+        # Gauges are read when /metrics is scraped, not kept up to date per chunk.
+        self.metrics.cache_sessions.set_function(lambda: len(self.sessions))
+        self.metrics.cache_bytes.set_function(lambda: self.sessions.bytes)
+        if self.redis is not None:
+            breaker = self.redis.breaker
+            self.metrics.redis_breaker_open.set_function(lambda: int(breaker.open))
 
     # ------------------------------------------------------------------ plumbing
 
@@ -494,7 +500,6 @@ class DerenderService:
                 cache.checkin(key, session, kept, carried, size)
                 if self.redis is not None:
                     await self._offer_snapshot(key, fingerprint, carried, session)
-        self._cache_gauges()
         response = json_response(ChatStreamReply(reply, Raw(carried)))
         if chunk.choices:
             response.headers["x-derender-cache"] = source
@@ -516,17 +521,11 @@ class DerenderService:
         self._redis_outcome(outcome)
 
     def _redis_outcome(self, outcome: str) -> None:
-        """Count a Redis call's outcome; errors and the breaker have their own series."""
-        assert self.redis is not None
+        """Count a Redis call's outcome: writes by outcome, errors on their own."""
         if outcome in (WRITTEN, DELETED, TOO_LARGE):
             self.metrics.redis_writes.labels(outcome).inc()
         if outcome == REDIS_ERROR:
             self.metrics.redis_errors.inc()
-        self.metrics.redis_breaker_open.set(1 if self.redis.breaker.open else 0)
-
-    def _cache_gauges(self) -> None:
-        self.metrics.cache_sessions.set(len(self.sessions))
-        self.metrics.cache_bytes.set(self.sessions.bytes)
 
     async def sweep_sessions(self) -> None:
         """Drop idle sessions now and then (lookups also expire them lazily)."""
@@ -534,7 +533,6 @@ class DerenderService:
         while True:
             await anyio.sleep(interval)
             self.sessions.sweep()
-            self._cache_gauges()
 
     async def _completions(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
         if view.stream:
