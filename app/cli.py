@@ -22,6 +22,7 @@ class ServerOptions:
     host: str
     port: int
     log_level: str
+    access_log: bool
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -38,6 +39,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
     return value
 
 
@@ -118,9 +126,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds an unused session is kept",
     )
     parser.add_argument(
+        "--redis-url",
+        help="share session snapshots across replicas through this Redis "
+        "(e.g. redis://127.0.0.1:6379/0); off by default",
+    )
+    parser.add_argument(
+        "--redis-ttl",
+        type=_positive_int,
+        default=_DEFAULTS.redis_ttl,
+        help="seconds a session snapshot is kept in Redis",
+    )
+    parser.add_argument(
+        "--redis-timeout-ms",
+        type=_positive_float,
+        default=_DEFAULTS.redis_timeout_ms,
+        help="bound on each Redis call (connect included); a slower call counts as a miss",
+    )
+    parser.add_argument(
+        "--redis-max-snapshot-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.redis_max_snapshot_bytes,
+        help="larger session snapshots are not written to Redis",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
+    )
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log a line per request (off by default: a stream sends one request per chunk)",
     )
     return parser
 
@@ -143,8 +179,12 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         stream_cache_size=max(args.stream_cache_size, 0),
         stream_cache_max_bytes=args.stream_cache_max_bytes,
         stream_cache_ttl=args.stream_cache_ttl,
+        redis_url=args.redis_url,
+        redis_ttl=args.redis_ttl,
+        redis_timeout_ms=args.redis_timeout_ms,
+        redis_max_snapshot_bytes=args.redis_max_snapshot_bytes,
     )
-    return ServerOptions(settings, args.host, args.port, args.log_level)
+    return ServerOptions(settings, args.host, args.port, args.log_level, args.access_log)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -168,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         host=options.host,
         port=options.port,
         log_level=options.log_level,
+        access_log=options.access_log,
         loop="uvloop",
         http="httptools",
     )

@@ -53,6 +53,7 @@ from app.protocol import (
 from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
+from parsers.stream import ChatStreamState
 from parsers.types import Delta
 
 
@@ -419,17 +420,38 @@ class Derenderer:
         The replay feeds each earlier chunk as it arrived (``output_chunk_lens``), so
         the parser ends exactly where the previous chunk left it.
         """
+        session = self._new_session(request, None)
+        state = request.stream_state or StreamState()
+        session.replay(state.output_token_ids, state.output_chunk_lens)
+        return session
+
+    def restored_session(
+        self, request: ChatStreamDerenderRequest, snapshot: bytes
+    ) -> StreamSession | None:
+        """The request's stream continued from a session snapshot, without replay.
+
+        None when the bytes are not a snapshot; the caller replays instead.
+        """
+        saved = StreamSession.load_snapshot(snapshot)
+        if saved is None:
+            return None
+        session = self._new_session(request, saved.parser)
+        state = request.stream_state or StreamState()
+        session.resume(saved, state.output_token_ids, state.output_chunk_lens)
+        return session
+
+    def _new_session(
+        self, request: ChatStreamDerenderRequest, parser_state: ChatStreamState | None
+    ) -> StreamSession:
         assert self.parsers is not None
         chunk = request.generate_chunk
         chat_request = request.chat_request
         assert chat_request is not None and request.prompt_token_ids is not None
         options = parse_options(chat_request, self.default_chat_template_kwargs)
         index = chunk.choices[0].index if chunk.choices else 0
-        parser = self.parsers.stream_for_request(options, f"{chunk.request_id}:{index}")
-        session = StreamSession(self.tokenizer, parser, request.prompt_token_ids)
-        state = request.stream_state or StreamState()
-        session.replay(state.output_token_ids, state.output_chunk_lens)
-        return session
+        seed = f"{chunk.request_id}:{index}"
+        parser = self.parsers.stream_for_request(options, seed, parser_state)
+        return StreamSession(self.tokenizer, parser, request.prompt_token_ids)
 
     def chat_stream_parsed(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
@@ -483,6 +505,7 @@ class Derenderer:
                 last_tool_call_ids=pinned_ids,
                 logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
             )
+            session.answered = msgspec.structs.replace(request, stream_state=state)
         reply = _chat_chunk(request, model, choices, return_token_ids)
         return reply, state, session
 

@@ -52,6 +52,40 @@ class Metrics:
             "derender_cache_bytes", "Estimated bytes of the kept sessions.", registry=self.registry
         )
 
+        self.redis_hits = Counter(
+            "derender_redis_hits",
+            "Parsed chunks whose session was restored from a Redis snapshot.",
+            registry=self.registry,
+        )
+        self.redis_misses = Counter(
+            "derender_redis_misses",
+            "Redis lookups that restored nothing, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.redis_writes = Counter(
+            "derender_redis_writes",
+            "Snapshot writes and deletes, by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.redis_errors = Counter(
+            "derender_redis_errors",
+            "Redis calls that failed or timed out (each one a miss or a skipped write).",
+            registry=self.registry,
+        )
+        self.redis_breaker_open = Gauge(
+            "derender_redis_breaker_open",
+            "1 while the circuit breaker keeps requests away from Redis.",
+            registry=self.registry,
+        )
+        self.redis_snapshot_bytes = Histogram(
+            "derender_redis_snapshot_bytes",
+            "Size of the session snapshots offered to Redis.",
+            buckets=(256, 1024, 4096, 16384, 65536, 262144, 1048576),
+            registry=self.registry,
+        )
+
     def observe(self, endpoint: str, mode: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint, mode, str(status)).inc()
         self.latency.labels(endpoint, mode).observe(seconds)

@@ -239,12 +239,17 @@ class StreamState(Struct):
 
 
 class BodyView(Struct):
-    """One cheap pass over a body: the variant it is, and the raw bytes of the fields
-    a stream session depends on. Everything else is skipped, not built."""
+    """One cheap pass over a body: the variant it is, and every field of a streamed
+    chunk as raw bytes. A chunk that continues a kept session decodes only its small
+    fields; the large ones (state, prompt, chat request) are compared, not built."""
 
     stream: bool = False
-    chat_request: Raw = Raw(b"null")
+    generate_chunk: Raw = Raw(b"null")
+    model: Raw = Raw(b"null")
+    stream_state: Raw = Raw(b"null")
+    prompt_tokens: Raw = Raw(b"null")
     prompt_token_ids: Raw = Raw(b"null")
+    chat_request: Raw = Raw(b"null")
 
 
 class ChatDerenderRequest(Struct):
@@ -481,8 +486,10 @@ class CompletionChunk(Struct):
 
 
 class ChatStreamReply(Struct):
+    """``stream_state`` is the state's own encoding, kept as the bytes a hit must match."""
+
     chunk: ChatCompletionChunk
-    stream_state: StreamState
+    stream_state: Raw
 
 
 class CompletionStreamReply(Struct):

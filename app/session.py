@@ -1,21 +1,41 @@
 """A parsed stream's live session: what one choice carries from chunk to chunk.
 
 It holds the incremental detokenizer window (special tokens kept, seeded from
-the prompt), the parser with its stream-processor state, and the history it has
-consumed (token ids and chunk lengths). A session is built fresh for a stream's
-first chunk or rebuilt from the client-carried ``stream_state`` by replaying the
-history with its original chunk boundaries, which leaves it exactly where the
-previous chunk left it. Either way, the next chunk is fed the same way.
+the prompt), the parser with its stream-processor state, the history it has
+consumed (token ids and chunk lengths), and the last request it answered with the
+state its reply carried: a hit continues from that request without decoding it
+again. A session is built fresh for a stream's first chunk or rebuilt from the
+client-carried ``stream_state`` by replaying the history with its original chunk
+boundaries, which leaves it exactly where the previous chunk left it. Either way,
+the next chunk is fed the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+from msgspec import Raw
+
 from app.detokenizer import DecodeWindow, Detokenizer
+from app.protocol import ChatStreamDerenderRequest
 from app.tokenizer import Tokenizer
-from parsers.stream import ChatStream
+from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
+
+
+class SessionSnapshot(msgspec.Struct, array_like=True):
+    """A session's state besides what the request carries (prompt, history): plain
+    data, so it travels as msgpack bytes and restores without replaying anything."""
+
+    parser: ChatStreamState
+    prev_tokens: list[str]
+    prefix_offset: int
+    read_offset: int
+
+
+_snapshot_decoder = msgspec.msgpack.Decoder(SessionSnapshot)
+_encoder = msgspec.json.Encoder()
 
 
 class StreamSession:
@@ -28,6 +48,37 @@ class StreamSession:
         self.prompt_token_ids = prompt_token_ids
         self.output_token_ids: list[int] = []
         self.output_chunk_lens: list[int] = []
+        self._ids_json = bytearray(b"[")
+        self._lens_json = bytearray(b"[")
+        self.answered: ChatStreamDerenderRequest | None = None
+
+    def snapshot(self) -> bytes:
+        window = self.detokenizer.window
+        saved = SessionSnapshot(
+            self.parser.state, window.prev_tokens, window.prefix_offset, window.read_offset
+        )
+        return msgspec.msgpack.encode(saved)
+
+    @staticmethod
+    def load_snapshot(snapshot: bytes) -> SessionSnapshot | None:
+        """The snapshot's contents, or None when the bytes are not one."""
+        try:
+            return _snapshot_decoder.decode(snapshot)
+        except msgspec.DecodeError:
+            return None
+
+    def resume(self, saved: SessionSnapshot, token_ids: list[int], chunk_lens: list[int]) -> None:
+        """Continue where ``saved`` was taken, after ``token_ids`` in ``chunk_lens`` chunks.
+
+        The parser was built from ``saved.parser``; this restores the rest.
+        """
+        self.detokenizer.window = DecodeWindow(
+            saved.prev_tokens, saved.prefix_offset, saved.read_offset
+        )
+        self.output_token_ids = list(token_ids)
+        self.output_chunk_lens = list(chunk_lens)
+        self._ids_json = bytearray(_encoder.encode(token_ids)[:-1])
+        self._lens_json = bytearray(_encoder.encode(chunk_lens)[:-1])
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
@@ -50,6 +101,14 @@ class StreamSession:
             text = self.detokenizer.decode(text_ids) if token_ids else ""
             delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
         if token_ids:
+            comma = b"," if self.output_chunk_lens else b""
+            self._ids_json += comma + ",".join(map(str, token_ids)).encode()
+            self._lens_json += comma + str(len(token_ids)).encode()
             self.output_token_ids += token_ids
             self.output_chunk_lens.append(len(token_ids))
         return delta, finish
+
+    def history_json(self) -> tuple[Raw, Raw]:
+        """``output_token_ids`` and ``output_chunk_lens`` as JSON, as msgspec encodes
+        them, kept up to date chunk by chunk so a reply never re-encodes the history."""
+        return Raw(bytes(self._ids_json + b"]")), Raw(bytes(self._lens_json + b"]"))

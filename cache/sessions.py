@@ -1,19 +1,19 @@
 """The in-process cache of live stream sessions, keyed by ``(request_id, choice_index)``.
 
-A session is an opaque object here. An entry also records what makes it valid:
-the fingerprint of the request settings it was built for and the history (token
-ids and chunk lengths) it has consumed. A lookup hits only when both equal the
-request's; anything else is a miss, and the caller rebuilds the session from the
-client's state. Entries are checked out (removed) while a chunk is processed, so
-two concurrent calls never share one; they are bounded by count, bytes and idle
-time, least recently used first.
+A session is an opaque object here. An entry also records what makes it valid: a
+fingerprint of the request settings it was built for (any value compared with ``==``)
+and the exact bytes of the state the client must send back to continue it (the state
+the last reply carried). A lookup hits only when both equal the request's; anything
+else is a miss, and the caller rebuilds the session from the client's state. Entries
+are checked out (removed) while a chunk is processed, so two concurrent calls never
+share one; they are bounded by count, bytes and idle time, least recently used first.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -37,9 +37,8 @@ ERROR = "error"
 @dataclass(slots=True)
 class _Entry(Generic[S]):
     session: S
-    fingerprint: bytes
-    token_ids: Sequence[int]
-    chunk_lens: Sequence[int]
+    fingerprint: object
+    state: bytes
     size: int
     used: float
 
@@ -72,12 +71,23 @@ class SessionCache(Generic[S]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def peek(self, key: Hashable, fingerprint: object, state: bytes) -> S | None:
+        """The session ``checkout`` would return now, left where it is.
+
+        Lets a caller check the request against the session before committing to it.
+        """
+        entry = self._entries.get(key)
+        if (
+            entry is None
+            or self._clock() - entry.used > self.ttl
+            or entry.fingerprint != fingerprint
+            or entry.state != state
+        ):
+            return None
+        return entry.session
+
     def checkout(
-        self,
-        key: Hashable,
-        fingerprint: bytes,
-        token_ids: Sequence[int],
-        chunk_lens: Sequence[int],
+        self, key: Hashable, fingerprint: object, state: bytes
     ) -> tuple[S | None, str | None]:
         """Take the session for ``key`` if it is exactly the one the request needs.
 
@@ -95,7 +105,7 @@ class SessionCache(Generic[S]):
             return None, EXPIRED
         if entry.fingerprint != fingerprint:
             return None, FINGERPRINT
-        if entry.chunk_lens != chunk_lens or entry.token_ids != token_ids:
+        if entry.state != state:
             return None, HISTORY
         self._out.add(key)
         return entry.session, None
@@ -108,21 +118,18 @@ class SessionCache(Generic[S]):
         self,
         key: Hashable,
         session: S,
-        fingerprint: bytes,
-        token_ids: Sequence[int],
-        chunk_lens: Sequence[int],
+        fingerprint: object,
+        state: bytes,
         size: int,
     ) -> None:
-        """Keep ``session`` for the stream's next chunk, then enforce the bounds."""
+        """Keep ``session`` until the client sends ``state`` back, then enforce the bounds."""
         self._out.discard(key)
         if not self.enabled or size > self.max_bytes:
             return
         old = self._entries.pop(key, None)
         if old is not None:
             self.bytes -= old.size
-        self._entries[key] = _Entry(
-            session, fingerprint, token_ids, chunk_lens, size, self._clock()
-        )
+        self._entries[key] = _Entry(session, fingerprint, state, size, self._clock())
         self.bytes += size
         while len(self._entries) > self.max_entries:
             self._evict_oldest(CAPACITY)

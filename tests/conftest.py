@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pytest
-from starlette.applications import Starlette
 
 from app.cli import parse_options
-from app.server import create_app
+from app.server import DerenderApp, create_app
 from app.tokenizer import Tokenizer, load_tokenizer
 
-AppFactory = Callable[[Sequence[str]], Starlette]
+AppFactory = Callable[[Sequence[str]], DerenderApp]
 
 # Bad inputs tried by the fuzz tests, by source; reported at the end of the run.
 fuzz_counts: dict[str, int] = {}
@@ -32,7 +31,7 @@ def tokenizer() -> Tokenizer:
 def make_app(tokenizer: Tokenizer) -> AppFactory:
     """Build an app from command-line flags around the session's tokenizer."""
 
-    def build(flags: Sequence[str]) -> Starlette:
+    def build(flags: Sequence[str]) -> DerenderApp:
         return create_app(parse_options(list(flags)).settings, tokenizer)
 
     return build

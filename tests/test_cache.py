@@ -45,48 +45,58 @@ def make_cache(**kwargs: Any) -> tuple[SessionCache[str], list[str], Clock]:
     return cache, evicted, clock
 
 
-def test_hit_needs_the_same_fingerprint_and_history() -> None:
+def test_hit_needs_the_same_fingerprint_and_state() -> None:
     cache, _, _ = make_cache()
-    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
-    assert cache.checkout("k", b"other", [1, 2], [2]) == (None, FINGERPRINT)
-    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
-    assert cache.checkout("k", b"fp", [1, 2], [1, 1]) == (None, HISTORY)
-    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
-    assert cache.checkout("k", b"fp", [1, 3], [2]) == (None, HISTORY)
-    cache.checkin("k", "session", b"fp", [1, 2], [2], 10)
-    assert cache.checkout("k", b"fp", [1, 2], [2]) == ("session", None)
-    assert cache.checkout("absent", b"fp", [], []) == (None, ABSENT)
+    cache.checkin("k", "session", b"fp", b'{"ids":[1,2]}', 10)
+    assert cache.checkout("k", b"other", b'{"ids":[1,2]}') == (None, FINGERPRINT)
+    cache.checkin("k", "session", b"fp", b'{"ids":[1,2]}', 10)
+    assert cache.checkout("k", b"fp", b'{"ids":[1,3]}') == (None, HISTORY)
+    cache.checkin("k", "session", b"fp", b'{"ids":[1,2]}', 10)
+    assert cache.checkout("k", b"fp", b'{"ids":[1,2]}') == ("session", None)
+    assert cache.checkout("absent", b"fp", b"null") == (None, ABSENT)
+
+
+def test_peek_finds_what_checkout_would_and_leaves_it() -> None:
+    cache, _, clock = make_cache()
+    cache.checkin("k", "session", b"fp", b"s", 10)
+    assert cache.peek("k", b"other", b"s") is None
+    assert cache.peek("k", b"fp", b"t") is None
+    assert cache.peek("k", b"fp", b"s") == "session"
+    assert len(cache) == 1
+    clock.now = 11
+    assert cache.peek("k", b"fp", b"s") is None
+    assert cache.checkout("k", b"fp", b"s") == (None, EXPIRED)
 
 
 def test_a_checked_out_session_is_not_shared() -> None:
     cache, _, _ = make_cache()
-    cache.checkin("k", "session", b"fp", [], [], 10)
-    assert cache.checkout("k", b"fp", [], []) == ("session", None)
-    assert cache.checkout("k", b"fp", [], []) == (None, CHECKED_OUT)
+    cache.checkin("k", "session", b"fp", b"s", 10)
+    assert cache.checkout("k", b"fp", b"s") == ("session", None)
+    assert cache.checkout("k", b"fp", b"s") == (None, CHECKED_OUT)
     cache.release("k")
-    assert cache.checkout("k", b"fp", [], []) == (None, ABSENT)
+    assert cache.checkout("k", b"fp", b"s") == (None, ABSENT)
 
 
 def test_bounds_evict_least_recently_used() -> None:
     cache, evicted, _ = make_cache()
     for key in "abcd":
-        cache.checkin(key, key, b"fp", [], [], 100)
+        cache.checkin(key, key, b"fp", b"s", 100)
     assert len(cache) == 3 and evicted == [CAPACITY]
-    assert cache.checkout("a", b"fp", [], []) == (None, ABSENT)
-    cache.checkin("big", "big", b"fp", [], [], 900)
+    assert cache.checkout("a", b"fp", b"s") == (None, ABSENT)
+    cache.checkin("big", "big", b"fp", b"s", 900)
     assert cache.bytes <= 1000 and BYTES in evicted
-    cache.checkin("huge", "huge", b"fp", [], [], 5000)
-    assert cache.checkout("huge", b"fp", [], []) == (None, ABSENT)
+    cache.checkin("huge", "huge", b"fp", b"s", 5000)
+    assert cache.checkout("huge", b"fp", b"s") == (None, ABSENT)
 
 
 def test_idle_sessions_expire() -> None:
     cache, evicted, clock = make_cache()
-    cache.checkin("a", "a", b"fp", [], [], 10)
-    cache.checkin("b", "b", b"fp", [], [], 10)
+    cache.checkin("a", "a", b"fp", b"s", 10)
+    cache.checkin("b", "b", b"fp", b"s", 10)
     clock.now = 5
-    cache.checkin("c", "c", b"fp", [], [], 10)
+    cache.checkin("c", "c", b"fp", b"s", 10)
     clock.now = 11
-    assert cache.checkout("a", b"fp", [], []) == (None, EXPIRED)
+    assert cache.checkout("a", b"fp", b"s") == (None, EXPIRED)
     assert cache.sweep() == 1  # b; c is still fresh
     assert len(cache) == 1 and cache.bytes == 10
     clock.now = 16
@@ -96,7 +106,7 @@ def test_idle_sessions_expire() -> None:
 
 def test_disabled_cache_keeps_nothing() -> None:
     cache, _, _ = make_cache(max_entries=0)
-    cache.checkin("k", "session", b"fp", [], [], 10)
+    cache.checkin("k", "session", b"fp", b"s", 10)
     assert not cache.enabled and len(cache) == 0
 
 
@@ -116,6 +126,9 @@ ALL_STREAMS = [
     for c in load_cases(config)
     if c["kind"] == "chat_stream" and c["chunking"] == "r16"
 ]
+
+
+JSON = {"content-type": "application/json"}
 
 
 def _without_created(reply: dict[str, Any]) -> str:
@@ -139,6 +152,70 @@ def test_second_chunk_hits_and_metrics_count_it(make_app: AppFactory) -> None:
     assert "derender_cache_sessions 0.0" in metrics
 
 
+def test_a_client_that_re_encodes_the_state_still_hits(make_app: AppFactory) -> None:
+    """The kept state is compared as bytes first, then as the decoded state re-encoded."""
+    client = TestClient(make_app(FLAGS))
+    case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
+    state = None
+    headers = []
+    for chunk in case["chunks"]:
+        body = json.dumps(stream_body(case, chunk, state), indent=1).encode()
+        response = client.post(case["endpoint"], content=body, headers=JSON)
+        headers.append(response.headers["x-derender-cache"])
+        state = response.json()["stream_state"]
+    assert headers == ["miss"] + ["hit"] * (len(headers) - 1)
+
+
+def test_a_bad_chunk_on_a_kept_session_gets_the_full_paths_error(make_app: AppFactory) -> None:
+    """Errors are the cache-off server's, and they leave the kept session in place."""
+    cached = TestClient(make_app(FLAGS))
+    plain = TestClient(make_app([*FLAGS, "--stream-cache-size", "0"]))
+    case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
+    first, second = case["chunks"][:2]
+    state = cached.post(case["endpoint"], json=stream_body(case, first, None)).json()
+    body = stream_body(case, second, state["stream_state"])
+    two_choices = dict(second, choices=[*second["choices"], dict(second["choices"][0], index=1)])
+    bad = [
+        dict(body, model="no-such-model"),
+        dict(body, generate_chunk=two_choices),
+        dict(body, generate_chunk=dict(second, choices="none")),
+        dict(body, prompt_tokens="many"),
+        dict(body, prompt_token_ids=[0] * 5000),
+    ]
+    for request in bad:
+        expected = plain.post(case["endpoint"], json=request)
+        answered = cached.post(case["endpoint"], json=request)
+        assert expected.status_code >= 400
+        assert (answered.status_code, answered.json()) == (expected.status_code, expected.json())
+    assert cached.post(case["endpoint"], json=body).headers["x-derender-cache"] == "hit"
+
+
+def test_streams_sharing_a_request_id_never_share_a_session(make_app: AppFactory) -> None:
+    """RL rollouts resend one id: the same tokens under another chat_request or prompt
+    must give that request's replies, never the other stream's session."""
+    cached = TestClient(make_app(FLAGS))
+    plain = TestClient(make_app([*FLAGS, "--stream-cache-size", "0"]))
+    case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
+    no_thinking = dict(case["chat_request"], chat_template_kwargs={"enable_thinking": False})
+    variants = [
+        case,
+        dict(case, chat_request=no_thinking),
+        dict(case, prompt_token_ids=case["prompt_token_ids"][:-1]),
+    ]
+    states: list[Any] = [None] * len(variants)
+    sources = []
+    for chunk in case["chunks"]:
+        for i, variant in enumerate(variants):
+            body = stream_body(variant, chunk, states[i])
+            reply = cached.post(case["endpoint"], json=body)
+            assert _without_created(reply.json()) == _without_created(
+                plain.post(case["endpoint"], json=body).json()
+            )
+            states[i] = reply.json()["stream_state"]
+            sources.append(reply.headers["x-derender-cache"])
+    assert "hit" not in sources  # each variant evicts the other's session on its turn
+
+
 @settings(
     max_examples=40,
     deadline=None,
@@ -147,7 +224,8 @@ def test_second_chunk_hits_and_metrics_count_it(make_app: AppFactory) -> None:
 @given(
     case=st.sampled_from(ALL_STREAMS),
     faults=st.lists(
-        st.sampled_from(["none", "clear", "expire", "resend", "tamper", "concurrent"]), max_size=40
+        st.sampled_from(["none", "clear", "expire", "resend", "tamper", "concurrent", "re-encode"]),
+        max_size=40,
     ),
 )
 def test_cache_faults_never_change_a_byte(
@@ -157,7 +235,7 @@ def test_cache_faults_never_change_a_byte(
     flags = list(case["server_flags"])
     cached = TestClient(make_app(flags))
     plain = TestClient(make_app([*flags, "--stream-cache-size", "0"]))
-    sessions = cached.app.state.service.sessions  # type: ignore[attr-defined]
+    sessions = cached.app.service.sessions  # type: ignore[attr-defined]
     states: dict[int, Any] = {}
     sent: list[dict[str, Any]] = []
 
@@ -186,6 +264,10 @@ def test_cache_faults_never_change_a_byte(
             for reply in replies:
                 same(body, reply)
             reply = replies[0]
+        elif fault == "re-encode":
+            content = json.dumps(body, indent=1).encode()
+            reply = cached.post(case["endpoint"], content=content, headers=JSON).json()
+            same(body, reply)
         else:
             reply = cached.post(case["endpoint"], json=body).json()
             same(body, reply)
@@ -197,7 +279,7 @@ def test_abandoned_streams_are_bounded_and_expire(make_app: AppFactory) -> None:
     flags = [*FLAGS, "--stream-cache-size", "5", "--stream-cache-ttl", "0.3"]
     case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
     with TestClient(make_app(flags)) as client:
-        sessions = client.app.state.service.sessions  # type: ignore[attr-defined]
+        sessions = client.app.service.sessions  # type: ignore[attr-defined]
         for n in range(20):
             chunk = dict(case["chunks"][0], request_id=f"abandoned-{n}")
             assert (

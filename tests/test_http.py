@@ -372,6 +372,12 @@ def test_content_type_must_be_json(client: TestClient) -> None:
     assert reply.status_code == 200
 
 
+def test_the_derender_paths_take_only_post(client: TestClient) -> None:
+    for path in ("/v1/chat/completions/derender", "/v1/completions/derender"):
+        assert client.get(path).status_code == 405
+        assert client.put(path, json={}).status_code == 405
+
+
 def test_malformed_json(client: TestClient) -> None:
     reply = client.post(
         "/v1/chat/completions/derender",

@@ -262,6 +262,21 @@ def test_snapshot_and_restore_continue_identically(
     assert deltas == expected
 
 
+@PROPS
+@given(ids=st.lists(st.integers(0, 151_000), max_size=60), cuts=st.lists(st.integers(0, 60)))
+def test_the_sessions_history_json_is_msgspecs_encoding(
+    tokenizer: Tokenizer, ids: list[int], cuts: list[int]
+) -> None:
+    factory = factory_for(tokenizer, "hermes", "qwen3")
+    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), [])
+    for chunk in chunked(ids, cuts):
+        session.feed(chunk, chunk, None)
+    assert session.history_json() == (
+        msgspec.Raw(msgspec.json.encode(ids)),
+        msgspec.Raw(msgspec.json.encode([len(c) for c in chunked(ids, cuts)])),
+    )
+
+
 # ------------------------------------------------------------------ llama3_json
 # Qwen3's tokenizer has no <|python_tag|>, so this parser runs on text deltas with a
 # vocabulary that names one; vLLM's own streaming logic is text-based as well.

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.processes import ROOT, serving
 
 
 def run_cli(*flags: str) -> subprocess.CompletedProcess[str]:
@@ -47,39 +44,6 @@ def test_bad_start_up_flags_fail_clearly(flags: list[str], message: str) -> None
     assert result.returncode != 0
     assert message in result.stderr
     assert "Traceback" not in result.stderr
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def serving(*flags: str) -> Iterator[str]:
-    """A real server process on a free port, with ``flags``; yields its base URL."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning", *flags],
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "server exited during start-up"
-            assert time.monotonic() < deadline, "server did not start in time"
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

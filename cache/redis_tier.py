@@ -1,0 +1,208 @@
+"""The optional second tier: session snapshots in Redis, shared by every replica.
+
+A snapshot is opaque bytes here. It is stored in a versioned envelope that records
+what it is valid for (the request fingerprint, the length and digest of the state
+the client must send back) and a digest of the snapshot itself, so a restore is
+checked exactly as an in-process hit is and a snapshot damaged in place is never
+used. Snapshots are taken with ``GETDEL``: two replicas never restore the same one.
+
+Redis is best effort. Every call is bounded by one timeout, any error is a miss,
+nothing is retried, and after consecutive errors a circuit breaker stops asking
+for a cool-down, so a slow or absent Redis costs at most one timeout per chunk,
+then nothing, and never a wrong byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+logger = logging.getLogger("derender_server.redis")
+
+SCHEMA_VERSION = 1
+KEY_PREFIX = "derender:session:"
+
+# Outcomes of a take, besides a hit.
+ABSENT = "absent"
+FINGERPRINT = "fingerprint"
+HISTORY = "history"
+CORRUPT = "corrupt"
+ERROR = "error"
+BREAKER_OPEN = "breaker_open"
+# Outcomes of a put or drop, besides those.
+WRITTEN = "written"
+DELETED = "deleted"
+TOO_LARGE = "too_large"
+
+
+class Envelope(msgspec.Struct, array_like=True):
+    version: int
+    fingerprint: bytes
+    history_len: int
+    state_digest: bytes
+    snapshot_digest: bytes
+    snapshot: bytes
+
+
+_envelope_decoder = msgspec.msgpack.Decoder(Envelope)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def redis_key(stream: tuple[str, int], fingerprint: bytes) -> str:
+    """Streams that share a request id but not their settings get different keys."""
+    request_id, index = stream
+    digest = hashlib.blake2b(fingerprint, digest_size=16)
+    digest.update(f"{index}:{request_id}".encode())
+    return KEY_PREFIX + digest.hexdigest()
+
+
+class CircuitBreaker:
+    """Opens after ``threshold`` consecutive failures; lets one call try after ``cooldown``."""
+
+    def __init__(
+        self, threshold: int, cooldown: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self._clock = clock
+        self._failures = 0
+        self._opened_at: float | None = None
+
+    @property
+    def open(self) -> bool:
+        return self._opened_at is not None
+
+    def allows(self) -> bool:
+        """Closed, or open for longer than the cool-down (one trial call goes through)."""
+        if self._opened_at is None:
+            return True
+        if self._clock() - self._opened_at < self.cooldown:
+            return False
+        self._opened_at = self._clock()  # the trial call; others wait another cool-down
+        return True
+
+    def success(self) -> None:
+        self._failures = 0
+        self._opened_at = None
+
+    def failure(self) -> None:
+        self._failures += 1
+        if self._failures >= self.threshold:
+            self._opened_at = self._clock()
+
+
+class RedisTier:
+    """Session snapshots under ``redis_key``, each with a TTL, through a bounded pool."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl: int,
+        timeout: float,
+        max_snapshot_bytes: int,
+        max_connections: int = 32,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
+        self.ttl = ttl
+        self.timeout = timeout
+        self.max_snapshot_bytes = max_snapshot_bytes
+        self.breaker = breaker or CircuitBreaker(threshold=3, cooldown=2.0)
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=max_connections,
+            timeout=timeout,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+        )
+        self._redis = Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
+
+    async def take(
+        self, stream: tuple[str, int], fingerprint: bytes, state: bytes, history_len: int
+    ) -> tuple[bytes | None, str]:
+        """Check out the snapshot that continues ``state``: (snapshot, "hit") or (None, why)."""
+        if not self.breaker.allows():
+            return None, BREAKER_OPEN
+        try:
+            raw = await self._call(self._redis.getdel(redis_key(stream, fingerprint)))
+        except (RedisError, OSError, TimeoutError):
+            return None, ERROR
+        if raw is None:
+            return None, ABSENT
+        try:
+            envelope = _envelope_decoder.decode(raw)
+        except msgspec.DecodeError:
+            return None, CORRUPT
+        if envelope.version != SCHEMA_VERSION:
+            return None, CORRUPT
+        if envelope.fingerprint != fingerprint:
+            return None, FINGERPRINT
+        if envelope.history_len != history_len or envelope.state_digest != _digest(state):
+            return None, HISTORY
+        if envelope.snapshot_digest != _digest(envelope.snapshot):
+            return None, CORRUPT
+        return envelope.snapshot, "hit"
+
+    async def put(
+        self,
+        stream: tuple[str, int],
+        fingerprint: bytes,
+        state: bytes,
+        history_len: int,
+        snapshot: bytes,
+    ) -> str:
+        """Keep ``snapshot`` until the client sends ``state`` back; returns what happened."""
+        if len(snapshot) > self.max_snapshot_bytes:
+            return TOO_LARGE
+        if not self.breaker.allows():
+            return BREAKER_OPEN
+        envelope = Envelope(
+            SCHEMA_VERSION, fingerprint, history_len, _digest(state), _digest(snapshot), snapshot
+        )
+        try:
+            await self._call(
+                self._redis.set(
+                    redis_key(stream, fingerprint), msgspec.msgpack.encode(envelope), ex=self.ttl
+                )
+            )
+        except (RedisError, OSError, TimeoutError):
+            return ERROR
+        return WRITTEN
+
+    async def drop(self, stream: tuple[str, int], fingerprint: bytes) -> str:
+        """The stream ended: its snapshot is of no further use."""
+        if not self.breaker.allows():
+            return BREAKER_OPEN
+        try:
+            await self._call(self._redis.delete(redis_key(stream, fingerprint)))
+        except (RedisError, OSError, TimeoutError):
+            return ERROR
+        return DELETED
+
+    async def _call(self, command: Awaitable[Any]) -> Any:
+        """Await one command under the timeout, feeding the breaker."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await command
+        except (RedisError, OSError, TimeoutError) as exc:
+            self.breaker.failure()
+            logger.debug("redis call failed: %r", exc)
+            raise
+        self.breaker.success()
+        return result
+
+    async def close(self) -> None:
+        await self._redis.aclose()

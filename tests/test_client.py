@@ -1,0 +1,110 @@
+"""The stream client helper and the X-Derender-Stream-Id convention it follows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from starlette import testclient
+from starlette.testclient import TestClient
+
+from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, ChatStream, main, split
+from app.routing import STREAM_ID_HEADER
+from tests.conftest import AppFactory
+
+PARSERS = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
+PARSERS += ["--enable-auto-tool-choice"]
+CHAT = {"messages": [{"role": "user", "content": "Hi"}]}
+
+
+def without_created(reply: bytes) -> bytes:
+    """A reply with its ``created`` timestamp zeroed: the one field a clock decides."""
+    return re.sub(rb'"created":\d+', b'"created":0', reply)
+
+
+@pytest.fixture
+def http(make_app: AppFactory) -> Iterator[TestClient]:
+    with TestClient(make_app(PARSERS)) as client:
+        yield client
+
+
+def test_split_cycles_through_sizes() -> None:
+    assert split(list(range(7)), [1, 3]) == [[0], [1, 2, 3], [4], [5, 6]]
+    assert split([], [2]) == []
+    with pytest.raises(ValueError):
+        split([1], [0])
+
+
+def test_a_stream_threads_its_state_and_keeps_its_session(http: TestClient) -> None:
+    sent: list[str | None] = []
+    http.event_hooks["request"].append(lambda r: sent.append(r.headers.get(STREAM_ID_HEADER)))
+    stream = ChatStream(http, "client-1", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+    replies = stream.run(DEMO_OUTPUT_IDS, [1, 2])
+    assert sent == ["client-1"] * len(replies)
+    assert [r.headers["x-derender-cache"] for r in replies] == ["miss"] + ["hit"] * (
+        len(replies) - 1
+    )
+    deltas = [r.json()["chunk"]["choices"][0]["delta"] for r in replies]
+    one_shot = http.post(
+        "/v1/chat/completions/derender",
+        json={
+            "generate_response": {
+                "request_id": "client-1",
+                "choices": [{"index": 0, "finish_reason": "stop", "token_ids": DEMO_OUTPUT_IDS}],
+            },
+            "chat_request": CHAT,
+            "prompt_token_ids": DEMO_PROMPT_IDS,
+        },
+    ).json()["choices"][0]["message"]
+    for key in ("reasoning", "content"):
+        assert "".join(d.get(key) or "" for d in deltas) == one_shot[key]
+    assert replies[-1].json()["chunk"]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_stream_without_the_header_gets_the_same_bytes(http: TestClient) -> None:
+    def run(route: bool) -> list[bytes]:
+        stream = ChatStream(
+            http, "same", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS, route=route
+        )
+        return [without_created(r.content) for r in stream.run(DEMO_OUTPUT_IDS, [3])]
+
+    assert run(route=False) == run(route=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("/v1/chat/completions/derender", {"chat_request": CHAT, "prompt_token_ids": [1]}),
+        ("/v1/completions/derender", {}),
+    ],
+)
+def test_a_header_naming_another_stream_is_refused(
+    http: TestClient, path: str, extra: dict[str, object]
+) -> None:
+    body = {
+        "stream": True,
+        "generate_chunk": {"request_id": "a", "choices": [{"index": 0, "token_ids": [9707]}]},
+        **extra,
+    }
+    for header, status in ((None, 200), ("a", 200), ("b", 400)):
+        headers = {} if header is None else {STREAM_ID_HEADER: header}
+        reply = http.post(path, json=body, headers=headers)
+        assert reply.status_code == status, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == "BadRequestError"
+    assert error["param"] == "generate_chunk.request_id"
+    assert STREAM_ID_HEADER in error["message"] and "'b'" in error["message"]
+
+
+def test_an_error_reply_raises(http: TestClient) -> None:
+    stream = ChatStream(http, "bad", chat_request={"messages": "no"}, prompt_token_ids=[1])
+    # The test client speaks httpx2, whose errors mirror httpx's.
+    with pytest.raises(testclient.httpx.HTTPStatusError) as raised:
+        stream.send([9707])
+    assert raised.value.response.status_code == 400
+
+
+def test_the_demo_says_what_it_cannot_reach(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["http://127.0.0.1:1"]) == 1
+    assert "cannot reach http://127.0.0.1:1" in capsys.readouterr().err

@@ -1,0 +1,277 @@
+"""deploy/local-cluster end to end: real replicas behind a real nginx on loopback.
+
+The same streams (qwen3 reasoning + hermes tool calls, mixed chunk sizes) go through
+a single cache-off server for the expected replies, then through the cluster: with
+the routing header, without it, across a replica killed and restarted mid-stream,
+and across a scale from 2 to 3 replicas mid-stream. Every reply must be the same
+bytes (the ``created`` timestamp aside); with the header, chunks after a stream's
+first must hit the session cache of the replica that holds it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.client import ChatStream, split
+from bench.cache_bench import FLAGS, PROMPT, TOOLS, build_output
+from tests.processes import serving
+from tests.test_client import without_created
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL_CLUSTER = ROOT / "deploy" / "local-cluster"
+# An odd count, so that without the header nginx's round robin moves every stream
+# from replica to replica instead of happening to keep each on one.
+SIZES = [(1,), (2,), (1, 3), (4, 1, 2), (1, 1, 5), (3,), (2, 1)]
+STREAMS = len(SIZES)
+# Chunks per stream, about: events mid-stream happen while every stream is in flight.
+CHUNKS = 110
+CHAT_REQUEST = {"model": "qwen3", "messages": [{"role": "user", "content": "Plan"}], "tools": TOOLS}
+
+Replies = dict[str, list[bytes]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One stream: its id and its output cut into generate chunks."""
+
+    request_id: str
+    chunks: list[list[int]]
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(tokenizer: Any) -> list[int]:
+    ids: list[int] = tokenizer._hf.encode(PROMPT)
+    return ids
+
+
+@pytest.fixture(scope="module")
+def plans(tokenizer: Any) -> list[Plan]:
+    plans = []
+    for i, sizes in enumerate(SIZES):
+        tokens = sum(itertools.islice(itertools.cycle(sizes), CHUNKS))
+        plans.append(Plan(f"cluster-{i}", split(build_output(tokens, tokenizer), sizes)))
+    return plans
+
+
+def in_flight(plans: list[Plan]) -> int:
+    """The steps during which every stream is still sending chunks."""
+    return min(len(plan.chunks) for plan in plans)
+
+
+def drive(
+    base: str,
+    plans: list[Plan],
+    prompt_ids: list[int],
+    *,
+    route: bool = True,
+    events: dict[int, Callable[[], None]] | None = None,
+) -> Replies:
+    """Send the streams interleaved, chunk ``step`` of each in turn; ``events[step]``
+    runs before that step, while every stream is in flight."""
+    replies: Replies = {plan.request_id: [] for plan in plans}
+    with httpx.Client(base_url=base, timeout=60) as http:
+        streams = [
+            ChatStream(
+                http,
+                plan.request_id,
+                chat_request=CHAT_REQUEST,
+                prompt_token_ids=prompt_ids,
+                route=route,
+            )
+            for plan in plans
+        ]
+        for step in range(max(len(plan.chunks) for plan in plans)):
+            if events and step in events:
+                events[step]()
+            for plan, stream in zip(plans, streams, strict=True):
+                if step < len(plan.chunks):
+                    finish = "stop" if step == len(plan.chunks) - 1 else None
+                    reply = stream.send(plan.chunks[step], finish)
+                    replies[plan.request_id].append(without_created(reply.content))
+    return replies
+
+
+@pytest.fixture(scope="module")
+def expected(plans: list[Plan], prompt_ids: list[int]) -> Replies:
+    """The replies of one server that keeps no sessions: every chunk replays."""
+    with serving(*FLAGS, "--stream-cache-size", "0") as base:
+        return drive(base, plans, prompt_ids, route=False)
+
+
+@dataclass
+class LocalCluster:
+    state: Path
+    balancer: str
+    replicas: list[str]
+
+    def run(self, *args: str) -> str:
+        command = [str(LOCAL_CLUSTER), "--state-dir", str(self.state), *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def refresh(self) -> None:
+        urls = dict(re.findall(r"^(balancer|replica \d+): (\S+)", self.run("status"), re.M))
+        self.balancer = urls.pop("balancer")
+        self.replicas = list(urls.values())
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    local = LocalCluster(tmp_path_factory.mktemp("cluster"), "", [])
+    up = local.run("up", "--replicas", "2", *FLAGS, "--log-level", "warning")
+    try:
+        assert len(re.findall(r"^balancer: http://127\.0\.0\.1:\d+$", up, re.M)) == 1
+        local.refresh()
+        assert len(local.replicas) == 2
+        yield local
+    finally:
+        local.run("down")
+
+
+def counter(base: str, name: str) -> float:
+    """The sum of a Prometheus counter's samples on one replica (0 if it is down)."""
+    try:
+        text = httpx.get(f"{base}/metrics", timeout=10).text
+    except httpx.TransportError:
+        return 0.0
+    pattern = rf"^{name}_total(?:{{[^}}]*}})? (\S+)$"
+    return sum(float(value) for value in re.findall(pattern, text, re.M))
+
+
+def counters(cluster: LocalCluster, name: str) -> list[float]:
+    return [counter(base, name) for base in cluster.replicas]
+
+
+def chunks_after_the_first(plans: list[Plan]) -> int:
+    return sum(len(plan.chunks) - 1 for plan in plans)
+
+
+def test_with_the_header_a_stream_stays_on_its_replica(
+    cluster: LocalCluster, plans: list[Plan], prompt_ids: list[int], expected: Replies
+) -> None:
+    hits = sum(counters(cluster, "derender_cache_hits"))
+    replies = drive(cluster.balancer, plans, prompt_ids)
+    hits = sum(counters(cluster, "derender_cache_hits")) - hits
+    ratio = hits / chunks_after_the_first(plans)
+    print(
+        f"with the header: {hits:.0f} hits over {chunks_after_the_first(plans)} chunks "
+        f"after the first ({ratio:.1%})"
+    )
+    assert replies == expected
+    assert ratio >= 0.99
+
+
+def test_without_the_header_replies_are_unchanged_and_restore_from_redis(
+    cluster: LocalCluster, plans: list[Plan], prompt_ids: list[int], expected: Replies
+) -> None:
+    served = counters(cluster, "derender_requests")
+    restored = sum(counters(cluster, "derender_redis_hits"))
+    replies = drive(cluster.balancer, plans, prompt_ids, route=False)
+    served = [a - b for a, b in zip(counters(cluster, "derender_requests"), served, strict=True)]
+    ratio = (sum(counters(cluster, "derender_redis_hits")) - restored) / chunks_after_the_first(
+        plans
+    )
+    print(f"without the header: requests per replica {served}, {ratio:.1%} restored from Redis")
+    assert replies == expected
+    assert all(served), "nginx spreads header-less calls round robin"
+    assert ratio >= 0.9
+
+
+def test_a_replica_killed_and_restarted_mid_stream(
+    cluster: LocalCluster, plans: list[Plan], prompt_ids: list[int], expected: Replies
+) -> None:
+    steps = in_flight(plans)
+    hits_before = counters(cluster, "derender_cache_hits")
+    victim: list[int] = []
+
+    def kill() -> None:
+        hits = counters(cluster, "derender_cache_hits")
+        grown = [a - b for a, b in zip(hits, hits_before, strict=True)]
+        victim.append(grown.index(max(grown)) + 1)
+        cluster.run("kill", str(victim[0]))
+
+    def restart() -> None:
+        cluster.run("start", str(victim[0]))
+
+    replies = drive(
+        cluster.balancer, plans, prompt_ids, events={steps // 3: kill, 2 * steps // 3: restart}
+    )
+    after_restart = counter(cluster.replicas[victim[0] - 1], "derender_requests")
+    print(
+        f"replica {victim[0]} killed at chunk {steps // 3}, restarted at "
+        f"{2 * steps // 3}; it then served {after_restart:.0f} calls"
+    )
+    assert replies == expected
+    assert after_restart > 0
+
+
+def test_scaling_from_two_to_three_replicas_mid_stream(
+    cluster: LocalCluster, plans: list[Plan], prompt_ids: list[int], expected: Replies
+) -> None:
+    assert len(cluster.replicas) == 2
+    misses = sum(counters(cluster, "derender_cache_misses"))
+
+    def add() -> None:
+        cluster.run("add")
+        cluster.refresh()
+
+    steps = in_flight(plans)
+    replies = drive(cluster.balancer, plans, prompt_ids, events={steps // 2: add})
+    misses = sum(counters(cluster, "derender_cache_misses")) - misses
+    moved = counter(cluster.replicas[2], "derender_requests")
+    print(
+        f"scaled to 3 at chunk {steps // 2}: {misses:.0f} misses for {STREAMS} streams, "
+        f"{moved:.0f} calls on the new replica"
+    )
+    assert replies == expected
+    # A stream misses on its first chunk, and once more if the new ring moved it.
+    assert misses <= 2 * STREAMS
+
+
+def test_the_readme_client_runs_through_the_balancer(cluster: LocalCluster) -> None:
+    readme = (ROOT / "deploy" / "README.md").read_text()
+    port = cluster.balancer.rsplit(":", 1)[1]
+    command = ".venv/bin/python -m app.client http://127.0.0.1:PORT"
+    assert command in readme
+    snippet = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert len(snippet) == 1
+    for argv, check in (
+        (
+            command.replace("PORT", port).split()[1:],
+            "content: '\\n\\nHello! How can I help you today?'",
+        ),
+        (["-c", snippet[0].replace("PORT", port)], "'content': ' today?'"),
+    ):
+        run = subprocess.run(
+            [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+        assert check in run.stdout
+        assert run.stdout.count("miss") == 1, run.stdout
+
+
+def test_local_cluster_refuses_clearly(cluster: LocalCluster, tmp_path: Path) -> None:
+    def refused(*args: str, state: Path = cluster.state) -> str:
+        command = [str(LOCAL_CLUSTER), "--state-dir", str(state), *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0
+        assert "Traceback" not in done.stderr
+        return done.stderr
+
+    assert "already up" in refused("up")
+    assert "no replica 9" in refused("kill", "9")
+    assert "chosen per replica" in refused("up", "--port", "9000")
+    assert "run `up` first" in refused("status", state=tmp_path)

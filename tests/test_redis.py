@@ -1,0 +1,381 @@
+"""The Redis tier against real redis-server processes: restores, misses, faults.
+
+Every test runs its own private Redis (nothing kept on disk), so faults can stop,
+pause or starve it without touching anything else on the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from cache.redis_tier import (
+    ABSENT,
+    BREAKER_OPEN,
+    CORRUPT,
+    ERROR,
+    HISTORY,
+    KEY_PREFIX,
+    TOO_LARGE,
+    WRITTEN,
+    CircuitBreaker,
+    RedisTier,
+)
+from tests.conftest import AppFactory
+from tests.golden import load_cases, stream_body
+from tests.processes import RedisServer, redis_server, serving
+
+TIMEOUT_MS = 50
+CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6")
+ALL_STREAMS = [
+    c
+    for config in CONFIGS
+    for c in load_cases(config)
+    if c["kind"] == "chat_stream" and c["chunking"] == "r16"
+]
+SINGLE_LANE = [c for c in ALL_STREAMS if set(c["lanes"]) == {0}]
+
+
+@pytest.fixture(scope="module")
+def shared_redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+def _comparable(reply: httpx.Response) -> str:
+    body = reply.json()
+    if "chunk" in body:
+        body["chunk"]["created"] = 0
+    return json.dumps([reply.status_code, body])
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+
+# ----------------------------------------------------------------------------- the tier itself
+
+
+def test_a_snapshot_is_taken_once_and_only_by_the_state_it_continues(
+    shared_redis: RedisServer,
+) -> None:
+    async def scenario() -> list[Any]:
+        tier = RedisTier(shared_redis.url, ttl=60, timeout=1.0, max_snapshot_bytes=64)
+        stream = ("tier-test", 0)
+        seen: list[Any] = []
+        try:
+            seen.append(await tier.put(stream, b"fp", b"state", 3, b"snap"))
+            seen.append(await tier.take(stream, b"other", b"state", 3))  # another key
+            seen.append(await tier.take(stream, b"fp", b"state", 3))
+            seen.append(await tier.take(stream, b"fp", b"state", 3))  # taken already
+            await tier.put(stream, b"fp", b"state", 3, b"snap")
+            seen.append(await tier.take(stream, b"fp", b"other state", 3))
+            await tier.put(stream, b"fp", b"state", 3, b"snap")
+            seen.append(await tier.take(stream, b"fp", b"state", 4))
+            seen.append(await tier.put(stream, b"fp", b"state", 3, b"x" * 65))
+            seen.append(await tier.take(stream, b"fp", b"state", 3))
+        finally:
+            await tier.close()
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        WRITTEN,
+        (None, ABSENT),
+        (b"snap", "hit"),
+        (None, ABSENT),
+        (None, HISTORY),
+        (None, HISTORY),
+        TOO_LARGE,
+        (None, ABSENT),
+    ]
+
+
+def test_a_snapshot_damaged_in_place_is_refused(
+    shared_redis: RedisServer,
+) -> None:
+    client = shared_redis.client()
+
+    async def scenario() -> list[Any]:
+        tier = RedisTier(shared_redis.url, ttl=60, timeout=1.0, max_snapshot_bytes=1 << 20)
+        stream = ("damaged", 0)
+        seen: list[Any] = []
+        try:
+            for offset in (0, -3):  # the envelope's header, the snapshot's last bytes
+                await tier.put(stream, b"fp", b"state", 1, b"a snapshot of some length")
+                (key,) = client.keys(KEY_PREFIX + "*")
+                length = client.strlen(key)
+                client.setrange(key, offset % length, b"\xff\xfe")
+                seen.append(await tier.take(stream, b"fp", b"state", 1))
+        finally:
+            await tier.close()
+            client.flushdb()
+        return seen
+
+    assert asyncio.run(scenario()) == [(None, CORRUPT), (None, CORRUPT)]
+
+
+def test_the_breaker_stops_asking_a_dead_redis_and_tries_again_after_the_cooldown() -> None:
+    now = [0.0]
+    server = RedisServer()  # not started yet: its port refuses connections
+
+    async def scenario() -> list[Any]:
+        breaker = CircuitBreaker(threshold=2, cooldown=5.0, clock=lambda: now[0])
+        tier = RedisTier(
+            server.url, ttl=60, timeout=TIMEOUT_MS / 1000, max_snapshot_bytes=1024, breaker=breaker
+        )
+        stream = ("breaker", 0)
+        seen: list[Any] = []
+        try:
+            seen.append(await tier.take(stream, b"fp", b"s", 1))
+            seen.append(await tier.put(stream, b"fp", b"s", 1, b"snap"))
+            seen.append((await tier.take(stream, b"fp", b"s", 1), breaker.open))
+            server.start()
+            seen.append(await tier.take(stream, b"fp", b"s", 1))  # still cooling down
+            now[0] = 6.0
+            seen.append((await tier.put(stream, b"fp", b"s", 1, b"snap"), breaker.open))
+            seen.append(await tier.take(stream, b"fp", b"s", 1))
+        finally:
+            await tier.close()
+            server.stop()
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        (None, ERROR),
+        ERROR,
+        ((None, BREAKER_OPEN), True),
+        (None, BREAKER_OPEN),
+        (WRITTEN, False),
+        (b"snap", "hit"),
+    ]
+
+
+# ----------------------------------------------------------------------------- replicas
+
+
+@contextlib.contextmanager
+def replicas(make_app: AppFactory, flags: list[str], url: str) -> Iterator[list[TestClient]]:
+    """Two in-process replicas sharing ``url`` and a cache-off server, all with ``flags``."""
+    with contextlib.ExitStack() as stack:
+        clients = [
+            stack.enter_context(
+                TestClient(make_app([*flags, "--redis-url", url, "--redis-timeout-ms", "1000"]))
+            )
+            for _ in range(2)
+        ]
+        clients.append(
+            stack.enter_context(TestClient(make_app([*flags, "--stream-cache-size", "0"])))
+        )
+        yield clients
+
+
+def alternate(
+    clients: list[TestClient], case: dict[str, Any], chunks: list[dict[str, Any]]
+) -> list[tuple[int, str]]:
+    """Send a stream's chunks to the two replicas in turn; each reply must equal the
+    cache-off server's. Returns each parsed chunk's lane and x-derender-cache header."""
+    *pair, plain = clients
+    turn = itertools.cycle(pair)
+    states: dict[int, Any] = {}
+    sources = []
+    lanes = case["lanes"] if len(case["lanes"]) == len(chunks) else [0] * len(chunks)
+    for chunk, lane in zip(chunks, lanes, strict=True):
+        body = stream_body(case, chunk, states.get(lane))
+        reply = next(turn).post(case["endpoint"], json=body)
+        assert _comparable(reply) == _comparable(plain.post(case["endpoint"], json=body))
+        states[lane] = reply.json()["stream_state"]
+        if chunk["choices"]:
+            sources.append((lane, reply.headers["x-derender-cache"]))
+    return sources
+
+
+def test_round_robin_replicas_restore_from_redis_on_every_configuration(
+    make_app: AppFactory, shared_redis: RedisServer
+) -> None:
+    restored = after_first = 0
+    for config in CONFIGS:
+        cases = [c for c in ALL_STREAMS if c["config"] == config]
+        with replicas(make_app, list(cases[0]["server_flags"]), shared_redis.url) as clients:
+            for case in cases:
+                lanes_seen: set[int] = set()
+                for lane, source in alternate(clients, case, case["chunks"]):
+                    if lane in lanes_seen:
+                        after_first += 1
+                        restored += source == "redis"
+                    lanes_seen.add(lane)
+    assert after_first > 1000
+    assert restored / after_first >= 0.9, (restored, after_first)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(case=st.sampled_from(SINGLE_LANE), cuts=st.lists(st.integers(0, 400), max_size=40))
+def test_any_chunking_through_round_robin_replicas_is_byte_identical(
+    make_app: AppFactory, shared_redis: RedisServer, case: dict[str, Any], cuts: list[int]
+) -> None:
+    ids = [t for chunk in case["chunks"] for c in chunk["choices"] for t in c["token_ids"] or ()]
+    last = next(c["choices"][0] for c in reversed(case["chunks"]) if c["choices"])
+    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
+    chunks = [
+        {
+            "request_id": case["chunks"][0]["request_id"] + f"-{len(bounds)}",
+            "choices": [{"index": 0, "token_ids": ids[a:b], "finish_reason": None}],
+        }
+        for a, b in itertools.pairwise(bounds)
+        if b > a
+    ]
+    chunks[-1]["choices"][0].update(
+        finish_reason=last["finish_reason"], stop_reason=last.get("stop_reason")
+    )
+    with replicas(make_app, list(case["server_flags"]), shared_redis.url) as clients:
+        sources = [source for _, source in alternate(clients, case, chunks)]
+    assert sources[1:] == ["redis"] * (len(sources) - 1)
+
+
+def test_two_processes_behind_round_robin_restore_from_redis(shared_redis: RedisServer) -> None:
+    cases = [c for c in ALL_STREAMS if c["config"] == "C1"]
+    flags = list(cases[0]["server_flags"])
+    with (
+        serving(*flags, "--redis-url", shared_redis.url) as first,
+        serving(*flags, "--redis-url", shared_redis.url) as second,
+        serving(*flags, "--stream-cache-size", "0") as plain,
+        httpx.Client(timeout=60) as client,
+    ):
+        chunks_after_first = 0
+        for case in cases:
+            turn = itertools.cycle((first, second))
+            states: dict[int, Any] = {}
+            for chunk, lane in zip(case["chunks"], case["lanes"], strict=True):
+                body = stream_body(case, chunk, states.get(lane))
+                reply = client.post(next(turn) + case["endpoint"], json=body)
+                expected = client.post(plain + case["endpoint"], json=body)
+                assert _comparable(reply) == _comparable(expected)
+                chunks_after_first += lane in states
+                states[lane] = reply.json()["stream_state"]
+        restored = sum(
+            _metric(client.get(base + "/metrics").text, "derender_redis_hits_total")
+            for base in (first, second)
+        )
+    assert restored / chunks_after_first >= 0.9, (restored, chunks_after_first)
+
+
+# ----------------------------------------------------------------------------- faults
+
+FAULT_CASE = max(SINGLE_LANE, key=lambda c: len(c["chunks"]))
+# A chunk may wait on two Redis calls (take, then put), each bounded by the timeout;
+# the margin is for the replay and the test client. Faults last far longer.
+CHUNK_BOUND = 2 * TIMEOUT_MS / 1000 + 0.5
+FAULT_SECONDS = 2.0
+COOLDOWN_SECONDS = 2.1  # the server's breaker cool-down is 2 s
+
+
+def _fault_stream(
+    make_app: AppFactory, server: RedisServer, faults: dict[int, Callable[[RedisServer], None]]
+) -> tuple[list[str], list[float], str]:
+    """Stream FAULT_CASE through two replicas, calling ``faults[i](server)`` before
+    chunk i; every reply must equal the cache-off server's and none may be a 5xx."""
+    case = FAULT_CASE
+    flags = [
+        *case["server_flags"],
+        "--redis-url",
+        server.url,
+        "--redis-timeout-ms",
+        str(TIMEOUT_MS),
+    ]
+    with contextlib.ExitStack() as stack:
+        pair = [stack.enter_context(TestClient(make_app(flags))) for _ in range(2)]
+        plain = stack.enter_context(
+            TestClient(make_app([*case["server_flags"], "--stream-cache-size", "0"]))
+        )
+        state = None
+        sources, seconds = [], []
+        for i, chunk in enumerate(case["chunks"]):
+            if i in faults:
+                faults[i](server)
+            body = stream_body(case, chunk, state)
+            started = time.monotonic()
+            reply = pair[i % 2].post(case["endpoint"], json=body)
+            seconds.append(time.monotonic() - started)
+            assert reply.status_code < 500
+            assert _comparable(reply) == _comparable(plain.post(case["endpoint"], json=body))
+            state = reply.json()["stream_state"]
+            sources.append(reply.headers["x-derender-cache"])
+        metrics = "\n".join(client.get("/metrics").text for client in pair)
+    return sources, seconds, metrics
+
+
+@pytest.fixture
+def private_redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+def test_redis_stopped_and_restarted_mid_stream(
+    make_app: AppFactory, private_redis: RedisServer
+) -> None:
+    def restart(server: RedisServer) -> None:
+        server.start()
+        time.sleep(COOLDOWN_SECONDS)  # the breaker lets a trial call through
+
+    stop = RedisServer.stop
+    sources, seconds, metrics = _fault_stream(make_app, private_redis, {4: stop, 10: restart})
+    assert sources[4:10] == ["miss"] * 6 and _metric(metrics, "derender_redis_errors_total") >= 1
+    assert sources[11:] == ["redis"] * len(sources[11:])  # chunk 10 replays, then restores
+    assert max(seconds[4:10]) < CHUNK_BOUND
+
+
+def _client_pause(server: RedisServer) -> None:
+    server.client().execute_command("CLIENT", "PAUSE", int(FAULT_SECONDS * 1000), "ALL")
+
+
+def _debug_sleep(server: RedisServer) -> None:
+    command = ("DEBUG", "SLEEP", FAULT_SECONDS)
+    threading.Thread(target=server.client().execute_command, args=command).start()
+    time.sleep(0.1)  # the sleep has begun
+
+
+@pytest.mark.parametrize("block", [_client_pause, _debug_sleep], ids=["pause", "sleep"])
+def test_redis_blocked_longer_than_the_timeout(
+    make_app: AppFactory, private_redis: RedisServer, block: Callable[[RedisServer], None]
+) -> None:
+    sources, seconds, metrics = _fault_stream(make_app, private_redis, {4: block})
+    assert sources[4] == "miss" and _metric(metrics, "derender_redis_errors_total") >= 1
+    assert max(seconds[4:]) < CHUNK_BOUND
+
+
+def test_a_tiny_maxmemory_that_evicts_every_snapshot(
+    make_app: AppFactory, private_redis: RedisServer
+) -> None:
+    def starve(server: RedisServer) -> None:
+        client = server.client()
+        client.config_set("maxmemory-policy", "allkeys-lru")
+        client.config_set("maxmemory", 1)
+
+    sources, _, _ = _fault_stream(make_app, private_redis, {4: starve})
+    assert sources[4:] and "redis" not in sources[5:]
+
+
+def test_a_snapshot_corrupted_in_place(make_app: AppFactory, private_redis: RedisServer) -> None:
+    def corrupt(server: RedisServer) -> None:
+        client = server.client()
+        (key,) = client.keys(KEY_PREFIX + "*")
+        client.setrange(key, client.strlen(key) - 4, b"\x00\x01")
+
+    sources, _, metrics = _fault_stream(make_app, private_redis, {4: corrupt})
+    assert sources[4] == "miss" and sources[5] == "redis"
+    assert 'derender_redis_misses_total{reason="corrupt"} 1.0' in metrics
