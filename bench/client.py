@@ -40,7 +40,7 @@ class StreamRecord:
     bytes_received: int = 0
     prompt_bytes: int = 0  # of bytes_sent: the re-sent prompt_token_ids
     history_bytes: int = 0  # of bytes_sent: the echoed stream_state
-    hits: int = 0  # replies marked x-derender-cache: hit
+    hits: int = 0  # replies marked x-derender-cache: hit or redis
     misses: int = 0
 
 
@@ -103,7 +103,7 @@ async def run_stream(
         record.bytes_sent += len(content)
         record.prompt_bytes += len(prompt_raw)
         record.bytes_received += len(answer)
-        record.hits += cache == "hit"
+        record.hits += cache in ("hit", "redis")  # no replay: kept or restored session
         record.misses += cache == "miss"
         if echo:
             state = grown_state(state, tokens)
