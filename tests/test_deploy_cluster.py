@@ -23,7 +23,8 @@ import httpx
 import pytest
 
 from app.client import ChatStream, split
-from bench.cache_bench import FLAGS, PROMPT, TOOLS, build_output
+from bench.workload import SERVER_FLAGS, TOOLS, chat_output
+from bench.workload import prompt_ids as templated_prompt
 from tests.processes import serving
 from tests.test_client import without_created
 
@@ -52,8 +53,7 @@ class Plan:
 
 @pytest.fixture(scope="module")
 def prompt_ids(tokenizer: Any) -> list[int]:
-    ids: list[int] = tokenizer._hf.encode(PROMPT)
-    return ids
+    return templated_prompt(tokenizer, 20)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def plans(tokenizer: Any) -> list[Plan]:
     plans = []
     for i, sizes in enumerate(SIZES):
         tokens = sum(itertools.islice(itertools.cycle(sizes), CHUNKS))
-        plans.append(Plan(f"cluster-{i}", split(build_output(tokens, tokenizer), sizes)))
+        plans.append(Plan(f"cluster-{i}", split(chat_output(tokenizer, tokens), sizes)))
     return plans
 
 
@@ -106,7 +106,7 @@ def drive(
 @pytest.fixture(scope="module")
 def expected(plans: list[Plan], prompt_ids: list[int]) -> Replies:
     """The replies of one server that keeps no sessions: every chunk replays."""
-    with serving(*FLAGS, "--stream-cache-size", "0") as base:
+    with serving(*SERVER_FLAGS, "--stream-cache-size", "0") as base:
         return drive(base, plans, prompt_ids, route=False)
 
 
@@ -131,7 +131,7 @@ class LocalCluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     local = LocalCluster(tmp_path_factory.mktemp("cluster"), "", [])
-    up = local.run("up", "--replicas", "2", *FLAGS, "--log-level", "warning")
+    up = local.run("up", "--replicas", "2", *SERVER_FLAGS, "--log-level", "warning")
     try:
         assert len(re.findall(r"^balancer: http://127\.0\.0\.1:\d+$", up, re.M)) == 1
         local.refresh()
