@@ -20,9 +20,9 @@ import msgspec
 
 from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
-from bench.modes import Mode, Setup
+from bench.modes import Mode, Setup, started
 from bench.report import machine, progress, table, write
-from bench.servers import TICK_S, Target, cpu_seconds, peak_rss_mb, running
+from bench.servers import TICK_S, Target, cpu_seconds, peak_rss_mb
 from bench.stats import AtPosition, by_position, percentile
 from bench.workload import chat_output, prompt_ids, qwen3
 
@@ -119,7 +119,7 @@ def run(modes: Sequence[Mode], setup: Setup, args: argparse.Namespace) -> list[L
     runs = []
     for mode in modes:
         progress(f"{mode.name}: starting")
-        with running(mode.commands(setup)) as target:
+        with started(mode, setup) as target:
             asyncio.run(warm_up(target, output, prompt_ids(tokenizer, 100), mode.echo))
             for length in args.prompt_tokens:
                 runs.append(measure(mode, target, output, prompt_ids(tokenizer, length), args))

@@ -1,18 +1,19 @@
 """The server set-ups a bench compares, side by side in one run.
 
 A mode is a name and the processes it runs; the client spreads a stream's chunks
-round-robin over them. Adding a set-up (say, two replicas sharing Redis behind a
-round-robin balancer) is one more entry in ``MODES``.
+round-robin over them. Adding a set-up is one more entry in ``MODES``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.servers import Command
+from bench.servers import Command, Target, redis_server, running
 from bench.workload import SERVER_FLAGS
 
 
@@ -23,6 +24,7 @@ class Setup:
     max_model_len: int
     vllm_python: Path | None = None
     vllm_model: Path | None = None
+    redis_url: str | None = None  # set for a mode that runs with Redis
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,7 @@ class Mode:
     commands: Callable[[Setup], list[Command]]
     echo: bool = False  # replies echo the request: the client grows stream_state itself
     needs_vllm: bool = False
+    redis: bool = False  # a private redis-server runs beside the mode's processes
 
 
 def ours(*flags: str) -> Callable[[Setup], list[Command]]:
@@ -40,6 +43,16 @@ def ours(*flags: str) -> Callable[[Setup], list[Command]]:
         argv = [sys.executable, "-m", "app", "--log-level", "warning"]
         argv += ["--max-model-len", str(setup.max_model_len), *SERVER_FLAGS, *flags]
         return [Command(argv)]
+
+    return commands
+
+
+def replicas_sharing_redis(count: int) -> Callable[[Setup], list[Command]]:
+    """``count`` cache-on processes that share session snapshots through Redis."""
+
+    def commands(setup: Setup) -> list[Command]:
+        assert setup.redis_url is not None
+        return ours("--redis-url", setup.redis_url)(setup) * count
 
     return commands
 
@@ -65,6 +78,8 @@ def vllm_render(setup: Setup) -> list[Command]:
 
 MODES: tuple[Mode, ...] = (
     Mode("cache on", ours()),
+    # Chunks alternate between the replicas: every chunk after the first restores.
+    Mode("2 replicas + Redis", replicas_sharing_redis(2), redis=True),
     Mode("cache off", ours("--stream-cache-size", "0")),
     Mode("HTTP floor", http_floor, echo=True),
     Mode("vLLM 0.33.0", vllm_render, needs_vllm=True),
@@ -79,3 +94,16 @@ def selected(names: Sequence[str] | None, setup: Setup) -> list[Mode]:
     if names is not None and any(mode.needs_vllm for mode in chosen):
         raise SystemExit("the vLLM mode needs --vllm-python")
     return [mode for mode in chosen if not mode.needs_vllm]
+
+
+@contextlib.contextmanager
+def started(mode: Mode, setup: Setup) -> Iterator[Target]:
+    """The mode's processes (and its Redis, whose CPU is billed to the mode), running."""
+    with contextlib.ExitStack() as stack:
+        redis_pids: list[int] = []
+        if mode.redis:
+            url, pid = stack.enter_context(redis_server())
+            setup = dataclasses.replace(setup, redis_url=url)
+            redis_pids.append(pid)
+        target = stack.enter_context(running(mode.commands(setup)))
+        yield Target(target.bases, [*target.pids, *redis_pids])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -17,6 +18,8 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
@@ -125,3 +128,30 @@ def running(commands: Sequence[Command]) -> Iterator[Target]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[tuple[str, int]]:
+    """A private redis-server on a free port, nothing kept on disk: (its URL, its pid)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is missing: scripts/install installs it")
+    port = free_port()
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    client = redis.Redis(port=port, socket_timeout=1)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0", process.pid
+    finally:
+        client.close()
+        process.terminate()
+        process.wait(timeout=30)

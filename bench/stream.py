@@ -18,9 +18,9 @@ import msgspec
 
 from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
-from bench.modes import Mode, Setup
+from bench.modes import Mode, Setup, started
 from bench.report import machine, progress, table, write
-from bench.servers import TICK_S, Target, cpu_seconds, running
+from bench.servers import TICK_S, Target, cpu_seconds
 from bench.stats import AtPosition, by_position, checkpoints
 from bench.workload import chat_output, prompt_ids, qwen3
 
@@ -122,7 +122,7 @@ def run(
     runs = []
     for mode in modes:
         progress(f"{mode.name}: starting")
-        with running(mode.commands(setup)) as target:
+        with started(mode, setup) as target:
             asyncio.run(warm_up(target, output, prompts[0], mode.echo))
             for prompt in prompts:
                 for size in chunk_sizes:
