@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,6 +95,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest request body accepted (413 beyond it)",
     )
     parser.add_argument(
+        "--max-chat-request-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.max_chat_request_bytes,
+        help="largest chat_request (the original chat request, as sent) accepted",
+    )
+    parser.add_argument(
+        "--max-tools",
+        type=_positive_int,
+        default=_DEFAULTS.max_tools,
+        help="most tools a chat_request may declare (OpenAI's limit by default)",
+    )
+    parser.add_argument(
+        "--max-json-depth",
+        type=_positive_int,
+        default=_DEFAULTS.max_json_depth,
+        help="deepest nesting of free-form JSON (tool parameters, chat_template_kwargs, "
+        "documents, stream_options, kv_transfer_params)",
+    )
+    parser.add_argument(
+        "--allow-out-of-vocab",
+        action="store_true",
+        help="decode token ids outside the vocabulary to nothing, as vLLM does, instead "
+        "of refusing them",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("DERENDER_API_KEY"),
+        help="require 'Authorization: Bearer KEY' on every route but /health "
+        "(default: $DERENDER_API_KEY; unset: no key)",
+    )
+    parser.add_argument(
         "--inline-tokens",
         type=int,
         default=_DEFAULTS.inline_tokens,
@@ -174,6 +206,11 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         enable_auto_tool_choice=args.enable_auto_tool_choice,
         default_chat_template_kwargs=args.default_chat_template_kwargs,
         max_request_bytes=args.max_request_bytes,
+        max_chat_request_bytes=args.max_chat_request_bytes,
+        max_tools=args.max_tools,
+        max_json_depth=args.max_json_depth,
+        allow_out_of_vocab=args.allow_out_of_vocab,
+        api_key=args.api_key,
         inline_tokens=args.inline_tokens,
         replay_workers=args.replay_workers,
         stream_cache_size=max(args.stream_cache_size, 0),
