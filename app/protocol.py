@@ -207,8 +207,9 @@ class ChatRequest(DecodeOptions, kw_only=True):
 class CompletionRequest(DecodeOptions, kw_only=True):
     """The original completion request, as far as derender reads it."""
 
-    prompt: Raw = Raw(b"null")
-    prompt_embeds: Raw = Raw(b"null")
+    # A factory, not a default: a default must be plain data for the OpenAPI schema.
+    prompt: Raw = field(default_factory=lambda: Raw(b"null"))
+    prompt_embeds: Raw = field(default_factory=lambda: Raw(b"null"))
     model: str | None = None
     logprobs: int | None = None
     echo: bool | None = False

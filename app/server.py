@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app.auth import ApiKeyGuard
 from app.derender import Derenderer
 from app.errors import (
     BadRequest,
@@ -37,6 +38,7 @@ from app.errors import (
     NotFound,
 )
 from app.metrics import Metrics
+from app.openapi import openapi_document
 from app.protocol import (
     BodyView,
     ChatDerenderRequest,
@@ -692,8 +694,13 @@ class DerenderApp:
             CHAT_PATH: service.chat,
             COMPLETIONS_PATH: service.completions,
         }
+        key = service.settings.api_key
+        self._guard = ApiKeyGuard(key) if key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self._guard is not None and not self._guard.allows(scope):
+            await self._guard.refuse(scope, receive, send)
+            return
         if scope["type"] == "http" and scope["method"] == "POST":
             endpoint = self._direct.get(scope["path"])
             if endpoint is not None:
@@ -723,10 +730,20 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
         Route("/health", service.health, methods=["GET"]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/metrics", service.metrics_endpoint, methods=["GET"]),
+        Route("/openapi.json", _openapi(settings), methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.service = service
     return DerenderApp(service, app)
+
+
+def _openapi(settings: Settings) -> Callable[[Request], Awaitable[Response]]:
+    document = encoder.encode(openapi_document(secured=bool(settings.api_key)))
+
+    async def openapi(request: Request) -> Response:
+        return Response(document, media_type="application/json")
+
+    return openapi
 
 
 async def _post_only(request: Request) -> Response:
