@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=20,
         help="most top logprob candidates per position (-1: no limit)",
     )
+    parser.add_argument(
+        "--max-n-sequences",
+        type=_positive_int,
+        default=int(os.environ.get("VLLM_MAX_N_SEQUENCES", _DEFAULTS.max_n_sequences)),
+        help="most generate responses in a request and choices in a response "
+        "(default: $VLLM_MAX_N_SEQUENCES, else %(default)s)",
+    )
     parser.add_argument("--tool-call-parser")
     parser.add_argument("--reasoning-parser")
     parser.add_argument("--enable-auto-tool-choice", action="store_true")
@@ -201,6 +208,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         served_model_names=tuple(args.served_model_name),
         max_model_len=args.max_model_len,
         max_logprobs=args.max_logprobs,
+        max_n_sequences=args.max_n_sequences,
         tool_call_parser=args.tool_call_parser,
         reasoning_parser=args.reasoning_parser,
         enable_auto_tool_choice=args.enable_auto_tool_choice,
