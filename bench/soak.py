@@ -57,7 +57,8 @@ class Tally:
 
 
 def rss_kib(pid: int, key: str = "VmRSS") -> int:
-    """A figure (KiB) from /proc/<pid>/status: VmRSS now, VmHWM the peak so far."""
+    """A figure (KiB) from /proc/<pid>/status: VmRSS now, VmHWM the peak since start
+    (which includes building the tokenizer)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1])
@@ -152,7 +153,9 @@ class Soak:
 
     async def load(self, duration: float) -> None:
         self.stop_at = time.monotonic() + duration
-        limits = httpx.Limits(max_connections=self.args.streams)
+        # Idle connections are dropped before uvicorn's 5 s keep-alive ends, so a request
+        # never races the server closing its connection.
+        limits = httpx.Limits(max_connections=self.args.streams, keepalive_expiry=3)
         async with httpx.AsyncClient(base_url=self.base, limits=limits, timeout=60) as client:
             await asyncio.gather(*(self.worker(i, client) for i in range(self.args.streams)))
 
@@ -219,11 +222,12 @@ async def run(soak: Soak, sync: httpx.Client, pid: int, warmup: float) -> dict[s
     args = soak.args
     started = time.monotonic()
     load = asyncio.create_task(soak.load(args.duration))
-    result: dict[str, float] = {"warm_rss": 0.0}
+    result: dict[str, float] = {"warm_rss": 0.0, "peak_rss": 0.0}
     last = started
     while not load.done():
         await asyncio.sleep(0.5)
         now = time.monotonic()
+        result["peak_rss"] = max(result["peak_rss"], rss_kib(pid))
         if not result["warm_rss"] and now - started >= warmup:
             result["warm_rss"] = rss_kib(pid)
         if now - last >= 5 or load.done():
@@ -239,7 +243,7 @@ async def run(soak: Soak, sync: httpx.Client, pid: int, warmup: float) -> dict[s
                 flush=True,
             )
     await load
-    result["peak_rss"] = rss_kib(pid, "VmHWM")
+    result["start_peak_rss"] = rss_kib(pid, "VmHWM")
     result["end_sessions"] = live_sessions(sync, soak.base)
     # Past the TTL and two sweeps: every abandoned session must be gone.
     wait = args.ttl + 2 * max(0.05, min(args.ttl / 2, 30.0)) + 1
@@ -268,7 +272,8 @@ def report(tally: Tally, result: dict[str, float], args: argparse.Namespace) -> 
         ("latency p50 / p99", f"{percentile(tally.latencies, 0.5) * 1000:.1f} ms / "
          f"{percentile(tally.latencies, 0.99) * 1000:.1f} ms"),
         ("RSS after warm-up", f"{result['warm_rss'] / 1024:.1f} MiB"),
-        ("RSS peak", f"{result['peak_rss'] / 1024:.1f} MiB"),
+        ("RSS peak under load (0.5 s samples)", f"{result['peak_rss'] / 1024:.1f} MiB"),
+        ("RSS peak since start (VmHWM)", f"{result['start_peak_rss'] / 1024:.1f} MiB"),
         ("RSS final", f"{result['final_rss'] / 1024:.1f} MiB ({growth:+.1%} vs warm-up)"),
         ("live sessions at end of load", f"{result['end_sessions']:.0f}"),
         ("live sessions after TTL", f"{result['final_sessions']:.0f}"),
