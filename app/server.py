@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -96,8 +97,9 @@ _chunk_decoder = msgspec.json.Decoder(GenerateChunk)
 _optional_str = msgspec.json.Decoder(str | None)
 _optional_int = msgspec.json.Decoder(int | None)
 
-# Session size estimate: a history token costs a list slot and an int object, plus
-# its share of parser text; the rest is the detokenizer window and parser objects.
+# Session size estimate: a prompt or history token costs a list slot and an int
+# object, plus its share of parser text; the rest is the detokenizer window and
+# parser objects. The kept request bytes are counted as they are.
 _BYTES_PER_TOKEN = 48
 _SESSION_OVERHEAD = 4096
 
@@ -150,6 +152,28 @@ def json_response(value: Any) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
 
 
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What a stream session depends on besides its history: the request's
+    ``chat_request`` and ``prompt_token_ids`` as sent. Compared byte for byte (a long
+    prompt compares far faster than it hashes); hashed, with the parser settings, only
+    to name and check a snapshot shared with other replicas."""
+
+    chat_request: Raw
+    prompt_token_ids: Raw
+
+    def detached(self) -> Fingerprint:
+        """A copy that does not keep the request body it was read from alive."""
+        return Fingerprint(Raw(bytes(self.chat_request)), Raw(bytes(self.prompt_token_ids)))
+
+    def digest(self, settings: bytes) -> bytes:
+        digest = hashlib.blake2b(settings, digest_size=16)
+        digest.update(self.chat_request)
+        digest.update(b"\x00")
+        digest.update(self.prompt_token_ids)
+        return digest.digest()
+
+
 def _with_history_json(state: StreamState, session: StreamSession) -> StreamState:
     """``state`` with its history as the session's ready JSON, which encodes verbatim."""
     ids, lens = session.history_json()
@@ -199,6 +223,12 @@ class DerenderService:
             if settings.redis_url
             else None
         )
+        # Gauges are read when /metrics is scraped, not kept up to date per chunk.
+        self.metrics.cache_sessions.set_function(lambda: len(self.sessions))
+        self.metrics.cache_bytes.set_function(lambda: self.sessions.bytes)
+        if self.redis is not None:
+            breaker = self.redis.breaker
+            self.metrics.redis_breaker_open.set_function(lambda: int(breaker.open))
 
     # ------------------------------------------------------------------ plumbing
 
@@ -419,7 +449,7 @@ class DerenderService:
         except DerenderError:
             return None
         key = (chunk.request_id, chunk.choices[0].index)
-        fingerprint = self._fingerprint(view)
+        fingerprint = Fingerprint(view.chat_request, view.prompt_token_ids)
         state = bytes(view.stream_state)
         session = self.sessions.peek(key, fingerprint, state)
         if session is None or session.answered is None:
@@ -448,12 +478,12 @@ class DerenderService:
         restored from Redis, else a replay."""
         chunk = request.generate_chunk
         key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
-        fingerprint = b""
+        fingerprint = None
         session = None
         source = MISS
         # A usage-only chunk needs no session.
         if chunk.choices and (self.sessions.enabled or self.redis is not None):
-            fingerprint = self._fingerprint(view)
+            fingerprint = Fingerprint(view.chat_request, view.prompt_token_ids)
             carried = encoder.encode(request.stream_state)
             if self.sessions.enabled:
                 session, miss = self.sessions.checkout(key, fingerprint, carried)
@@ -479,13 +509,14 @@ class DerenderService:
         self,
         request: ChatStreamDerenderRequest,
         key: tuple[str, int],
-        fingerprint: bytes,
+        fingerprint: Fingerprint,
         carried: bytes,
         history: int,
     ) -> StreamSession | None:
         """The session from the stream's Redis snapshot, if it continues ``carried``."""
         assert self.redis is not None
-        snapshot, outcome = await self.redis.take(key, fingerprint, carried, history)
+        digest = fingerprint.digest(self._settings_digest)
+        snapshot, outcome = await self.redis.take(key, digest, carried, history)
         session = None
         if snapshot is not None:
             session = self.derenderer.restored_session(request, snapshot)
@@ -502,7 +533,7 @@ class DerenderService:
         request: ChatStreamDerenderRequest,
         model: str,
         key: tuple[str, int],
-        fingerprint: bytes,
+        fingerprint: Fingerprint | None,
         session: StreamSession | None,
         source: str,
         tokens: int,
@@ -527,63 +558,52 @@ class DerenderService:
             logger.debug("parsed chat stream chunk failed", exc_info=True)
             raise BadRequest("invalid stream_state: derender failed") from None
         carried = encoder.encode(state if session is None else _with_history_json(state, session))
-        if session is not None and fingerprint:
+        if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
                 cache.release(key)
                 self.metrics.cache_evictions.labels(FINISHED).inc()
                 if self.redis is not None:
-                    self._redis_outcome(await self.redis.drop(key, fingerprint))
+                    digest = fingerprint.digest(self._settings_digest)
+                    self._redis_outcome(await self.redis.drop(key, digest))
             else:
+                kept = fingerprint.detached()
+                tokens = len(session.output_token_ids) + len(session.prompt_token_ids)
                 size = (
                     _SESSION_OVERHEAD
-                    + _BYTES_PER_TOKEN * len(session.output_token_ids)
+                    + _BYTES_PER_TOKEN * tokens
                     + 2 * len(carried)  # the bytes kept to match, and the state they encode
+                    + len(kept.chat_request)
+                    + len(kept.prompt_token_ids)
                 )
-                cache.checkin(key, session, fingerprint, carried, size)
+                cache.checkin(key, session, kept, carried, size)
                 if self.redis is not None:
                     await self._offer_snapshot(key, fingerprint, carried, session)
-        self._cache_gauges()
         response = json_response(ChatStreamReply(reply, Raw(carried)))
         if chunk.choices:
             response.headers["x-derender-cache"] = source
         return response
 
     async def _offer_snapshot(
-        self, key: tuple[str, int], fingerprint: bytes, carried: bytes, session: StreamSession
+        self,
+        key: tuple[str, int],
+        fingerprint: Fingerprint,
+        carried: bytes,
+        session: StreamSession,
     ) -> None:
         assert self.redis is not None
         snapshot = session.snapshot()
         self.metrics.redis_snapshot_bytes.observe(len(snapshot))
-        outcome = await self.redis.put(
-            key, fingerprint, carried, len(session.output_token_ids), snapshot
-        )
+        digest = fingerprint.digest(self._settings_digest)
+        history = len(session.output_token_ids)
+        outcome = await self.redis.put(key, digest, carried, history, snapshot)
         self._redis_outcome(outcome)
 
     def _redis_outcome(self, outcome: str) -> None:
-        """Count a Redis call's outcome; errors and the breaker have their own series."""
-        assert self.redis is not None
+        """Count a Redis call's outcome: writes by outcome, errors on their own."""
         if outcome in (WRITTEN, DELETED, TOO_LARGE):
             self.metrics.redis_writes.labels(outcome).inc()
         if outcome == REDIS_ERROR:
             self.metrics.redis_errors.inc()
-        self.metrics.redis_breaker_open.set(1 if self.redis.breaker.open else 0)
-
-    def _fingerprint(self, view: BodyView) -> bytes:
-        """A digest of what a session depends on besides its history.
-
-        The server's parser settings, and the request's ``chat_request`` and
-        ``prompt_token_ids`` as sent (raw bytes: hashing them is cheaper than
-        comparing decoded objects, and equal requests send equal bytes).
-        """
-        digest = hashlib.blake2b(self._settings_digest, digest_size=16)
-        digest.update(bytes(view.chat_request))
-        digest.update(b"\x00")
-        digest.update(bytes(view.prompt_token_ids))
-        return digest.digest()
-
-    def _cache_gauges(self) -> None:
-        self.metrics.cache_sessions.set(len(self.sessions))
-        self.metrics.cache_bytes.set(self.sessions.bytes)
 
     async def sweep_sessions(self) -> None:
         """Drop idle sessions now and then (lookups also expire them lazily)."""
@@ -591,7 +611,6 @@ class DerenderService:
         while True:
             await anyio.sleep(interval)
             self.sessions.sweep()
-            self._cache_gauges()
 
     async def _completions(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
         if view.stream:

@@ -1,11 +1,11 @@
 """The in-process cache of live stream sessions, keyed by ``(request_id, choice_index)``.
 
-A session is an opaque object here. An entry also records what makes it valid:
-the fingerprint of the request settings it was built for and the exact bytes of
-the state the client must send back to continue it (the state the last reply
-carried). A lookup hits only when both equal the request's; anything else is a
-miss, and the caller rebuilds the session from the client's state. Entries are
-checked out (removed) while a chunk is processed, so two concurrent calls never
+A session is an opaque object here. An entry also records what makes it valid: a
+fingerprint of the request settings it was built for (any value compared with ``==``)
+and the exact bytes of the state the client must send back to continue it (the state
+the last reply carried). A lookup hits only when both equal the request's; anything
+else is a miss, and the caller rebuilds the session from the client's state. Entries
+are checked out (removed) while a chunk is processed, so two concurrent calls never
 share one; they are bounded by count, bytes and idle time, least recently used first.
 """
 
@@ -37,7 +37,7 @@ ERROR = "error"
 @dataclass(slots=True)
 class _Entry(Generic[S]):
     session: S
-    fingerprint: bytes
+    fingerprint: object
     state: bytes
     size: int
     used: float
@@ -71,7 +71,7 @@ class SessionCache(Generic[S]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def peek(self, key: Hashable, fingerprint: bytes, state: bytes) -> S | None:
+    def peek(self, key: Hashable, fingerprint: object, state: bytes) -> S | None:
         """The session ``checkout`` would return now, left where it is.
 
         Lets a caller check the request against the session before committing to it.
@@ -87,7 +87,7 @@ class SessionCache(Generic[S]):
         return entry.session
 
     def checkout(
-        self, key: Hashable, fingerprint: bytes, state: bytes
+        self, key: Hashable, fingerprint: object, state: bytes
     ) -> tuple[S | None, str | None]:
         """Take the session for ``key`` if it is exactly the one the request needs.
 
@@ -118,7 +118,7 @@ class SessionCache(Generic[S]):
         self,
         key: Hashable,
         session: S,
-        fingerprint: bytes,
+        fingerprint: object,
         state: bytes,
         size: int,
     ) -> None:

@@ -190,6 +190,32 @@ def test_a_bad_chunk_on_a_kept_session_gets_the_full_paths_error(make_app: AppFa
     assert cached.post(case["endpoint"], json=body).headers["x-derender-cache"] == "hit"
 
 
+def test_streams_sharing_a_request_id_never_share_a_session(make_app: AppFactory) -> None:
+    """RL rollouts resend one id: the same tokens under another chat_request or prompt
+    must give that request's replies, never the other stream's session."""
+    cached = TestClient(make_app(FLAGS))
+    plain = TestClient(make_app([*FLAGS, "--stream-cache-size", "0"]))
+    case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
+    no_thinking = dict(case["chat_request"], chat_template_kwargs={"enable_thinking": False})
+    variants = [
+        case,
+        dict(case, chat_request=no_thinking),
+        dict(case, prompt_token_ids=case["prompt_token_ids"][:-1]),
+    ]
+    states: list[Any] = [None] * len(variants)
+    sources = []
+    for chunk in case["chunks"]:
+        for i, variant in enumerate(variants):
+            body = stream_body(variant, chunk, states[i])
+            reply = cached.post(case["endpoint"], json=body)
+            assert _without_created(reply.json()) == _without_created(
+                plain.post(case["endpoint"], json=body).json()
+            )
+            states[i] = reply.json()["stream_state"]
+            sources.append(reply.headers["x-derender-cache"])
+    assert "hit" not in sources  # each variant evicts the other's session on its turn
+
+
 @settings(
     max_examples=40,
     deadline=None,

@@ -229,7 +229,7 @@ def test_any_chunking_through_round_robin_replicas_is_byte_identical(
     make_app: AppFactory, shared_redis: RedisServer, case: dict[str, Any], cuts: list[int]
 ) -> None:
     ids = [t for chunk in case["chunks"] for c in chunk["choices"] for t in c["token_ids"] or ()]
-    last = case["chunks"][-1]["choices"][0]
+    last = next(c["choices"][0] for c in reversed(case["chunks"]) if c["choices"])
     bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
     chunks = [
         {
@@ -339,28 +339,21 @@ def test_redis_stopped_and_restarted_mid_stream(
     assert max(seconds[4:10]) < CHUNK_BOUND
 
 
-def test_client_pause_longer_than_the_timeout(
-    make_app: AppFactory, private_redis: RedisServer
+def _client_pause(server: RedisServer) -> None:
+    server.client().execute_command("CLIENT", "PAUSE", int(FAULT_SECONDS * 1000), "ALL")
+
+
+def _debug_sleep(server: RedisServer) -> None:
+    command = ("DEBUG", "SLEEP", FAULT_SECONDS)
+    threading.Thread(target=server.client().execute_command, args=command).start()
+    time.sleep(0.1)  # the sleep has begun
+
+
+@pytest.mark.parametrize("block", [_client_pause, _debug_sleep], ids=["pause", "sleep"])
+def test_redis_blocked_longer_than_the_timeout(
+    make_app: AppFactory, private_redis: RedisServer, block: Callable[[RedisServer], None]
 ) -> None:
-    def pause(server: RedisServer) -> None:
-        server.client().execute_command("CLIENT", "PAUSE", int(FAULT_SECONDS * 1000), "ALL")
-
-    sources, seconds, metrics = _fault_stream(make_app, private_redis, {4: pause})
-    assert sources[4] == "miss" and _metric(metrics, "derender_redis_errors_total") >= 1
-    assert max(seconds[4:]) < CHUNK_BOUND
-
-
-def test_debug_sleep_longer_than_the_timeout(
-    make_app: AppFactory, private_redis: RedisServer
-) -> None:
-    def sleep(server: RedisServer) -> None:
-        client = server.client()
-        threading.Thread(
-            target=client.execute_command, args=("DEBUG", "SLEEP", FAULT_SECONDS)
-        ).start()
-        time.sleep(0.1)  # the sleep has begun
-
-    sources, seconds, metrics = _fault_stream(make_app, private_redis, {4: sleep})
+    sources, seconds, metrics = _fault_stream(make_app, private_redis, {4: block})
     assert sources[4] == "miss" and _metric(metrics, "derender_redis_errors_total") >= 1
     assert max(seconds[4:]) < CHUNK_BOUND
 
