@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=20,
         help="most top logprob candidates per position (-1: no limit)",
     )
+    parser.add_argument(
+        "--max-n-sequences",
+        type=_positive_int,
+        default=int(os.environ.get("VLLM_MAX_N_SEQUENCES", _DEFAULTS.max_n_sequences)),
+        help="most generate responses in a request and choices in a response "
+        "(default: $VLLM_MAX_N_SEQUENCES, else %(default)s)",
+    )
     parser.add_argument("--tool-call-parser")
     parser.add_argument("--reasoning-parser")
     parser.add_argument("--enable-auto-tool-choice", action="store_true")
@@ -92,6 +100,37 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=_DEFAULTS.max_request_bytes,
         help="largest request body accepted (413 beyond it)",
+    )
+    parser.add_argument(
+        "--max-chat-request-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.max_chat_request_bytes,
+        help="largest chat_request (the original chat request, as sent) accepted",
+    )
+    parser.add_argument(
+        "--max-tools",
+        type=_positive_int,
+        default=_DEFAULTS.max_tools,
+        help="most tools a chat_request may declare (OpenAI's limit by default)",
+    )
+    parser.add_argument(
+        "--max-json-depth",
+        type=_positive_int,
+        default=_DEFAULTS.max_json_depth,
+        help="deepest nesting of free-form JSON (tool parameters, chat_template_kwargs, "
+        "documents, stream_options, kv_transfer_params)",
+    )
+    parser.add_argument(
+        "--allow-out-of-vocab",
+        action="store_true",
+        help="decode token ids outside the vocabulary to nothing, as vLLM does, instead "
+        "of refusing them",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("DERENDER_API_KEY"),
+        help="require 'Authorization: Bearer KEY' on every route but /health "
+        "(default: $DERENDER_API_KEY; unset: no key)",
     )
     parser.add_argument(
         "--inline-tokens",
@@ -169,11 +208,17 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         served_model_names=tuple(args.served_model_name),
         max_model_len=args.max_model_len,
         max_logprobs=args.max_logprobs,
+        max_n_sequences=args.max_n_sequences,
         tool_call_parser=args.tool_call_parser,
         reasoning_parser=args.reasoning_parser,
         enable_auto_tool_choice=args.enable_auto_tool_choice,
         default_chat_template_kwargs=args.default_chat_template_kwargs,
         max_request_bytes=args.max_request_bytes,
+        max_chat_request_bytes=args.max_chat_request_bytes,
+        max_tools=args.max_tools,
+        max_json_depth=args.max_json_depth,
+        allow_out_of_vocab=args.allow_out_of_vocab,
+        api_key=args.api_key,
         inline_tokens=args.inline_tokens,
         replay_workers=args.replay_workers,
         stream_cache_size=max(args.stream_cache_size, 0),

@@ -62,3 +62,8 @@ class NotFound(DerenderError):
 class InternalError(DerenderError):
     status = 500
     type = "InternalServerError"
+
+
+class Unauthorized(DerenderError):
+    status = 401
+    type = "AuthenticationError"

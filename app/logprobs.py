@@ -51,7 +51,7 @@ def _entry_id(entry: GenerateLogProb) -> int | None:
     token = entry.token or ""
     if token.startswith(_PLACEHOLDER_PREFIX):
         digits = token[len(_PLACEHOLDER_PREFIX) :]
-        if digits.isdecimal():
+        if digits.isdecimal() and len(digits) <= 20:  # int() refuses >4300 digits
             return int(digits)
     return None
 

@@ -22,6 +22,11 @@ StopReason = int | str | None
 
 PREV_TOKENS_LIMIT = 1024
 LOGPROB_CONTEXT_WINDOW = 4
+# Fixed bounds on client-carried state, far above anything this server emits: a
+# window piece is one vocabulary entry, a tool-call id is ours or the client's.
+PIECE_CHARS_LIMIT = 1024
+TOOL_CALL_IDS_LIMIT = 4096
+TOOL_CALL_ID_CHARS_LIMIT = 256
 
 
 def random_request_id() -> str:
@@ -202,8 +207,9 @@ class ChatRequest(DecodeOptions, kw_only=True):
 class CompletionRequest(DecodeOptions, kw_only=True):
     """The original completion request, as far as derender reads it."""
 
-    prompt: Raw = Raw(b"null")
-    prompt_embeds: Raw = Raw(b"null")
+    # A factory, not a default: a default must be plain data for the OpenAPI schema.
+    prompt: Raw = field(default_factory=lambda: Raw(b"null"))
+    prompt_embeds: Raw = field(default_factory=lambda: Raw(b"null"))
     model: str | None = None
     logprobs: int | None = None
     echo: bool | None = False
@@ -216,7 +222,9 @@ class CompletionRequest(DecodeOptions, kw_only=True):
 class StreamState(Struct):
     """The client-carried ``stream_state`` (vLLM's ``DerenderStreamState``)."""
 
-    prev_tokens: Annotated[list[str], Meta(max_length=PREV_TOKENS_LIMIT)] = []
+    prev_tokens: Annotated[
+        list[Annotated[str, Meta(max_length=PIECE_CHARS_LIMIT)]], Meta(max_length=PREV_TOKENS_LIMIT)
+    ] = []
     prefix_offset: NonNegativeInt = 0
     read_offset: NonNegativeInt = 0
     role_sent: bool = False
@@ -225,7 +233,10 @@ class StreamState(Struct):
     output_token_ids: list[int] = []
     output_chunk_lens: list[PositiveInt] = []
     tools_streamed: bool = False
-    last_tool_call_ids: list[str] = []
+    last_tool_call_ids: Annotated[
+        list[Annotated[str, Meta(max_length=TOOL_CALL_ID_CHARS_LIMIT)]],
+        Meta(max_length=TOOL_CALL_IDS_LIMIT),
+    ] = []
 
     def history_error(self) -> str | None:
         """Why ``output_chunk_lens`` does not describe ``output_token_ids``, if it does not."""
@@ -235,6 +246,17 @@ class StreamState(Struct):
         return (
             "output_chunk_lens must sum to len(output_token_ids) "
             f"(got sum={total}, len(output_token_ids)={len(self.output_token_ids)})"
+        )
+
+    def window_error(self) -> str | None:
+        """Why the decode window's offsets do not point into ``prev_tokens``, if they do not
+        (vLLM would slice past the window and emit wrong text; its Rust port refuses)."""
+        if self.prefix_offset <= self.read_offset <= len(self.prev_tokens):
+            return None
+        return (
+            "invalid stream_state: expected prefix_offset <= read_offset <= len(prev_tokens) "
+            f"(got prefix_offset={self.prefix_offset}, read_offset={self.read_offset}, "
+            f"len(prev_tokens)={len(self.prev_tokens)})"
         )
 
 

@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app.auth import ApiKeyGuard
 from app.derender import Derenderer
 from app.errors import (
     BadRequest,
@@ -38,15 +39,18 @@ from app.errors import (
     NotFound,
 )
 from app.metrics import Metrics
+from app.openapi import openapi_document
 from app.protocol import (
     BodyView,
     ChatDerenderRequest,
+    ChatRequest,
     ChatStreamDerenderRequest,
     ChatStreamReply,
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
     CompletionStreamReply,
     GenerateChunk,
+    GenerateResponse,
     StreamState,
     encoder,
 )
@@ -58,11 +62,20 @@ from app.validation import (
     CHAT_REQUEST_REQUIRED,
     PROMPT_IDS_REQUIRED,
     STREAM_STOP_STRINGS,
+    chat_free_form,
     check_chat_request,
+    check_chat_request_bytes,
+    check_choice_vocabulary,
+    check_chunk_bounds,
     check_completion_request,
+    check_depth,
     check_generate_bounds,
+    check_history_length,
     check_prompt_length,
+    check_state_vocabulary,
     check_token_ids_present,
+    check_tool_count,
+    check_vocabulary,
 )
 from cache.redis_tier import CORRUPT, DELETED, TOO_LARGE, WRITTEN, RedisTier
 from cache.redis_tier import ERROR as REDIS_ERROR
@@ -107,14 +120,24 @@ def decode_body(body: bytes, kind: type[T]) -> T:
         raise InvalidBody.from_validation(str(exc)) from None
     except msgspec.DecodeError as exc:
         raise InvalidBody(f"1 validation error:\n  JSON decode error: {exc}") from None
+    except RecursionError:
+        raise InvalidBody(
+            "1 validation error:\n  JSON decode error: the body nests too deeply to decode"
+        ) from None
     return result
 
 
 def check_history(state: StreamState | None) -> None:
-    """The carried history's chunk lengths must add up to its token ids."""
-    problem = state.history_error() if state is not None else None
+    """The carried history's chunk lengths must add up to its token ids, and the decode
+    window's offsets must point into it."""
+    if state is None:
+        return
+    problem = state.history_error()
     if problem is not None:
         raise InvalidBody(f"1 validation error:\n  {problem}", "body.stream_state")
+    problem = state.window_error()
+    if problem is not None:
+        raise BadRequest(problem, "stream_state")
 
 
 def decode_stream_request(body: bytes, kind: type[S], *, history_checked: bool = True) -> S:
@@ -279,6 +302,50 @@ class DerenderService:
         self.metrics.observe(endpoint, mode, response.status_code, time.perf_counter() - started)
         await response(scope, receive, send)
 
+    # ------------------------------------------------------------------ our limits
+
+    def _known(self, ids: list[int] | None, where: str) -> None:
+        """Refuse ids outside the vocabulary, unless the server allows them."""
+        if not self.settings.allow_out_of_vocab:
+            check_vocabulary(ids, where, self.tokenizer.vocab_size)
+
+    def _check_chunk(self, chunk: GenerateChunk) -> None:
+        """Everything a streamed chunk carries besides its context: checked on the
+        kept-session path and the full path alike."""
+        check_chunk_bounds(
+            chunk, max_model_len=self.max_model_len, max_logprobs=self.settings.max_logprobs
+        )
+        if not self.settings.allow_out_of_vocab:
+            check_choice_vocabulary(chunk.choices, "generate_chunk", self.tokenizer.vocab_size)
+        self._known(chunk.prompt_token_ids, "generate_chunk.prompt_token_ids")
+
+    def _check_state_ids(self, state: StreamState | None) -> None:
+        if not self.settings.allow_out_of_vocab:
+            check_state_vocabulary(state, self.tokenizer.vocab_size)
+
+    def _check_responses(
+        self, field: str, responses: list[GenerateResponse], prompts: list[list[int] | None]
+    ) -> None:
+        """One-shot generate responses: ids in the vocabulary, pass-through JSON bounded."""
+        for index, (gen, prompt) in enumerate(zip(responses, prompts, strict=True)):
+            where = f"generate_responses.{index}" if field == "generate_responses" else field
+            if not self.settings.allow_out_of_vocab:
+                check_choice_vocabulary(gen.choices, where, self.tokenizer.vocab_size)
+            self._known(gen.prompt_token_ids, f"{where}.prompt_token_ids")
+            self._known(prompt, "prompt_token_ids")
+            check_depth(
+                [(f"{where}.kv_transfer_params", gen.kv_transfer_params)],
+                self.settings.max_json_depth,
+            )
+
+    def _check_chat_limits(self, request: ChatRequest, view: BodyView) -> None:
+        check_chat_request_bytes(len(view.chat_request), self.settings.max_chat_request_bytes)
+        check_tool_count(request, self.settings.max_tools)
+        check_depth(chat_free_form(request), self.settings.max_json_depth)
+
+    def _check_stream_options(self, options: dict[str, Any] | None) -> None:
+        check_depth([("completion_request.stream_options", options)], self.settings.max_json_depth)
+
     # ------------------------------------------------------------------ endpoints
 
     async def chat(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -303,6 +370,7 @@ class DerenderService:
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
             check_chat_request(request.chat_request)
+            self._check_chat_limits(request.chat_request, view)
         model = self._model_name(request.model)
         gen = request.generate_response
         check_generate_bounds(
@@ -315,6 +383,7 @@ class DerenderService:
         if self.parsers.configured and request.chat_request is None:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
         check_token_ids_present([gen], completion=False)
+        self._check_responses("generate_response", [gen], [request.prompt_token_ids])
         tokens = sum(len(c.token_ids or ()) for c in gen.choices)
         return json_response(await self._run(tokens, self.derenderer.chat, request, model))
 
@@ -322,6 +391,7 @@ class DerenderService:
         chat_request = request.chat_request
         if chat_request is not None:
             check_chat_request(chat_request)
+            self._check_chat_limits(chat_request, view)
         model = self._model_name(request.model)
         if chat_request is not None and chat_request.stop:
             raise BadRequest(STREAM_STOP_STRINGS)
@@ -343,8 +413,11 @@ class DerenderService:
                 f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
                 f"({history}) plus delta ({delta}) exceeds max_model_len ({self.max_model_len})."
             )
+        self._check_chunk(chunk)
+        self._known(request.prompt_token_ids, "prompt_token_ids")
         if self.parsers.configured:
             return await self._parsed_chunk(request, model, view, history, delta)
+        self._check_state_ids(request.stream_state)
         try:
             reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
         except Exception:
@@ -370,6 +443,10 @@ class DerenderService:
         except (msgspec.DecodeError, DerenderError):
             return None
         if len(chunk.choices) != 1:
+            return None
+        try:
+            self._check_chunk(chunk)
+        except DerenderError:
             return None
         key = (chunk.request_id, chunk.choices[0].index)
         fingerprint = Fingerprint(view.chat_request, view.prompt_token_ids)
@@ -421,6 +498,7 @@ class DerenderService:
                     source = RESTORED
         if session is None:
             check_history(request.stream_state)
+            self._check_state_ids(request.stream_state)
             if chunk.choices:
                 self.metrics.replays.inc()
                 self.metrics.replayed_tokens.inc(history)
@@ -542,6 +620,7 @@ class DerenderService:
         request = decode_body(body, CompletionDerenderRequest)
         if request.completion_request is not None:
             check_completion_request(request.completion_request)
+            self._check_stream_options(request.completion_request.stream_options)
         model = self._model_name(request.model)
         responses = request.generate_responses
         if not responses:
@@ -555,6 +634,8 @@ class DerenderService:
         for prompt_ids in request.prompt_token_ids or ():
             check_prompt_length(prompt_ids, self.max_model_len)
         check_token_ids_present(responses, completion=True)
+        prompts = request.prompt_token_ids or [None] * len(responses)
+        self._check_responses("generate_responses", responses, prompts)
         tokens = sum(len(c.token_ids or ()) for gen in responses for c in gen.choices)
         return json_response(await self._run(tokens, self.derenderer.completion, request, model))
 
@@ -562,6 +643,7 @@ class DerenderService:
         completion_request = request.completion_request
         if completion_request is not None:
             check_completion_request(completion_request)
+            self._check_stream_options(completion_request.stream_options)
         model = self._model_name(request.model)
         if completion_request is not None and completion_request.stop:
             raise BadRequest(STREAM_STOP_STRINGS)
@@ -574,6 +656,10 @@ class DerenderService:
             raise BadRequest(
                 f"delta token_ids length ({delta}) exceeds max_model_len ({self.max_model_len})."
             )
+        check_history_length(request.stream_state, self.max_model_len)
+        self._check_chunk(chunk)
+        self._known(request.prompt_token_ids, "prompt_token_ids")
+        self._check_state_ids(request.stream_state)
         try:
             reply, state = await self._run(delta, self.derenderer.completion_stream, request, model)
         except Exception:
@@ -627,8 +713,13 @@ class DerenderApp:
             CHAT_PATH: service.chat,
             COMPLETIONS_PATH: service.completions,
         }
+        key = service.settings.api_key
+        self._guard = ApiKeyGuard(key) if key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self._guard is not None and not self._guard.allows(scope):
+            await self._guard.refuse(scope, receive, send)
+            return
         if scope["type"] == "http" and scope["method"] == "POST":
             endpoint = self._direct.get(scope["path"])
             if endpoint is not None:
@@ -658,10 +749,20 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
         Route("/health", service.health, methods=["GET"]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/metrics", service.metrics_endpoint, methods=["GET"]),
+        Route("/openapi.json", _openapi(settings), methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.service = service
     return DerenderApp(service, app)
+
+
+def _openapi(settings: Settings) -> Callable[[Request], Awaitable[Response]]:
+    document = encoder.encode(openapi_document(secured=bool(settings.api_key)))
+
+    async def openapi(request: Request) -> Response:
+        return Response(document, media_type="application/json")
+
+    return openapi
 
 
 async def _post_only(request: Request) -> Response:

@@ -19,6 +19,11 @@ class Settings:
     enable_auto_tool_choice: bool = False
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     max_request_bytes: int = 32 * 1024 * 1024
+    max_chat_request_bytes: int = 8 * 1024 * 1024
+    max_tools: int = 128
+    max_json_depth: int = 64
+    allow_out_of_vocab: bool = False
+    api_key: str | None = None
     inline_tokens: int = 64
     replay_workers: int = 2
     stream_cache_size: int = 4096

@@ -7,12 +7,23 @@ fails there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from msgspec import UNSET
 
 from app.errors import BadRequest
-from app.protocol import ChatRequest, CompletionRequest, DecodeOptions, GenerateResponse
+from app.protocol import (
+    ChatRequest,
+    CompletionRequest,
+    DecodeOptions,
+    GenerateChoice,
+    GenerateChunk,
+    GenerateLogProbs,
+    GenerateResponse,
+    GenerateStreamChoice,
+    StreamState,
+)
 
 STREAM_STOP_STRINGS = (
     "stop strings are not supported by streaming derender because text already sent "
@@ -55,26 +66,38 @@ def check_generate_bounds(
                     f"token_ids length ({len(choice.token_ids)}) in choice {choice.index} "
                     f"exceeds max_model_len ({max_model_len})."
                 )
-            content = choice.logprobs.content if choice.logprobs else None
-            if not content:
-                continue
-            if len(content) > max_model_len:
-                raise BadRequest(
-                    f"logprobs.content length ({len(content)}) in choice {choice.index} "
-                    f"exceeds max_model_len ({max_model_len})."
-                )
-            if max_logprobs >= 0:
-                for entry in content:
-                    if len(entry.top_logprobs) > max_logprobs:
-                        raise BadRequest(
-                            f"top_logprobs count ({len(entry.top_logprobs)}) in choice "
-                            f"{choice.index} exceeds max_logprobs ({max_logprobs})."
-                        )
+            _check_logprob_bounds(choice, max_model_len, max_logprobs)
         if gen.prompt_logprobs and len(gen.prompt_logprobs) > max_model_len:
             raise BadRequest(
                 f"prompt_logprobs length ({len(gen.prompt_logprobs)}) in response "
                 f"'{gen.request_id}' exceeds max_model_len ({max_model_len})."
             )
+
+
+def _check_logprob_bounds(
+    choice: GenerateChoice | GenerateStreamChoice, max_model_len: int, max_logprobs: int
+) -> None:
+    content = choice.logprobs.content if choice.logprobs else None
+    if not content:
+        return
+    if len(content) > max_model_len:
+        raise BadRequest(
+            f"logprobs.content length ({len(content)}) in choice {choice.index} "
+            f"exceeds max_model_len ({max_model_len})."
+        )
+    if max_logprobs >= 0:
+        for entry in content:
+            if len(entry.top_logprobs) > max_logprobs:
+                raise BadRequest(
+                    f"top_logprobs count ({len(entry.top_logprobs)}) in choice "
+                    f"{choice.index} exceeds max_logprobs ({max_logprobs})."
+                )
+
+
+def check_chunk_bounds(chunk: GenerateChunk, *, max_model_len: int, max_logprobs: int) -> None:
+    """The non-streaming logprob bounds, applied to a streamed chunk (vLLM has none there)."""
+    for choice in chunk.choices:
+        _check_logprob_bounds(choice, max_model_len, max_logprobs)
 
 
 def check_prompt_length(prompt_token_ids: Sequence[int] | None, max_model_len: int) -> None:
@@ -167,3 +190,116 @@ def check_completion_request(request: CompletionRequest) -> None:
         )
     if request.logprobs is not None and request.logprobs < -1:
         raise BadRequest("`logprobs` must be a positive value or -1.", "logprobs")
+
+
+# --------------------------------------------------------------------------- our limits
+# Bounds vLLM does not have, checked after its own checks so that a request vLLM
+# rejects gets vLLM's error first.
+
+
+def check_vocabulary(ids: Sequence[int] | None, where: str, vocab_size: int) -> None:
+    """Every id must name a vocabulary entry (vLLM's engine message for prompt ids)."""
+    if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+        bad = next(t for t in ids if not 0 <= t < vocab_size)
+        raise BadRequest(
+            f"Token id {bad} is out of vocabulary: {where} takes ids from 0 to "
+            f"{vocab_size - 1}. Send ids of the served model's tokenizer."
+        )
+
+
+def _logprob_ids(logprobs: GenerateLogProbs | None) -> list[int]:
+    ids: list[int] = []
+    for entry in (logprobs.content if logprobs else None) or ():
+        ids.extend(top.token_id for top in entry.top_logprobs if top.token_id is not None)
+        if entry.token_id is not None:
+            ids.append(entry.token_id)
+    return ids
+
+
+def check_choice_vocabulary(
+    choices: Iterable[GenerateChoice | GenerateStreamChoice], where: str, vocab_size: int
+) -> None:
+    for choice in choices:
+        check_vocabulary(choice.token_ids, f"{where} choice {choice.index} token_ids", vocab_size)
+        ids = _logprob_ids(choice.logprobs)
+        check_vocabulary(ids, f"{where} choice {choice.index} logprobs", vocab_size)
+
+
+def check_state_vocabulary(state: StreamState | None, vocab_size: int) -> None:
+    if state is not None:
+        check_vocabulary(state.output_token_ids, "stream_state.output_token_ids", vocab_size)
+        check_vocabulary(
+            state.logprob_context_token_ids, "stream_state.logprob_context_token_ids", vocab_size
+        )
+
+
+def check_history_length(state: StreamState | None, max_model_len: int) -> None:
+    """Bound a carried history that the plain paths copy through without reading."""
+    if state is not None and len(state.output_token_ids) > max_model_len:
+        raise BadRequest(
+            f"stream_state.output_token_ids length ({len(state.output_token_ids)}) exceeds "
+            f"max_model_len ({max_model_len})."
+        )
+
+
+def check_chat_request_bytes(size: int, limit: int) -> None:
+    if size > limit:
+        raise BadRequest(
+            f"chat_request is {size} bytes, over the server limit of {limit} bytes "
+            "(--max-chat-request-bytes).",
+            "chat_request",
+        )
+
+
+def check_tool_count(request: ChatRequest, limit: int) -> None:
+    """The limit OpenAI's API puts on ``tools`` (128), with its message."""
+    count = len(request.tools or ())
+    if count > limit:
+        raise BadRequest(
+            f"Invalid 'tools': array too long. Expected an array with maximum length {limit}, "
+            f"but got an array with length {count} instead.",
+            "tools",
+        )
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deep a decoded JSON value nests (a scalar is 0), counted up to ``limit + 1``."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > limit:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def check_depth(values: Iterable[tuple[str, Any]], limit: int) -> None:
+    """The free-form JSON a request carries (decoded as plain objects) must nest at most
+    ``limit`` levels: parsers and the encoder walk it recursively."""
+    for where, value in values:
+        depth = nesting_depth(value, limit)
+        if depth > limit:
+            raise BadRequest(
+                f"{where} nests deeper than the server limit of {limit} levels (--max-json-depth).",
+                where,
+            )
+
+
+def chat_free_form(request: ChatRequest) -> list[tuple[str, Any]]:
+    """The fields of a chat request that hold free-form JSON."""
+    values: list[tuple[str, Any]] = [
+        ("chat_request.chat_template_kwargs", request.chat_template_kwargs),
+        ("chat_request.documents", request.documents),
+        ("chat_request.stream_options", request.stream_options),
+    ]
+    for index, tool in enumerate(request.tools or ()):
+        values.append((f"chat_request.tools.{index}.function.parameters", tool.function.parameters))
+    return values
