@@ -102,8 +102,9 @@ def started(mode: Mode, setup: Setup) -> Iterator[Target]:
     with contextlib.ExitStack() as stack:
         redis_pids: list[int] = []
         if mode.redis:
-            url, pid = stack.enter_context(redis_server())
-            setup = dataclasses.replace(setup, redis_url=url)
-            redis_pids.append(pid)
+            redis = stack.enter_context(redis_server())
+            assert redis.process is not None
+            setup = dataclasses.replace(setup, redis_url=redis.url)
+            redis_pids.append(redis.process.pid)
         target = stack.enter_context(running(mode.commands(setup)))
         yield Target(target.bases, [*target.pids, *redis_pids])

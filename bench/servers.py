@@ -130,28 +130,52 @@ def running(commands: Sequence[Command]) -> Iterator[Target]:
                 process.wait()
 
 
+class RedisServer:
+    """A private redis-server on a free loopback port, nothing kept on disk; it can be
+    stopped and started again on the same port (the Redis tier's fault tests do)."""
+
+    def __init__(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is missing: scripts/install installs it")
+        self.binary = binary
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--enable-debug-command", "local"],
+            stdout=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        with self.client() as client:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline or self.process.poll() is not None:
+                        raise RuntimeError("redis-server did not start") from None
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=5)
+
+
 @contextlib.contextmanager
-def redis_server() -> Iterator[tuple[str, int]]:
-    """A private redis-server on a free port, nothing kept on disk: (its URL, its pid)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise RuntimeError("redis-server is missing: scripts/install installs it")
-    port = free_port()
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    client = redis.Redis(port=port, socket_timeout=1)
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0", process.pid
+        yield server
     finally:
-        client.close()
-        process.terminate()
-        process.wait(timeout=30)
+        server.stop()

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from bench.servers import RedisServer, redis_server
 from cache.redis_tier import (
     ABSENT,
     BREAKER_OPEN,
@@ -36,7 +37,7 @@ from cache.redis_tier import (
 )
 from tests.conftest import AppFactory
 from tests.golden import load_cases, stream_body
-from tests.processes import RedisServer, redis_server, serving
+from tests.processes import serving
 
 TIMEOUT_MS = 50
 CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6")
