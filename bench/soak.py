@@ -34,8 +34,8 @@ from typing import Any
 
 import httpx
 
+from bench.servers import free_port
 from tests.golden import load_cases, stream_body
-from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions/derender"
