@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -55,7 +53,7 @@ from app.protocol import (
     encoder,
 )
 from app.routing import STREAM_ID_HEADER, check_stream_id
-from app.session import StreamSession
+from app.session import Fingerprint, StreamSession
 from app.settings import Settings
 from app.tokenizer import Tokenizer, load_tokenizer
 from app.validation import (
@@ -150,28 +148,6 @@ def decode_stream_request(body: bytes, kind: type[S], *, history_checked: bool =
 
 def json_response(value: Any) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
-
-
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """What a stream session depends on besides its history: the request's
-    ``chat_request`` and ``prompt_token_ids`` as sent. Compared byte for byte (a long
-    prompt compares far faster than it hashes); hashed, with the parser settings, only
-    to name and check a snapshot shared with other replicas."""
-
-    chat_request: Raw
-    prompt_token_ids: Raw
-
-    def detached(self) -> Fingerprint:
-        """A copy that does not keep the request body it was read from alive."""
-        return Fingerprint(Raw(bytes(self.chat_request)), Raw(bytes(self.prompt_token_ids)))
-
-    def digest(self, settings: bytes) -> bytes:
-        digest = hashlib.blake2b(settings, digest_size=16)
-        digest.update(self.chat_request)
-        digest.update(b"\x00")
-        digest.update(self.prompt_token_ids)
-        return digest.digest()
 
 
 def _with_history_json(state: StreamState, session: StreamSession) -> StreamState:
@@ -449,7 +425,7 @@ class DerenderService:
         except DerenderError:
             return None
         key = (chunk.request_id, chunk.choices[0].index)
-        fingerprint = Fingerprint(view.chat_request, view.prompt_token_ids)
+        fingerprint = Fingerprint(self._settings_digest, view.chat_request, view.prompt_token_ids)
         state = bytes(view.stream_state)
         session = self.sessions.peek(key, fingerprint, state)
         if session is None or session.answered is None:
@@ -483,7 +459,9 @@ class DerenderService:
         source = MISS
         # A usage-only chunk needs no session.
         if chunk.choices and (self.sessions.enabled or self.redis is not None):
-            fingerprint = Fingerprint(view.chat_request, view.prompt_token_ids)
+            fingerprint = Fingerprint(
+                self._settings_digest, view.chat_request, view.prompt_token_ids
+            )
             carried = encoder.encode(request.stream_state)
             if self.sessions.enabled:
                 session, miss = self.sessions.checkout(key, fingerprint, carried)
@@ -515,8 +493,7 @@ class DerenderService:
     ) -> StreamSession | None:
         """The session from the stream's Redis snapshot, if it continues ``carried``."""
         assert self.redis is not None
-        digest = fingerprint.digest(self._settings_digest)
-        snapshot, outcome = await self.redis.take(key, digest, carried, history)
+        snapshot, outcome = await self.redis.take(key, fingerprint.digest, carried, history)
         session = None
         if snapshot is not None:
             session = self.derenderer.restored_session(request, snapshot)
@@ -563,10 +540,11 @@ class DerenderService:
                 cache.release(key)
                 self.metrics.cache_evictions.labels(FINISHED).inc()
                 if self.redis is not None:
-                    digest = fingerprint.digest(self._settings_digest)
-                    self._redis_outcome(await self.redis.drop(key, digest))
+                    self._redis_outcome(await self.redis.drop(key, fingerprint.digest))
             else:
-                kept = fingerprint.detached()
+                if session.fingerprint is None:  # a hit's session holds an equal one
+                    session.fingerprint = fingerprint.detached()
+                kept = session.fingerprint
                 tokens = len(session.output_token_ids) + len(session.prompt_token_ids)
                 size = (
                     _SESSION_OVERHEAD
@@ -577,7 +555,7 @@ class DerenderService:
                 )
                 cache.checkin(key, session, kept, carried, size)
                 if self.redis is not None:
-                    await self._offer_snapshot(key, fingerprint, carried, session)
+                    await self._offer_snapshot(key, kept, carried, session)
         response = json_response(ChatStreamReply(reply, Raw(carried)))
         if chunk.choices:
             response.headers["x-derender-cache"] = source
@@ -593,9 +571,8 @@ class DerenderService:
         assert self.redis is not None
         snapshot = session.snapshot()
         self.metrics.redis_snapshot_bytes.observe(len(snapshot))
-        digest = fingerprint.digest(self._settings_digest)
         history = len(session.output_token_ids)
-        outcome = await self.redis.put(key, digest, carried, history, snapshot)
+        outcome = await self.redis.put(key, fingerprint.digest, carried, history, snapshot)
         self._redis_outcome(outcome)
 
     def _redis_outcome(self, outcome: str) -> None:

@@ -12,7 +12,9 @@ the next chunk is fed the same way.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import msgspec
 from msgspec import Raw
@@ -22,6 +24,38 @@ from app.protocol import ChatStreamDerenderRequest
 from app.tokenizer import Tokenizer
 from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
+
+
+@dataclass(slots=True)
+class Fingerprint:
+    """What a session depends on besides its history: the server's parser settings and
+    the request's ``chat_request`` and ``prompt_token_ids`` as sent. Compared byte for
+    byte (a long prompt compares far faster than it hashes); hashed once, for the Redis
+    key and envelope of the session's snapshots."""
+
+    settings: bytes
+    chat_request: Raw
+    prompt_token_ids: Raw
+    _digest: bytes | None = field(default=None, compare=False, repr=False)
+
+    def detached(self) -> Fingerprint:
+        """A copy that does not keep the request body it was read from alive."""
+        return Fingerprint(
+            self.settings,
+            Raw(bytes(self.chat_request)),
+            Raw(bytes(self.prompt_token_ids)),
+            self._digest,
+        )
+
+    @property
+    def digest(self) -> bytes:
+        if self._digest is None:
+            digest = hashlib.blake2b(self.settings, digest_size=16)
+            digest.update(self.chat_request)
+            digest.update(b"\x00")
+            digest.update(self.prompt_token_ids)
+            self._digest = digest.digest()
+        return self._digest
 
 
 class SessionSnapshot(msgspec.Struct, array_like=True):
@@ -51,6 +85,8 @@ class StreamSession:
         self._ids_json = bytearray(b"[")
         self._lens_json = bytearray(b"[")
         self.answered: ChatStreamDerenderRequest | None = None
+        # The request bytes it continues, detached; set when it is first kept.
+        self.fingerprint: Fingerprint | None = None
 
     def snapshot(self) -> bytes:
         window = self.detokenizer.window
