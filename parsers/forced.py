@@ -12,7 +12,7 @@ import json
 
 from msgspec import Struct, field
 
-from parsers.ids import chat_tool_call_id
+from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall
 
 
@@ -20,10 +20,7 @@ def named_call_delta(text: str, name: str, announced: bool, id_seed: str) -> Del
     """The whole delta is arguments of the named call; the first one carries its id."""
     if announced:
         return Delta(tool_calls=[DeltaToolCall(index=0, arguments=text)])
-    call = DeltaToolCall(
-        id=chat_tool_call_id(id_seed, 0), type="function", index=0, name=name, arguments=text
-    )
-    return Delta(tool_calls=[call])
+    return Delta(tool_calls=[opening_call_delta(id_seed, 0, name, text)])
 
 
 class Span(Struct):
@@ -91,13 +88,7 @@ class RequiredCalls:
                     calls.append(DeltaToolCall(index=index, arguments=new))
                 continue
             calls.append(
-                DeltaToolCall(
-                    id=chat_tool_call_id(self.id_seed, index),
-                    type="function",
-                    index=index,
-                    name=span.name,
-                    arguments=current[span.args_start : end],
-                )
+                opening_call_delta(self.id_seed, index, span.name, current[span.args_start : end])
             )
         announced = any(span.ready for span in s.spans)
         return (Delta(tool_calls=calls) if calls else None), announced

@@ -7,7 +7,7 @@ import re
 
 from msgspec import Struct, field
 
-from parsers.ids import chat_tool_call_id
+from parsers.ids import opening_call_delta
 from parsers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
@@ -236,14 +236,7 @@ class HermesStream:
             if region.name.phase != "done":
                 return False
             call.name = body[region.name.value_start : region.name.value_end]
-            deltas.append(
-                DeltaToolCall(
-                    id=chat_tool_call_id(self.id_seed, index),
-                    type="function",
-                    index=index,
-                    name=call.name,
-                )
-            )
+            deltas.append(opening_call_delta(self.id_seed, index, call.name))
         region.arguments.advance(body, "arguments", want_value=False)
         if region.arguments.phase == "found":
             start = region.arguments.value_start

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 
+from parsers.types import DeltaToolCall
+
 
 def _hex16(seed: str, index: int) -> str:
     return hashlib.blake2b(f"{seed}\x00{index}".encode(), digest_size=8).hexdigest()
@@ -21,3 +23,16 @@ def chat_tool_call_id(seed: str, index: int) -> str:
 def xlam_tool_call_id(seed: str, index: int) -> str:
     """xLAM's format: ``call_<index>_`` and 16 hex digits."""
     return f"call_{index}_{_hex16(seed, index)}"
+
+
+def opening_call_delta(
+    seed: str, index: int, name: str | None, arguments: str | None = None
+) -> DeltaToolCall:
+    """The first streamed piece of call ``index``: the only one with its id and type."""
+    return DeltaToolCall(
+        id=chat_tool_call_id(seed, index),
+        type="function",
+        index=index,
+        name=name,
+        arguments=arguments,
+    )

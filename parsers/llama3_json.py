@@ -18,7 +18,7 @@ import partial_json_parser
 from msgspec import Struct, field
 from partial_json_parser.core.options import Allow
 
-from parsers.ids import chat_tool_call_id
+from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 BOT_TOKEN = "<|python_tag|>"
@@ -118,8 +118,7 @@ class Llama3JsonStream:
             if not isinstance(name, str) or not name:
                 break
             if index not in s.named:
-                call_id = chat_tool_call_id(self.id_seed, index)
-                calls.append(DeltaToolCall(id=call_id, type="function", index=index, name=name))
+                calls.append(opening_call_delta(self.id_seed, index, name))
                 s.named.append(index)
             text = json.dumps(arguments, ensure_ascii=False)
             sent = s.sent.get(index, "")
@@ -201,10 +200,7 @@ class Llama3JsonStream:
             if s.current >= 0:
                 name = call.get("name")
                 if not s.name_sent and name:
-                    call_id = chat_tool_call_id(self.id_seed, s.current)
-                    finished.append(
-                        DeltaToolCall(id=call_id, type="function", index=s.current, name=name)
-                    )
+                    finished.append(opening_call_delta(self.id_seed, s.current, name))
                 arguments = call.get("arguments")
                 if arguments:
                     text = json.dumps(arguments, ensure_ascii=False)
@@ -219,9 +215,7 @@ class Llama3JsonStream:
         if not s.name_sent:
             name = call.get("name")
             if name:
-                call_id = chat_tool_call_id(self.id_seed, s.current)
-                announce = DeltaToolCall(id=call_id, type="function", index=s.current, name=name)
-                delta = Delta(tool_calls=[announce])
+                delta = Delta(tool_calls=[opening_call_delta(self.id_seed, s.current, name)])
                 s.name_sent = True
         else:
             arguments = call.get("arguments")

@@ -9,7 +9,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from parsers.ids import chat_tool_call_id
+from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 _CALL_LIST = re.compile(
@@ -243,15 +243,7 @@ class PythonicStream:
                 arguments = arguments[: -len(withheld)]
             sent = s.streamed[index]
             if not sent:
-                deltas.append(
-                    DeltaToolCall(
-                        id=chat_tool_call_id(self.id_seed, index),
-                        type="function",
-                        index=index,
-                        name=call.name,
-                        arguments=arguments,
-                    )
-                )
+                deltas.append(opening_call_delta(self.id_seed, index, call.name, arguments))
                 s.streamed[index] += arguments
             elif arguments[len(sent) :]:
                 piece = arguments[len(sent) :]
