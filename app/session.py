@@ -20,7 +20,7 @@ import msgspec
 from msgspec import Raw
 
 from app.detokenizer import DecodeWindow, Detokenizer
-from app.protocol import ChatStreamDerenderRequest
+from app.protocol import ChatStreamDerenderRequest, encoder
 from app.tokenizer import Tokenizer
 from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
@@ -69,7 +69,6 @@ class SessionSnapshot(msgspec.Struct, array_like=True):
 
 
 _snapshot_decoder = msgspec.msgpack.Decoder(SessionSnapshot)
-_encoder = msgspec.json.Encoder()
 
 
 class StreamSession:
@@ -113,8 +112,8 @@ class StreamSession:
         )
         self.output_token_ids = list(token_ids)
         self.output_chunk_lens = list(chunk_lens)
-        self._ids_json = bytearray(_encoder.encode(token_ids)[:-1])
-        self._lens_json = bytearray(_encoder.encode(chunk_lens)[:-1])
+        self._ids_json = bytearray(encoder.encode(token_ids)[:-1])
+        self._lens_json = bytearray(encoder.encode(chunk_lens)[:-1])
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
@@ -147,4 +146,4 @@ class StreamSession:
     def history_json(self) -> tuple[Raw, Raw]:
         """``output_token_ids`` and ``output_chunk_lens`` as JSON, as msgspec encodes
         them, kept up to date chunk by chunk so a reply never re-encodes the history."""
-        return Raw(bytes(self._ids_json + b"]")), Raw(bytes(self._lens_json + b"]"))
+        return Raw(b"".join((self._ids_json, b"]"))), Raw(b"".join((self._lens_json, b"]")))
