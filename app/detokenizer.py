@@ -18,6 +18,9 @@ from app.tokenizer import Tokenizer
 # Prompt ids read to seed the window: vLLM's offset of 5 plus 2 for special tokens.
 _SEED_OFFSET = 5
 _SEED_IDS = _SEED_OFFSET + 2
+# Piece characters that hold at least one whole character (4 bytes) however pieces spell
+# bytes ("<0x80>" in byte-fallback vocabularies): see Detokenizer._unfinished_tail.
+_TAIL_CHARS = 32
 
 
 @dataclass(slots=True)
@@ -61,25 +64,57 @@ class Detokenizer:
     def _step(self, token_id: int) -> str:
         tokenizer = self._tokenizer
         window = self.window
-        prev = window.prev_tokens
-        prefix = window.prefix_offset
-        read = window.read_offset
         if 0 <= token_id < tokenizer.vocab_size:
             new = [] if token_id in self._special else [tokenizer.piece(token_id) or ""]
         else:
             new = [""]
-        # Offsets may come from the client; reading starts where the window can.
-        start = min(prefix, read, len(prev))
-        pieces = prev[start:] + new
-        prefix_text = tokenizer.tokens_to_string(pieces[prefix - start : read - start])
-        full_text = tokenizer.tokens_to_string(pieces[prefix - start :])
+        prev, prefix, read = self._rebased()
+        if self._unfinished_tail(prev, prefix, new):
+            # Nothing to emit: grow the window in place, as the full check would.
+            prev += new
+            return ""
+        pieces = prev + new
+        prefix_text = tokenizer.tokens_to_string(pieces[prefix:read])
+        full_text = tokenizer.tokens_to_string(pieces[prefix:])
         if len(full_text) > len(prefix_text) and not full_text.endswith("\ufffd"):
             text = full_text[len(prefix_text) :]
-            prefix, read = read, len(prev) + len(new)
+            prefix, read = read, len(pieces)
         else:
             text = ""
         # Trim what can no longer be read and rebase the offsets onto the window.
-        window.prev_tokens = (prev + new)[prefix:]
+        window.prev_tokens = pieces[prefix:]
         window.read_offset = read - prefix
         window.prefix_offset = 0
         return text
+
+    def _rebased(self) -> tuple[list[str], int, int]:
+        """The window from where reading can start (offsets may come from a client)."""
+        window = self.window
+        prev, prefix, read = window.prev_tokens, window.prefix_offset, window.read_offset
+        start = min(prefix, read, len(prev))
+        if start:
+            prev = window.prev_tokens = prev[start:]
+            prefix, read = prefix - start, read - start
+            window.prefix_offset, window.read_offset = prefix, read
+        return prev, prefix, read
+
+    def _unfinished_tail(self, prev: list[str], prefix: int, new: list[str]) -> bool:
+        """Whether the window's text still ends in an unfinished character, judged from
+        its last few pieces only.
+
+        A run of bytes that never completes (invalid UTF-8) would otherwise make every
+        token decode the whole growing window: quadratic. A character is at most four
+        bytes, so a tail of ``_TAIL_CHARS`` piece characters (four byte-fallback pieces
+        at worst) ends in U+FFFD exactly when the whole window does. When the tail
+        reaches back to ``prefix`` it is the whole window and the full check runs.
+        """
+        if prefix:
+            return False
+        chars = sum(len(piece) for piece in new)
+        start = len(prev)
+        while start > 0 and chars < _TAIL_CHARS:
+            start -= 1
+            chars += len(prev[start])
+        if start == 0:
+            return False
+        return self._tokenizer.tokens_to_string(prev[start:] + new).endswith("\ufffd")

@@ -132,3 +132,50 @@ def test_special_tokens_follow_skip_flag(tokenizer: Tokenizer) -> None:
 def test_out_of_vocabulary_and_negative_ids_decode_to_nothing(tokenizer: Tokenizer) -> None:
     detokenizer = Detokenizer(tokenizer, DecodeWindow([]), skip_special=True)
     assert detokenizer.decode([9707, 10**7, -3, 0]) == "Hello!"
+
+
+def _reference_step(tokenizer: Tokenizer, window: DecodeWindow, token_id: int) -> str:
+    """The incremental decode step as first written: the whole window decoded per id."""
+    prev, prefix, read = window.prev_tokens, window.prefix_offset, window.read_offset
+    new = [tokenizer.piece(token_id) or ""] if 0 <= token_id < tokenizer.vocab_size else [""]
+    start = min(prefix, read, len(prev))
+    pieces = prev[start:] + new
+    prefix_text = tokenizer.tokens_to_string(pieces[prefix - start : read - start])
+    full_text = tokenizer.tokens_to_string(pieces[prefix - start :])
+    text = ""
+    if len(full_text) > len(prefix_text) and not full_text.endswith("\ufffd"):
+        text = full_text[len(prefix_text) :]
+        prefix, read = read, len(prev) + len(new)
+    window.prev_tokens = (prev + new)[prefix:]
+    window.read_offset, window.prefix_offset = read - prefix, 0
+    return text
+
+
+# Single-byte pieces (byte-level BPE maps byte b to one character): lead bytes,
+# continuation bytes and ASCII, so runs of them form valid, cut and invalid UTF-8.
+_BYTES = [0x80, 0x9F, 0xA9, 0xBF, 0xC3, 0xE2, 0xF0, 0xF4, 0xFF, 0x41, 0x0A]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_long_unfinished_runs_decode_as_the_whole_window_does(
+    tokenizer: Tokenizer, data: st.DataObject
+) -> None:
+    """The bounded tail check emits exactly what decoding the whole window emits."""
+    byte_ids = [tokenizer._hf.convert_tokens_to_ids(_byte_piece(b)) for b in _BYTES]
+    word_ids = tokenizer._hf.encode("".join(PIECES))
+    ids = data.draw(st.lists(st.sampled_from(byte_ids + word_ids[:40]), max_size=120))
+    window = DecodeWindow.seeded(tokenizer, word_ids[:9], skip_special=False)
+    reference = DecodeWindow(list(window.prev_tokens), window.prefix_offset, window.read_offset)
+    detokenizer = Detokenizer(tokenizer, window, skip_special=False)
+    for token_id in ids:
+        assert detokenizer.decode([token_id]) == _reference_step(tokenizer, reference, token_id)
+        assert window == reference
+
+
+def _byte_piece(byte: int) -> str:
+    """Byte-level BPE's character for one byte (GPT-2's printable remapping)."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    if byte in printable:
+        return chr(byte)
+    return chr(256 + [b for b in range(256) if b not in printable].index(byte))
