@@ -1,6 +1,7 @@
 """``python -m bench`` / ``derender-bench``: the session cache against pure replay and vLLM.
 
     python -m bench micro                                # in-process cost of one chunk
+    python -m bench hostile                              # cost per token on adversarial output
     python -m bench stream --tokens 4096                 # one stream over HTTP, per mode
     python -m bench load --streams 32 --tokens 1024      # concurrent streams, per mode
     python -m bench stream --vllm-python /tmp/oracle/venv/bin/python   # vLLM beside ours
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.cli import _positive_int as positive
-from bench import load, micro, stream
+from bench import hostile, load, micro, stream
 from bench.modes import MODES, Setup, selected
 from bench.report import DEFAULT_OUT
 from bench.workload import PARSER_CONFIGS
@@ -65,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--repeats", type=positive, default=3, help="replays timed per position")
     m.add_argument("--configs", nargs="+", choices=list(PARSER_CONFIGS), help="default: all")
 
+    h = commands.add_parser("hostile", parents=[common], help=summary(hostile.__doc__))
+    h.add_argument(
+        "--sizes", type=positive, nargs="+", default=list(hostile.SIZES), help="output lengths"
+    )
+    h.add_argument("--configs", nargs="+", choices=list(hostile.CONFIGS), help="default: all")
+    h.add_argument("--families", nargs="+", choices=list(hostile.FAMILIES), help="default: all")
+
     s = commands.add_parser("stream", parents=[common, served], help=summary(stream.__doc__))
     s.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")
     s.add_argument("--chunk-sizes", type=positive, nargs="+", default=[1, 4])
@@ -97,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if args.command == "micro":
         return micro.main(args)
+    if args.command == "hostile":
+        return hostile.main(args)
     setup = setup_of(args, args.tokens)
     modes = selected(args.modes, setup)
     if args.command == "stream":

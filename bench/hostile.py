@@ -1,0 +1,455 @@
+"""``python -m bench hostile``: parser cost per token on adversarial model output.
+
+Model output is untrusted input, so every parser configuration meets every
+adversarial family (markers repeated thousands of times, openings that never close,
+deep nesting, quote and backslash storms, invalid UTF-8...) at 256 to 16,384 tokens,
+through the server's derenderer in-process: one-shot (the whole output in one call)
+and streamed one token per chunk with the session kept. A parser whose cost grows
+with the text before each step shows as time per token growing with the length.
+
+Each measurement runs in a forked child under a deadline, so a parser that freezes
+(a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
+the bench. Times are the child's CPU seconds, robust to whatever else the machine
+runs. A streamed row's "worst request" is the whole stream's cost: what one chunk
+costs when its session is missing and the history is replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from matplotlib.lines import Line2D
+
+from app.derender import Derenderer
+from app.protocol import (
+    ChatDerenderRequest,
+    ChatStreamDerenderRequest,
+    GenerateChunk,
+    GenerateStreamChoice,
+)
+from app.session import StreamSession
+from app.tokenizer import Tokenizer
+from bench import plots  # chooses matplotlib's backend first
+from bench.micro import derenderer
+from bench.report import machine, progress, table, write
+from bench.workload import CHAT_REQUEST, SENTENCE, encode, prompt_ids, qwen3, repeat_to
+
+SIZES = (256, 1024, 4096, 16384)
+MODES = ("one-shot", "stream")
+# The acceptance line: per-token cost may at most double from 1,024 to 16,384 tokens,
+# and no single request may take a second.
+GROWTH_LIMIT = 2.0
+REQUEST_LIMIT_S = 1.0
+DEADLINE_S = 60.0
+AFTER_REASONING = "Short thought.\n</think>\n\n"
+
+
+@dataclass(frozen=True)
+class Config:
+    """A server's parser flags and the request's tool choice."""
+
+    tool: str | None
+    reasoning: str | None
+    tool_choice: Any = "auto"
+    # The text that opens one call with a string value next, in this format.
+    call_open: str = ""
+    # One whole call in this format, and what separates calls.
+    call: str = ""
+
+
+_NAMED = {"type": "function", "function": {"name": "save_note"}}
+CONFIGS: dict[str, Config] = {
+    "qwen3": Config(None, "qwen3"),
+    "deepseek_r1": Config(None, "deepseek_r1"),
+    "hermes": Config(
+        "hermes",
+        None,
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
+    "qwen3+hermes": Config(
+        "hermes",
+        "qwen3",
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
+    "deepseek_r1+hermes": Config(
+        "hermes",
+        "deepseek_r1",
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
+    "qwen3_coder": Config(
+        "qwen3_coder",
+        None,
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "qwen3+qwen3_coder": Config(
+        "qwen3_coder",
+        "qwen3",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "xlam": Config(
+        "xlam",
+        None,
+        call_open='[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+    ),
+    "xlam (required)": Config(
+        "xlam",
+        None,
+        "required",
+        call_open='[{"name": "save_note", "parameters": {"body": ',
+        call='{"name": "save_note", "parameters": {"body": "x"}}, ',
+    ),
+    "pythonic": Config(
+        "pythonic",
+        None,
+        call_open="[save_note(body=",
+        call='save_note(body="x", n=[1, {"k": True}], m=None), ',
+    ),
+    "pythonic (named)": Config(
+        "pythonic", None, _NAMED, call_open='{"body": ', call='{"body": "x"}, '
+    ),
+    "llama3_json": Config(
+        "llama3_json",
+        None,
+        call_open='{"name": "save_note", "parameters": {"body": ',
+        call='{"name": "save_note", "parameters": {"body": "x"}}; ',
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """An adversarial output: ``head`` once, then ``unit`` repeated to the length.
+
+    Either may depend on the configuration (its call format).
+    """
+
+    head: Callable[[Config], str]
+    unit: Callable[[Config], str]
+    # Marker texts spelled as plain text tokens (never their special token ids).
+    spelled: bool = False
+    # Where tool calls are parsed: after reasoning, if the configuration has any.
+    in_tools: bool = True
+
+
+def _fixed(text: str) -> Callable[[Config], str]:
+    return lambda config: text
+
+
+def _in_call(text: str) -> Callable[[Config], str]:
+    return lambda config: config.call_open + text
+
+
+INVALID_BYTES = "invalid UTF-8 bytes"
+FAMILIES: dict[str, Family] = {
+    "prose": Family(_fixed(""), _fixed(SENTENCE), in_tools=False),
+    "'>' repeated": Family(_fixed(""), _fixed(">"), in_tools=False),
+    "'<' repeated": Family(_fixed(""), _fixed("<"), in_tools=False),
+    "<think> ids": Family(_fixed(""), _fixed("<think>"), in_tools=False),
+    "</think> ids": Family(_fixed(""), _fixed("</think>"), in_tools=False),
+    "<think> as text": Family(_fixed(""), _fixed("<think>"), spelled=True, in_tools=False),
+    INVALID_BYTES: Family(_fixed(""), _fixed(""), in_tools=False),
+    "<tool_call> ids": Family(_fixed(""), _fixed("<tool_call>")),
+    "<tool_call> as text": Family(_fixed(""), _fixed("<tool_call>"), spelled=True),
+    "``` repeated": Family(_fixed(""), _fixed("```")),
+    "<parameter= storm": Family(_fixed("<tool_call>\n<function=f>\n"), _fixed("<parameter=")),
+    "<function= storm": Family(_fixed("<tool_call>\n"), _fixed("<function=")),
+    "'[a(b=' repeated": Family(_fixed(""), _fixed("[a(b=")),
+    "'{\"a\":' repeated": Family(_fixed(""), _fixed('{"a":')),
+    "nested brackets in a call": Family(_in_call(""), _fixed('[{"a": ')),
+    "quote/backslash storm": Family(_in_call('"'), _fixed('\\"\\\\\'"')),
+    "long argument string": Family(_in_call('"'), _fixed(SENTENCE)),
+    "many calls": Family(lambda c: "[" if c.call.endswith(", ") else "", lambda c: c.call),
+}
+
+
+def _ids(tokenizer: Tokenizer, text: str, spelled: bool) -> list[int]:
+    if not spelled:
+        return encode(tokenizer, text)
+    # "<" on its own, then the rest: the tokenizer never sees the special token.
+    return encode(tokenizer, text[:1]) + encode(tokenizer, text[1:])
+
+
+def invalid_byte_id(tokenizer: Tokenizer) -> int:
+    """A token that is one byte no UTF-8 text can hold alone (it decodes to U+FFFD)."""
+    return next(i for i in range(tokenizer.vocab_size) if tokenizer.decode([i]) == "\ufffd")
+
+
+def output_ids(tokenizer: Tokenizer, config: Config, family: str, tokens: int) -> list[int]:
+    """``tokens`` ids of the family's output for this configuration."""
+    spec = FAMILIES[family]
+    head = spec.head(config)
+    if config.reasoning is not None and spec.in_tools:
+        head = AFTER_REASONING + head
+    if family == INVALID_BYTES:
+        unit = [invalid_byte_id(tokenizer)]
+    else:
+        unit = _ids(tokenizer, spec.unit(config), spec.spelled)
+    return repeat_to(encode(tokenizer, head), unit, tokens)
+
+
+class Measurement(msgspec.Struct):
+    config: str
+    family: str
+    mode: str
+    tokens: int
+    cpu_s: float | None  # None: missed the deadline
+    max_chunk_ms: float | None = None  # streamed only
+
+    @property
+    def us_per_token(self) -> float | None:
+        return None if self.cpu_s is None else 1e6 * self.cpu_s / self.tokens
+
+
+def _chat_request(config: Config) -> dict[str, Any]:
+    return {**CHAT_REQUEST, "tool_choice": config.tool_choice}
+
+
+def one_shot(derender: Derenderer, config: Config, ids: list[int], prompt: list[int]) -> float:
+    """CPU seconds of one chat derender of the whole output."""
+    body = {
+        "generate_response": {
+            "request_id": "hostile",
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}],
+        },
+        "chat_request": _chat_request(config),
+        "prompt_token_ids": prompt,
+    }
+    request = msgspec.json.decode(msgspec.json.encode(body), type=ChatDerenderRequest)
+    started = time.process_time()
+    derender.chat(request, "qwen3")
+    return time.process_time() - started
+
+
+def streamed(
+    derender: Derenderer, config: Config, ids: list[int], prompt: list[int]
+) -> tuple[float, float]:
+    """CPU seconds of the whole stream, one token per chunk, and of its worst chunk."""
+    body = {
+        "generate_chunk": {"choices": []},
+        "stream": True,
+        "chat_request": _chat_request(config),
+        "prompt_token_ids": prompt,
+    }
+    base = msgspec.json.decode(msgspec.json.encode(body), type=ChatStreamDerenderRequest)
+    session: StreamSession | None = None
+    state = None
+    total = worst = 0.0
+    last = len(ids) - 1
+    for position, token in enumerate(ids):
+        finish = "length" if position == last else None
+        choice = GenerateStreamChoice(0, token_ids=[token], finish_reason=finish)
+        chunk = GenerateChunk([choice], request_id="hostile")
+        request = msgspec.structs.replace(base, generate_chunk=chunk, stream_state=state)
+        started = time.process_time()
+        _, state, session = derender.chat_stream_parsed(request, "qwen3", session)
+        spent = time.process_time() - started
+        total += spent
+        worst = max(worst, spent)
+    return total, worst
+
+
+def _measure(
+    send: Connection,
+    derender: Derenderer,
+    config: Config,
+    mode: str,
+    ids: list[int],
+    prompt: list[int],
+) -> None:
+    if mode == "one-shot":
+        send.send((one_shot(derender, config, ids, prompt), None))
+    else:
+        send.send(streamed(derender, config, ids, prompt))
+
+
+def in_child(
+    derender: Derenderer, config: Config, mode: str, ids: list[int], prompt: list[int]
+) -> tuple[float, float | None] | None:
+    """The measurement in a forked child; None when it misses the deadline or dies."""
+    receive, send = multiprocessing.Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(
+        target=_measure, args=(send, derender, config, mode, ids, prompt)
+    )
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(DEADLINE_S):
+            return None
+        result: tuple[float, float | None] = receive.recv()
+        return result
+    except EOFError:
+        return None
+    finally:
+        child.kill()
+        child.join()
+
+
+def measure(
+    tokenizer: Tokenizer, configs: list[str], families: list[str], sizes: list[int]
+) -> list[Measurement]:
+    prompt = prompt_ids(tokenizer, 100)
+    results: list[Measurement] = []
+    total = len(configs) * len(families) * len(MODES)
+    done = 0
+    for name in configs:
+        config = CONFIGS[name]
+        derender = derenderer(tokenizer, config.tool, config.reasoning)
+        for family in families:
+            longest = output_ids(tokenizer, config, family, max(sizes))
+            for mode in MODES:
+                done += 1
+                line = []
+                for size in sizes:
+                    outcome = in_child(derender, config, mode, longest[:size], prompt)
+                    if outcome is None:
+                        results.append(Measurement(name, family, mode, size, None))
+                        line.append(f"{size}: timeout")
+                        break
+                    cpu, worst = outcome
+                    chunk_ms = None if worst is None else 1e3 * worst
+                    results.append(Measurement(name, family, mode, size, cpu, chunk_ms))
+                    line.append(f"{size}: {1e6 * cpu / size:.1f}")
+                progress(
+                    f"[{done}/{total}] {name} / {family} / {mode}: µs per token " + ", ".join(line)
+                )
+    return results
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def _cost(results: list[Measurement], tokens: int) -> float | None:
+    found = [r for r in results if r.tokens == tokens]
+    return found[0].us_per_token if found else None
+
+
+def _row_verdict(group: list[Measurement], small: int, large: int) -> tuple[float | None, str]:
+    """Growth of the per-token cost from ``small`` to ``large`` tokens, and its verdict."""
+    if any(r.cpu_s is None for r in group):
+        return None, "TIMEOUT"
+    early, late = _cost(group, small), _cost(group, large)
+    if early is None or late is None:
+        return None, "n/a"
+    growth = late / max(early, 1e-3)
+    worst = max((r.cpu_s or 0.0) for r in group)
+    ok = growth <= GROWTH_LIMIT and worst <= REQUEST_LIMIT_S
+    return growth, "ok" if ok else "FAIL"
+
+
+def _groups(results: list[Measurement]) -> dict[tuple[str, str, str], list[Measurement]]:
+    groups: dict[tuple[str, str, str], list[Measurement]] = {}
+    for r in results:
+        groups.setdefault((r.config, r.family, r.mode), []).append(r)
+    return groups
+
+
+def render(results: list[Measurement], sizes: list[int]) -> str:
+    small, large = (1024, max(sizes)) if 1024 in sizes else (min(sizes), max(sizes))
+    columns = [
+        "parsers",
+        "family",
+        "mode",
+        *(f"µs/token @{size}" for size in sizes),
+        f"@{large} / @{small}",
+        "worst request ms",
+        "verdict",
+    ]
+    rows = []
+    failures = 0
+    for (config, family, mode), group in _groups(results).items():
+        growth, verdict = _row_verdict(group, small, large)
+        failures += verdict != "ok"
+        costs = []
+        for size in sizes:
+            cost = _cost(group, size)
+            timed_out = any(r.tokens == size and r.cpu_s is None for r in group)
+            costs.append("timeout" if timed_out else "" if cost is None else f"{cost:.1f}")
+        worst = max((r.cpu_s for r in group if r.cpu_s is not None), default=None)
+        rows.append(
+            [
+                config,
+                family,
+                mode,
+                *costs,
+                "" if growth is None else f"{growth:.2f}",
+                "" if worst is None else f"{1e3 * worst:.0f}",
+                verdict,
+            ]
+        )
+    title = (
+        f"hostile output: CPU per token, one-shot and streamed one token per chunk "
+        f"(session kept); the claim is @{large} / @{small} <= {GROWTH_LIMIT:g} and no request "
+        f"over {REQUEST_LIMIT_S:g} s (a streamed row's worst request is its whole stream: "
+        f"a replay of that history). {len(rows) - failures} of {len(rows)} rows hold; "
+        f"times are this machine's"
+    )
+    return "\n".join([title, "", table(columns, rows)])
+
+
+def draw(results: list[Measurement], out: Path) -> Path:
+    """One panel per configuration; each mode one colour, one line per family."""
+    configs = list(dict.fromkeys(r.config for r in results))
+    columns = min(4, len(configs))
+    rows = math.ceil(len(configs) / columns)
+    figure, axes = plots.plt.subplots(
+        rows, columns, figsize=(4.5 * columns, 3.6 * rows), squeeze=False, sharey=True
+    )
+    colours = {"one-shot": "tab:blue", "stream": "tab:orange"}
+    groups = _groups(results)
+    for ax, config in zip(axes.flat, configs, strict=False):
+        for (name, _, mode), group in groups.items():
+            if name != config:
+                continue
+            points = [(r.tokens, r.us_per_token) for r in group if r.us_per_token is not None]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, color=colours[mode], alpha=0.45, linewidth=1, marker=".")
+        ax.set_title(config, fontsize=10)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes.flat[len(configs) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("CPU µs per token")
+    for ax in axes[-1]:
+        ax.set_xlabel("output tokens")
+    handles = [Line2D([], [], color=colour, label=mode) for mode, colour in colours.items()]
+    figure.legend(handles=handles, loc="upper right")
+    figure.suptitle("hostile output: cost per token by length, one line per adversarial family")
+    figure.tight_layout()
+    path = out / "hostile.png"
+    out.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plots.plt.close(figure)
+    return path
+
+
+def main(args: argparse.Namespace) -> int:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the children are forked
+    tokenizer = qwen3()
+    sizes = sorted(args.sizes)
+    configs = args.configs or list(CONFIGS)
+    results = measure(tokenizer, configs, args.families or list(FAMILIES), sizes)
+    text = render(results, sizes)
+    write(args.out, "hostile", {"machine": machine(), "results": results}, text)
+    progress(f"written: {draw(results, args.out)}")
+    return 0 if "FAIL" not in text and "TIMEOUT" not in text else 1
