@@ -147,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the event loop",
     )
     parser.add_argument(
+        "--max-request-cpu-seconds",
+        type=_positive_float,
+        default=_DEFAULTS.max_request_cpu_seconds,
+        help="CPU seconds one request may spend decoding, parsing or replaying before it "
+        "is stopped with a 422 and its stream session dropped",
+    )
+    parser.add_argument(
         "--stream-cache-size",
         type=int,
         default=_DEFAULTS.stream_cache_size,
@@ -221,6 +228,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         api_key=args.api_key,
         inline_tokens=args.inline_tokens,
         replay_workers=args.replay_workers,
+        max_request_cpu_seconds=args.max_request_cpu_seconds,
         stream_cache_size=max(args.stream_cache_size, 0),
         stream_cache_max_bytes=args.stream_cache_max_bytes,
         stream_cache_ttl=args.stream_cache_ttl,

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from app import budget
 from app.detokenizer import DecodeWindow, Detokenizer
 from app.logprobs import (
     LogprobResolver,
@@ -234,6 +235,7 @@ class Derenderer:
             text, stop_reason = self.decode_output(
                 token_ids, choice.finish_reason, choice.stop_reason, chat_request, seed, skip
             )
+            budget.check()
             finish_reason = choice.finish_reason or "stop"
             if parser is None:
                 message = ChatMessage(
@@ -306,6 +308,7 @@ class Derenderer:
                     seed,
                     skip,
                 )
+                budget.check()
                 logprobs = None
                 if choice.logprobs is not None:
                     resolved = LogprobResolver(self.tokenizer).resolve(choice.logprobs, top_limit)

@@ -23,6 +23,18 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.internal_errors = Counter(
+            "derender_internal_errors",
+            "Requests that failed inside the server (answered 500, logged with a traceback).",
+            ["endpoint"],
+            registry=self.registry,
+        )
+        self.cpu_budget_exceeded = Counter(
+            "derender_cpu_budget_exceeded",
+            "Requests stopped for spending more than --max-request-cpu-seconds.",
+            ["endpoint"],
+            registry=self.registry,
+        )
 
         self.cache_hits = Counter(
             "derender_cache_hits", "Parsed chunks served by a kept session.", registry=self.registry

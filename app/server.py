@@ -27,6 +27,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.auth import ApiKeyGuard
+from app.budget import CpuBudgetExceeded, run_within
 from app.derender import Derenderer
 from app.errors import (
     BadRequest,
@@ -146,6 +147,31 @@ def decode_stream_request(body: bytes, kind: type[S], *, history_checked: bool =
     return request
 
 
+class _Named(msgspec.Struct):
+    request_id: str | None = None
+
+
+class _RequestIds(msgspec.Struct):
+    generate_chunk: _Named | None = None
+    generate_response: _Named | None = None
+    generate_responses: list[_Named] | None = None
+
+
+_request_ids = msgspec.json.Decoder(_RequestIds)
+
+
+def request_id_of(body: bytes) -> str:
+    """The request id a body names, for a log line ("?" when it names none)."""
+    try:
+        ids = _request_ids.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return "?"
+    named = ids.generate_chunk or ids.generate_response
+    if named is None and ids.generate_responses:
+        named = ids.generate_responses[0]
+    return (named.request_id if named is not None else None) or "?"
+
+
 def json_response(value: Any) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
 
@@ -233,10 +259,12 @@ class DerenderService:
                 return b"".join(parts)
 
     async def _run(self, tokens: int, func: Callable[..., T], *args: Any) -> T:
-        """Run decoding inline when small, else on the worker pool off the event loop."""
+        """Run decoding inline when small, else on the worker pool off the event loop;
+        either way within the request's CPU budget."""
+        bounded = functools.partial(run_within, self.settings.max_request_cpu_seconds, func, *args)
         if tokens <= self.settings.inline_tokens:
-            return func(*args)
-        return await anyio.to_thread.run_sync(functools.partial(func, *args), limiter=self._limiter)
+            return bounded()
+        return await anyio.to_thread.run_sync(bounded, limiter=self._limiter)
 
     def _model_name(self, requested: str | None) -> str:
         served = self.settings.served_names
@@ -259,6 +287,7 @@ class DerenderService:
     ) -> None:
         started = time.perf_counter()
         mode = "unknown"
+        body = b""
         try:
             headers = dict(scope["headers"])
             body = await self._read_body(headers, receive)
@@ -270,10 +299,16 @@ class DerenderService:
             )
         except ClientDisconnect:
             return
+        except CpuBudgetExceeded as exc:
+            self.metrics.cpu_budget_exceeded.labels(endpoint).inc()
+            logger.warning("request %s on %s: %s", request_id_of(body), endpoint, exc.message)
+            response = exc.response()
         except DerenderError as exc:
             response = exc.response()
         except Exception:
-            logger.exception("unexpected failure on %s", endpoint)
+            # Ours, never the client's: logged with its traceback, counted, a plain 500.
+            self.metrics.internal_errors.labels(endpoint).inc()
+            logger.exception("internal error on %s, request %s", endpoint, request_id_of(body))
             response = InternalError("internal error while derendering").response()
         self.metrics.observe(endpoint, mode, response.status_code, time.perf_counter() - started)
         await response(scope, receive, send)
@@ -394,11 +429,7 @@ class DerenderService:
         if self.parsers.configured:
             return await self._parsed_chunk(request, model, view, history, delta)
         self._check_state_ids(request.stream_state)
-        try:
-            reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
-        except Exception:
-            logger.debug("chat stream chunk failed", exc_info=True)
-            raise BadRequest("invalid stream_state: derender failed") from None
+        reply, state = await self._run(delta, self.derenderer.chat_stream, request, model)
         return json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
 
     async def _continue_session(self, view: BodyView, stream_id: str | None) -> Response | None:
@@ -528,12 +559,11 @@ class DerenderService:
             reply, state, session = await self._run(
                 tokens, self.derenderer.chat_stream_parsed, request, model, session
             )
-        except Exception:
+        except BaseException:
             cache.release(key)
             if source == HIT:
                 self.metrics.cache_evictions.labels(ERROR).inc()
-            logger.debug("parsed chat stream chunk failed", exc_info=True)
-            raise BadRequest("invalid stream_state: derender failed") from None
+            raise
         carried = encoder.encode(state if session is None else _with_history_json(state, session))
         if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
@@ -637,11 +667,7 @@ class DerenderService:
         self._check_chunk(chunk)
         self._known(request.prompt_token_ids, "prompt_token_ids")
         self._check_state_ids(request.stream_state)
-        try:
-            reply, state = await self._run(delta, self.derenderer.completion_stream, request, model)
-        except Exception:
-            logger.debug("completion stream chunk failed", exc_info=True)
-            raise BadRequest("invalid stream_state: detokenization failed") from None
+        reply, state = await self._run(delta, self.derenderer.completion_stream, request, model)
         return json_response(CompletionStreamReply(reply, state))
 
     async def health(self, request: Request) -> Response:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import msgspec
 from msgspec import Raw
 
+from app import budget
 from app.detokenizer import DecodeWindow, Detokenizer
 from app.protocol import ChatStreamDerenderRequest, encoder
 from app.tokenizer import Tokenizer
@@ -122,6 +123,7 @@ class StreamSession:
             chunk = token_ids[start : start + size]
             start += size
             self.feed(chunk, chunk, None)
+            budget.check()
 
     def feed(
         self, token_ids: list[int], text_ids: list[int], finish_reason: str | None

@@ -26,6 +26,7 @@ class Settings:
     api_key: str | None = None
     inline_tokens: int = 64
     replay_workers: int = 2
+    max_request_cpu_seconds: float = 10.0
     stream_cache_size: int = 4096
     stream_cache_max_bytes: int = 1024 * 1024 * 1024
     stream_cache_ttl: float = 300.0

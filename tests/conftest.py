@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
@@ -22,6 +22,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"fuzz: {sum(fuzz_counts.values())} bad inputs tried ({tried})")
 
 
+# Every app make_app built, so a suite can check none of them failed internally.
+built_apps: list[DerenderApp] = []
+
+
+def internal_errors(app: DerenderApp) -> float:
+    """How many requests this app answered with a 500 of its own."""
+    counter = app.service.metrics.internal_errors
+    return sum(s.value for m in counter.collect() for s in m.samples if s.name.endswith("_total"))
+
+
+@pytest.fixture
+def no_internal_errors() -> Iterator[None]:
+    """After the test, no app built so far has failed inside (a bug answered as a 500)."""
+    yield
+    failed = [app for app in built_apps if internal_errors(app)]
+    assert not failed, f"{len(failed)} app(s) answered internal errors; see the ERROR log"
+
+
 @pytest.fixture(scope="session")
 def tokenizer() -> Tokenizer:
     return load_tokenizer("qwen3")
@@ -32,6 +50,8 @@ def make_app(tokenizer: Tokenizer) -> AppFactory:
     """Build an app from command-line flags around the session's tokenizer."""
 
     def build(flags: Sequence[str]) -> DerenderApp:
-        return create_app(parse_options(list(flags)).settings, tokenizer)
+        app = create_app(parse_options(list(flags)).settings, tokenizer)
+        built_apps.append(app)
+        return app
 
     return build

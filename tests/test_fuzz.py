@@ -33,6 +33,7 @@ from app.server import decode_body
 from tests.conftest import AppFactory, fuzz_counts
 from tests.golden import flags_of, load_cases, stream_body
 
+pytestmark = pytest.mark.usefixtures("no_internal_errors")
 PATHS = ("/v1/chat/completions/derender", "/v1/completions/derender")
 LEAKS = re.compile(r"Traceback|File \"|/app/|\.py\b| object at 0x|<class ")
 FUZZ = settings(

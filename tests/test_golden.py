@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from tests.conftest import AppFactory
 from tests.golden import flags_of, load_cases, replay, stream_body
 
+pytestmark = pytest.mark.usefixtures("no_internal_errors")
 CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
 
 

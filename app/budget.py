@@ -1,0 +1,52 @@
+"""A CPU budget per request, so no single request can hold a replica.
+
+Parsers cost time linear in the text they read, but a request may still carry a lot of
+it (a long one-shot output, a long history to replay). Work runs in one thread per
+request, so the thread's own CPU clock measures exactly that request; the long loops
+(replayed chunks, one-shot choices) check it between steps and stop the request with
+a clear error once it is spent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from app.errors import DerenderError
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_current = threading.local()
+
+
+class CpuBudgetExceeded(DerenderError):
+    """The request needed more CPU than ``--max-request-cpu-seconds`` allows."""
+
+    status = 422
+    type = "UnprocessableEntityError"
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"derendering this request needed more than {seconds:g} s of CPU, the server's "
+            "--max-request-cpu-seconds; it was stopped and its stream session dropped. "
+            "Send shorter outputs or histories, or raise the limit."
+        )
+
+
+def run_within(seconds: float, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run ``func`` in this thread with ``seconds`` of CPU to spend (see ``check``)."""
+    _current.budget = (time.thread_time() + seconds, seconds)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _current.budget = None
+
+
+def check() -> None:
+    """Raise CpuBudgetExceeded once the running request has spent its budget."""
+    budget: tuple[float, float] | None = getattr(_current, "budget", None)
+    if budget is not None and time.thread_time() > budget[0]:
+        raise CpuBudgetExceeded(budget[1])
