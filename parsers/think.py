@@ -76,21 +76,20 @@ class ThinkTagStream:
         start_before, end_before = state.start_seen, state.end_seen
         state.start_seen = start_before or start_id in token_ids
         state.end_seen = end_before or end_id in token_ids
-        if len(token_ids) == 1 and token_ids[0] in (start_id, end_id):
+        if len(token_ids) == 1 and (
+            token_ids[0] == end_id or (token_ids[0] == start_id and not start_before)
+        ):
             return None
-        start_here, end_here = start_id in token_ids, end_id in token_ids
-        if start_here and not start_before:
-            if not end_here:
-                # vLLM keeps the <think> text here; it is markup, not reasoning.
-                marker = text.find(THINK_START)
-                after = text[marker + len(THINK_START) :] if marker >= 0 else text
-                return Delta(reasoning=after) if after else None
-            start = text.find(THINK_START)
-            end = text.find(THINK_END)
-            after = text[end + len(THINK_END) :]
-            return Delta(reasoning=text[start + len(THINK_START) : end], content=after or None)
-        if end_here:
-            end = text.find(THINK_END)
+        end = text.find(THINK_END) if end_id in token_ids else -1
+        start = text.find(THINK_START) if start_id in token_ids and not start_before else -1
+        if start >= 0 and (end < 0 or start < end):
+            # The opening marker is markup (vLLM keeps it when it shares a chunk); only
+            # the marker goes, so the text around it is what one token per chunk sends.
+            text = text[:start] + text[start + len(THINK_START) :]
+            if end < 0:
+                return Delta(reasoning=text) if text else None
+            end -= len(THINK_START)
+        if end >= 0:
             after = text[end + len(THINK_END) :]
             return Delta(reasoning=text[:end], content=after or None)
         if end_before:
