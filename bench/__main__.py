@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--configs", nargs="+", choices=list(hostile.CONFIGS), help="default: all")
     h.add_argument("--families", nargs="+", choices=list(hostile.FAMILIES), help="default: all")
+    h.add_argument(
+        "--check", action="store_true", help="exit 1 unless every row holds the linearity claim"
+    )
 
     s = commands.add_parser("stream", parents=[common, served], help=summary(stream.__doc__))
     s.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")

@@ -31,6 +31,22 @@ def test_micro_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "micro.png").stat().st_size > 0
 
 
+def test_hostile_smoke(tmp_path: Path) -> None:
+    argv = ["--sizes", "16", "48", "--configs", "qwen3+hermes", "pythonic"]
+    families = ["--families", "prose", "<tool_call> ids", "many calls"]
+    results = run(tmp_path, "hostile", *argv, *families)["results"]
+    rows = {(r["config"], r["family"], r["mode"], r["tokens"]) for r in results}
+    assert rows == {
+        (config, family, mode, size)
+        for config in ("qwen3+hermes", "pythonic")
+        for family in ("prose", "<tool_call> ids", "many calls")
+        for mode in ("one-shot", "stream")
+        for size in (16, 48)
+    }
+    assert all(r["cpu_s"] is not None and r["cpu_s"] > 0 for r in results)
+    assert (tmp_path / "hostile.png").stat().st_size > 0
+
+
 def test_stream_smoke(tmp_path: Path) -> None:
     runs = run(tmp_path, "stream", "--tokens", "40")["runs"]
     assert [(r["mode"], r["chunk_size"]) for r in runs] == [
