@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
 from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
@@ -40,8 +41,8 @@ from app.protocol import (
 )
 from app.session import StreamSession
 from app.tokenizer import Tokenizer
-from bench import plots  # chooses matplotlib's backend first
 from bench.micro import derenderer
+from bench.plots import plt  # with the backend chosen
 from bench.report import machine, progress, table, write
 from bench.workload import CHAT_REQUEST, SENTENCE, encode, prompt_ids, qwen3, repeat_to
 
@@ -410,7 +411,7 @@ def draw(results: list[Measurement], out: Path) -> Path:
     configs = list(dict.fromkeys(r.config for r in results))
     columns = min(4, len(configs))
     rows = math.ceil(len(configs) / columns)
-    figure, axes = plots.plt.subplots(
+    figure, axes = plt.subplots(
         rows, columns, figsize=(max(4.5 * columns, 7), 3.6 * rows + 1), squeeze=False, sharey=True
     )
     colours = {"one-shot": "tab:blue", "stream": "tab:orange"}
@@ -440,7 +441,7 @@ def draw(results: list[Measurement], out: Path) -> Path:
     path = out / "hostile.png"
     out.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
-    plots.plt.close(figure)
+    plt.close(figure)
     return path
 
 

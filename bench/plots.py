@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # the backend is chosen first
 
+__all__ = ["Series", "lines", "plt", "rolling_median"]
+
 Series = tuple[Sequence[float], Sequence[float]]
 
 
