@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-
 from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
