@@ -66,7 +66,10 @@ class KeyMatch(Struct):
     value_start: int = -1
     value_end: int = -1
 
-    def advance(self, text: str, key: str, want_value: bool) -> None:
+    def advance(
+        self, text: str, key: str, want_value: bool, *, empty_is_match: bool = False
+    ) -> None:
+        """Scan on into ``text``; ``empty_is_match`` stops at an empty ``""`` value too."""
         needle = f'"{key}"'
         while self.phase not in ("found", "done"):
             if self.start < 0:
@@ -75,10 +78,10 @@ class KeyMatch(Struct):
                     self.search_from = max(self.search_from, len(text) - len(needle) + 1)
                     return
                 self.start, self.pos, self.phase = found, found + len(needle), "colon"
-            if not self._step(text, want_value):
+            if not self._step(text, want_value, empty_is_match):
                 return
 
-    def _step(self, text: str, want_value: bool) -> bool:
+    def _step(self, text: str, want_value: bool, empty_is_match: bool) -> bool:
         """Scan the candidate forward; False when the text runs out first."""
         while self.pos < len(text):
             ch = text[self.pos]
@@ -96,7 +99,7 @@ class KeyMatch(Struct):
                         return self._fail()
                     self.phase, self.value_start = "value", self.pos + 1
             elif self.phase == "value" and ch == '"':
-                if self.pos == self.value_start:
+                if self.pos == self.value_start and not empty_is_match:
                     return self._fail()
                 self.value_end, self.phase = self.pos, "done"
                 return True
