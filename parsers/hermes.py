@@ -31,7 +31,8 @@ class HermesTools:
                 call = json.loads(closed or unclosed)
                 arguments = json.dumps(call["arguments"], ensure_ascii=False)
                 calls.append(FunctionCall(call["name"], arguments))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
+            # Nesting too deep to parse is malformed output: content, not a server error.
             return ExtractedToolCalls(False, [], content)
         if not all(isinstance(call.name, str) for call in calls):
             return ExtractedToolCalls(False, [], content)

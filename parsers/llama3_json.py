@@ -41,14 +41,13 @@ class Llama3JsonTools:
             if start <= end:
                 continue
             try:
-                obj, length = decoder.raw_decode(content[start:])
-                end = start + length
+                obj, end = decoder.raw_decode(content, start)
                 name = obj["name"]
                 arguments = obj["arguments"] if "arguments" in obj else obj["parameters"]
                 if not isinstance(name, str):
                     raise TypeError("a call's name must be a string")
                 calls.append(FunctionCall(name, json.dumps(arguments, ensure_ascii=False)))
-            except (ValueError, KeyError, TypeError, IndexError):
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError):
                 return ExtractedToolCalls(False, [], content)
         if calls:
             return ExtractedToolCalls(True, calls, None)
@@ -68,7 +67,7 @@ def _loads_partial(text: str, flags: Allow) -> tuple[Any, int]:
 def _complete(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -135,7 +134,7 @@ class Llama3JsonStream:
         while start < len(text):
             try:
                 obj, end = _loads_partial(text[start:], Allow.ALL)
-            except (ValueError, partial_json_parser.core.exceptions.MalformedJSON):
+            except (ValueError, RecursionError, partial_json_parser.core.exceptions.MalformedJSON):
                 break
             if not isinstance(obj, dict):
                 break
@@ -161,7 +160,15 @@ class Llama3JsonStream:
             return Delta(content=text)
         try:
             delta = self._calls()
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError):
+        except (
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+            AttributeError,
+            AssertionError,
+            RecursionError,
+        ):
             return None
         for call in delta.tool_calls if delta is not None else ():
             if call.name is not None:

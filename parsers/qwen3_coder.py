@@ -496,7 +496,11 @@ class Qwen3CoderTools:
             schema = self._properties(call_name).get(key)
             if isinstance(schema, dict):
                 typed = coerce_string(value, schema_types(schema))
-        return json.dumps(key, ensure_ascii=False) + ": " + json.dumps(typed, ensure_ascii=False)
+        try:
+            value_json = json.dumps(typed, ensure_ascii=False)
+        except RecursionError:  # parsed, but too deep to write back: keep the text
+            value_json = json.dumps(value, ensure_ascii=False)
+        return json.dumps(key, ensure_ascii=False) + ": " + value_json
 
     def _properties(self, name: str) -> dict[str, Any]:
         properties = self._properties_by_name.get(name)
