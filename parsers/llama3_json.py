@@ -22,6 +22,18 @@ from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 BOT_TOKEN = "<|python_tag|>"
+# What partial_json_parser and json raise on text that does not parse (the parser's own
+# assertions and stack pops included): the output so far is then no call yet.
+_UNPARSABLE = (
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    AssertionError,
+    RecursionError,
+    partial_json_parser.core.exceptions.MalformedJSON,
+)
 _OBJECT_START = re.compile(r"\{")
 _SEPARATOR = "; "
 
@@ -134,7 +146,7 @@ class Llama3JsonStream:
         while start < len(text):
             try:
                 obj, end = _loads_partial(text[start:], Allow.ALL)
-            except (ValueError, RecursionError, partial_json_parser.core.exceptions.MalformedJSON):
+            except _UNPARSABLE:
                 break
             if not isinstance(obj, dict):
                 break
@@ -160,15 +172,7 @@ class Llama3JsonStream:
             return Delta(content=text)
         try:
             delta = self._calls()
-        except (
-            ValueError,
-            KeyError,
-            IndexError,
-            TypeError,
-            AttributeError,
-            AssertionError,
-            RecursionError,
-        ):
+        except _UNPARSABLE:
             return None
         for call in delta.tool_calls if delta is not None else ():
             if call.name is not None:
