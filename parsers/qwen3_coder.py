@@ -2,10 +2,11 @@
 
 The marker engine turns text into call events; this layer turns call events into
 tool-call deltas as vLLM's engine parser does: the name once known, then the JSON
-of the parameters (coerced to the tool's schema) as a growing prefix. A string
-value still being written streams through an extender that escapes each new
-piece, so the common case costs O(delta); the whole body is converted again only
-at parameter boundaries. A one-shot parse is the same machinery fed the whole
+of the parameters (coerced to the tool's schema) as a growing prefix. Parameters
+are scanned once per character and kept as JSON entries; a string value still
+being written streams through an extender that escapes each new piece, and a
+parameter boundary costs what it changed, never a pass over the whole body
+(model output is untrusted). A one-shot parse is the same machinery fed the whole
 content at once.
 """
 
