@@ -38,7 +38,7 @@ def _required_calls(content: str) -> list[FunctionCall]:
     """``tool_choice: required`` output: a JSON list of ``{name, parameters}``."""
     try:
         data: Any = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(data, list):
         return []
@@ -51,7 +51,11 @@ def _required_calls(content: str) -> list[FunctionCall]:
             return []
         if not isinstance(entry.get("description", ""), str | None):
             return []
-        calls.append(FunctionCall(entry["name"], json.dumps(parameters, ensure_ascii=False)))
+        try:
+            arguments = json.dumps(parameters, ensure_ascii=False)
+        except RecursionError:
+            return []
+        calls.append(FunctionCall(entry["name"], arguments))
     return calls
 
 

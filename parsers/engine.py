@@ -16,6 +16,7 @@ to the delta plus the (few-character) held tail.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
@@ -119,6 +120,12 @@ class Grammar:
         for text, name in table:
             self.by_first.setdefault(text[0], []).append((text, name))
         self.prefixes = frozenset(text[:i] for text, _ in table for i in range(1, len(text)))
+        self.longest = max((len(text) for text, _ in table), default=0)
+        self.first_char_re = re.compile(
+            "[" + "".join(re.escape(c) for c in sorted(self.first_chars)) + "]"
+            if self.first_chars
+            else "(?!)"
+        )
         self.id_terminals = {
             token_id: name
             for name, text in token_terminals.items()
@@ -154,6 +161,8 @@ class EngineState(Struct):
     held: str = ""
     deferred: list[tuple[str, str]] = field(default_factory=list)
     deferred_text: str = ""
+    # How much of deferred_text was already searched for the first deferred marker.
+    deferred_searched: int = 0
 
 
 class MarkerEngine:
@@ -210,6 +219,7 @@ class MarkerEngine:
             pending.append(Piece(None, s.deferred_text))
         pending += [Piece(terminal, text) for terminal, text in s.deferred]
         s.deferred_text = ""
+        s.deferred_searched = 0
         s.deferred = []
         for piece in pending:
             if piece.terminal is None:
@@ -261,23 +271,32 @@ class MarkerEngine:
         return items
 
     def _resolve_deferred(self, text: str) -> tuple[list[Piece], str]:
+        """Place deferred markers in the text released since; stop at the first still missing.
+
+        The first marker was already looked for in part of the carried text, which is
+        not searched again (but for an overlap a marker could straddle).
+        """
         s = self.s
-        deferred, s.deferred = s.deferred, []
+        deferred = s.deferred
         remaining = s.deferred_text + text
-        s.deferred_text = ""
         items: list[Piece] = []
-        for terminal, marker in deferred:
-            pos = remaining.find(marker)
+        start = 0
+        for k, (terminal, marker) in enumerate(deferred):
+            search_from = max(0, s.deferred_searched - len(marker) + 1) if k == 0 else start
+            pos = remaining.find(marker, search_from)
             if pos < 0:
-                s.deferred_text += remaining
-                remaining = ""
-                s.deferred.append((terminal, marker))
-                continue
-            if pos > 0:
-                items.append(Piece(None, remaining[:pos]))
+                s.deferred_text = remaining[start:]
+                s.deferred_searched = len(s.deferred_text)
+                s.deferred = deferred[k:] if k else deferred
+                return items, ""
+            if pos > start:
+                items.append(Piece(None, remaining[start:pos]))
             items.append(Piece(terminal, marker))
-            remaining = remaining[pos + len(marker) :]
-        return items, remaining
+            start = pos + len(marker)
+        s.deferred_text = ""
+        s.deferred_searched = 0
+        s.deferred = []
+        return items, remaining[start:]
 
     def _realign(self, text: str, pieces: list[Piece]) -> list[Piece]:
         """Reconcile per-token texts with the detokenized delta text."""
@@ -300,10 +319,17 @@ class MarkerEngine:
             return [Piece(None, text)]
         positions = [-1] * len(anchors)
         end = len(text)
+        # A marker missing from text[:end] is missing from any shorter prefix too.
+        missing_below: dict[str, int] = {}
         for i in range(len(anchors) - 1, -1, -1):
-            pos = text.rfind(anchors[i].text, 0, end)
+            marker = anchors[i].text
+            if missing_below.get(marker, -1) >= end:
+                continue
+            pos = text.rfind(marker, 0, end)
             if pos >= 0:
                 positions[i] = end = pos
+            else:
+                missing_below[marker] = end
         s = self.s
         rebuilt: list[Piece] = []
         consumed = 0
@@ -327,46 +353,58 @@ class MarkerEngine:
     # ------------------------------------------------------------------ lexer
 
     def _lex(self, text: str, final: bool) -> list[Piece]:
-        """Markers spelled in text; a tail that may grow into one is held."""
+        """Markers spelled in text; a tail that may grow into one is held.
+
+        Scans by index over one buffer (the short held tail plus the delta), so each
+        character is looked at a bounded number of times.
+        """
         s = self.s
         grammar = self.grammar
         if not final and not s.held and grammar.first_chars.isdisjoint(text):
             return [Piece(None, text)]
         buffer = s.held + text
+        size = len(buffer)
+        pos = 0
         pieces: list[Piece] = []
-        while buffer:
-            if grammar.first_chars.isdisjoint(buffer):
-                pieces.append(Piece(None, buffer))
-                buffer = ""
-                break
-            candidates = grammar.by_first.get(buffer[0], ())
+        while pos < size:
+            candidates = grammar.by_first.get(buffer[pos], ())
             best: tuple[str, str] | None = None
             for literal, name in candidates:
-                if buffer.startswith(literal) and (best is None or len(literal) > len(best[0])):
+                longer = best is None or len(literal) > len(best[0])
+                if longer and buffer.startswith(literal, pos):
                     best = (literal, name)
-            if not final and buffer in grammar.prefixes and _may_grow(buffer, best, candidates):
+            if (
+                not final
+                and size - pos < grammar.longest
+                and (tail := buffer[pos:]) in grammar.prefixes
+                and _may_grow(tail, best, candidates)
+            ):
                 break
             if best is not None:
                 pieces.append(Piece(best[1], best[0]))
-                buffer = buffer[len(best[0]) :]
+                pos += len(best[0])
                 continue
-            end = self._text_end(buffer)
-            pieces.append(Piece(None, buffer[:end]))
-            buffer = buffer[end:]
-        s.held = buffer
+            end = self._text_end(buffer, pos)
+            pieces.append(Piece(None, buffer[pos:end]))
+            pos = end
+        s.held = buffer[pos:]
         return pieces
 
-    def _text_end(self, buffer: str) -> int:
-        """Where text stops: the first later position a marker could start at."""
-        first_chars = self.grammar.first_chars
-        for i in range(1, len(buffer)):
-            if buffer[i] not in first_chars:
-                continue
-            rest = buffer[i:]
-            for literal, _ in self.grammar.literals:
-                if rest[: len(literal)] == literal[: len(rest)]:
+    def _text_end(self, buffer: str, start: int) -> int:
+        """Where text from ``start`` stops: the next position a marker could start at."""
+        grammar = self.grammar
+        size = len(buffer)
+        search = grammar.first_char_re.search
+        match = search(buffer, start + 1)
+        while match is not None:
+            i = match.start()
+            for literal, _ in grammar.by_first[buffer[i]]:
+                if buffer.startswith(literal, i) or (
+                    size - i < len(literal) and literal.startswith(buffer[i:])
+                ):
                     return i
-        return len(buffer)
+            match = search(buffer, i + 1)
+        return size
 
     def _lexed(self, pieces: list[Piece]) -> list[Event]:
         # Once ids are flowing, markers that have token ids count only by id.

@@ -31,7 +31,8 @@ class HermesTools:
                 call = json.loads(closed or unclosed)
                 arguments = json.dumps(call["arguments"], ensure_ascii=False)
                 calls.append(FunctionCall(call["name"], arguments))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
+            # Nesting too deep to parse is malformed output: content, not a server error.
             return ExtractedToolCalls(False, [], content)
         if not all(isinstance(call.name, str) for call in calls):
             return ExtractedToolCalls(False, [], content)
@@ -66,7 +67,10 @@ class KeyMatch(Struct):
     value_start: int = -1
     value_end: int = -1
 
-    def advance(self, text: str, key: str, want_value: bool) -> None:
+    def advance(
+        self, text: str, key: str, want_value: bool, *, empty_is_match: bool = False
+    ) -> None:
+        """Scan on into ``text``; ``empty_is_match`` stops at an empty ``""`` value too."""
         needle = f'"{key}"'
         while self.phase not in ("found", "done"):
             if self.start < 0:
@@ -75,10 +79,10 @@ class KeyMatch(Struct):
                     self.search_from = max(self.search_from, len(text) - len(needle) + 1)
                     return
                 self.start, self.pos, self.phase = found, found + len(needle), "colon"
-            if not self._step(text, want_value):
+            if not self._step(text, want_value, empty_is_match):
                 return
 
-    def _step(self, text: str, want_value: bool) -> bool:
+    def _step(self, text: str, want_value: bool, empty_is_match: bool) -> bool:
         """Scan the candidate forward; False when the text runs out first."""
         while self.pos < len(text):
             ch = text[self.pos]
@@ -96,7 +100,7 @@ class KeyMatch(Struct):
                         return self._fail()
                     self.phase, self.value_start = "value", self.pos + 1
             elif self.phase == "value" and ch == '"':
-                if self.pos == self.value_start:
+                if self.pos == self.value_start and not empty_is_match:
                     return self._fail()
                 self.value_end, self.phase = self.pos, "done"
                 return True

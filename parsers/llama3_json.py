@@ -22,6 +22,18 @@ from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 BOT_TOKEN = "<|python_tag|>"
+# What partial_json_parser and json raise on text that does not parse (the parser's own
+# assertions and stack pops included): the output so far is then no call yet.
+_UNPARSABLE = (
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    AssertionError,
+    RecursionError,
+    partial_json_parser.core.exceptions.MalformedJSON,
+)
 _OBJECT_START = re.compile(r"\{")
 _SEPARATOR = "; "
 
@@ -41,14 +53,13 @@ class Llama3JsonTools:
             if start <= end:
                 continue
             try:
-                obj, length = decoder.raw_decode(content[start:])
-                end = start + length
+                obj, end = decoder.raw_decode(content, start)
                 name = obj["name"]
                 arguments = obj["arguments"] if "arguments" in obj else obj["parameters"]
                 if not isinstance(name, str):
                     raise TypeError("a call's name must be a string")
                 calls.append(FunctionCall(name, json.dumps(arguments, ensure_ascii=False)))
-            except (ValueError, KeyError, TypeError, IndexError):
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError):
                 return ExtractedToolCalls(False, [], content)
         if calls:
             return ExtractedToolCalls(True, calls, None)
@@ -68,7 +79,7 @@ def _loads_partial(text: str, flags: Allow) -> tuple[Any, int]:
 def _complete(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -135,7 +146,7 @@ class Llama3JsonStream:
         while start < len(text):
             try:
                 obj, end = _loads_partial(text[start:], Allow.ALL)
-            except (ValueError, partial_json_parser.core.exceptions.MalformedJSON):
+            except _UNPARSABLE:
                 break
             if not isinstance(obj, dict):
                 break
@@ -161,7 +172,7 @@ class Llama3JsonStream:
             return Delta(content=text)
         try:
             delta = self._calls()
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError):
+        except _UNPARSABLE:
             return None
         for call in delta.tool_calls if delta is not None else ():
             if call.name is not None:

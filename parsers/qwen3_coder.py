@@ -2,17 +2,17 @@
 
 The marker engine turns text into call events; this layer turns call events into
 tool-call deltas as vLLM's engine parser does: the name once known, then the JSON
-of the parameters (coerced to the tool's schema) as a growing prefix. A string
-value still being written streams through an extender that escapes each new
-piece, so the common case costs O(delta); the whole body is converted again only
-at parameter boundaries. A one-shot parse is the same machinery fed the whole
+of the parameters (coerced to the tool's schema) as a growing prefix. Parameters
+are scanned once per character and kept as JSON entries; a string value still
+being written streams through an extender that escapes each new piece, and a
+parameter boundary costs what it changed, never a pass over the whole body
+(model output is untrusted). A one-shot parse is the same machinery fed the whole
 content at once.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from msgspec import Struct, field
@@ -30,18 +30,18 @@ from parsers.engine import (
     Event,
     MarkerEngine,
 )
+from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
 from parsers.qwen3 import Qwen3Grammar
-from parsers.schema import coerce_arguments, schema_types
+from parsers.schema import coerce_arguments, coerce_string, schema_types
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
 
-_PARAM_RE = re.compile(
-    r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))",
-    re.DOTALL,
-)
-_PARTIAL_PARAM_RE = re.compile(r"<\s*parameter\s*=\s*([^>]+)>(.*)$", re.DOTALL)
-_VALUE_END_RE = re.compile(r"<\s*/\s*parameter\s*>|<\s*parameter\s*=")
-_NAME_RE = re.compile(r'"name"\s*:\s*"([^"]*)"')
+_NAME_KEY = "name"
+_WORD = "parameter"
+# TagScan steps besides the word's progress (1..9 characters matched).
+_AFTER_LT, _AFTER_SLASH = -1, -2
+# ParamScan phases.
+_SEEK_OPEN, _SEEK_NAME_END, _SEEK_VALUE_END = 0, 1, 2
 
 
 def _trim_wrapping_newlines(value: str) -> str:
@@ -49,76 +49,118 @@ def _trim_wrapping_newlines(value: str) -> str:
     return value.removeprefix("\n").removesuffix("\n")
 
 
-def parameters_to_json(raw: str, partial: bool) -> str:
-    """The parameter bodies as a JSON object of strings; ``partial`` adds an open one."""
-    params = {m.group(1): _trim_wrapping_newlines(m.group(2)) for m in _PARAM_RE.finditer(raw)}
-    if partial:
-        match = _PARTIAL_PARAM_RE.search(_PARAM_RE.sub("", raw))
-        if match and match.group(1):
-            params[match.group(1)] = _trim_wrapping_newlines(match.group(2))
-    return json.dumps(params, ensure_ascii=False)
+class TagScan(Struct):
+    """Finds ``<\\s*parameter\\s*=`` and ``<\\s*/\\s*parameter\\s*>`` a character at a time.
 
-
-def _may_end_value(tail: str) -> bool:
-    """Whether ``tail`` (starting at a ``<``) is, or may grow into, a value's end marker.
-
-    The markers are ``<\\s*/\\s*parameter\\s*>`` and ``<\\s*parameter\\s*=``.
+    Neither tag contains a ``<`` past its first character, so one candidate at a
+    time is live and each character is looked at once (a backtracking regex would
+    restart at every ``<``).
     """
-    i, n = 1, len(tail)
 
-    def skip_space(i: int) -> int:
-        while i < n and tail[i].isspace():
-            i += 1
-        return i
+    start: int = -1  # the live candidate's ``<``; -1 when there is none
+    step: int = 0
+    closing: bool = False
 
-    i = skip_space(i)
-    closing = i < n and tail[i] == "/"
-    if closing:
-        i = skip_space(i + 1)
-    word = "parameter"
-    if tail[i : i + len(word)] != word[: n - i]:
+    def feed(self, ch: str, pos: int) -> bool:
+        """Advance by ``ch`` (at ``pos``); True when a tag ends with it."""
+        if self.start >= 0:
+            step = self.step
+            if step in (_AFTER_LT, _AFTER_SLASH):
+                if ch.isspace():
+                    return False
+                if ch == "/" and step == _AFTER_LT:
+                    self.step, self.closing = _AFTER_SLASH, True
+                    return False
+                if ch == "p":
+                    self.step = 1
+                    return False
+            elif step < len(_WORD):
+                if ch == _WORD[step]:
+                    self.step = step + 1
+                    return False
+            else:
+                if ch.isspace():
+                    return False
+                if ch == (">" if self.closing else "="):
+                    return True
+            self.start = -1
+        if ch == "<":
+            self.start, self.step, self.closing = pos, _AFTER_LT, False
         return False
-    i = skip_space(i + len(word))
-    if i >= n:
-        return True
-    return i == n - 1 and tail[i] == (">" if closing else "=")
 
 
-def _end_window(text: str) -> str:
-    """The suffix of a value that may still grow into its end marker."""
-    start = text.rfind("<")
-    if start < 0:
-        return ""
-    tail = text[start:]
-    return tail if _may_end_value(tail) else ""
+class ParamScan(Struct):
+    """vLLM's ``<parameter=K>V`` matching (a value ends at ``</parameter>`` or the next
+    opener), done once per character as the call body grows.
+
+    A match, once found, never changes; and once an opener finds no end, no later
+    one can, so the open parameter is always the last one.
+    """
+
+    scanned: int = 0
+    phase: int = _SEEK_OPEN
+    tag: TagScan = field(default_factory=TagScan)
+    name_start: int = 0
+    name_end: int = 0  # the ``>`` after the name
+
+    def advance(self, raw: str) -> list[tuple[str, str]]:
+        """The parameters ``raw`` completes since the last call: (name, trimmed value)."""
+        found: list[tuple[str, str]] = []
+        pos, size, tag = self.scanned, len(raw), self.tag
+        while pos < size:
+            if self.phase == _SEEK_NAME_END:
+                end = raw.find(">", pos)
+                if end < 0:
+                    pos = size
+                    break
+                self.phase, self.name_end, tag.start = _SEEK_VALUE_END, end, -1
+                pos = end + 1
+                continue
+            if tag.start < 0:
+                pos = raw.find("<", pos)
+                if pos < 0:
+                    pos = size
+                    break
+            start = tag.start
+            ended = tag.feed(raw[pos], pos)
+            pos += 1
+            if not ended:
+                continue
+            tag.start = -1
+            if self.phase == _SEEK_VALUE_END:
+                name = raw[self.name_start : self.name_end].lstrip()
+                found.append((name, _trim_wrapping_newlines(raw[self.name_end + 1 : start])))
+                if tag.closing:
+                    self.phase = _SEEK_OPEN
+                    continue
+            elif tag.closing:
+                continue
+            self.phase, self.name_start = _SEEK_NAME_END, pos
+        self.scanned = pos
+        return found
+
+    def open_parameter(self, raw: str) -> tuple[str, str] | None:
+        """The unterminated last parameter (name, raw value), if its name is not empty."""
+        if self.phase != _SEEK_VALUE_END or self.name_end == self.name_start:
+            return None
+        spelled = raw[self.name_start : self.name_end]
+        return spelled.lstrip() or spelled[-1], raw[self.name_end + 1 :]
 
 
 class OpenValue(Struct):
     """An open string parameter value being streamed piece by piece."""
 
-    window: str
     started: bool
     held: str
 
 
-def open_value(raw_args: str) -> OpenValue | None:
-    """The trailing ``<parameter=...>`` value of ``raw_args``, if it is still open."""
-    match = _PARTIAL_PARAM_RE.search(_PARAM_RE.sub("", raw_args))
-    if match is None:
-        return None
-    name, value = match.group(1), match.group(2)
-    if any(m.group(1) == name for m in _PARAM_RE.finditer(raw_args)):
-        return None
-    held = "\n" if value.endswith("\n") and value != "\n" else ""
-    return OpenValue(_end_window(value), bool(value), held)
+def open_value(value: str) -> OpenValue:
+    """The streaming state of an open value whose text so far is ``value``."""
+    return OpenValue(bool(value), "\n" if value.endswith("\n") and value != "\n" else "")
 
 
-def extend_value(value: OpenValue, delta: str) -> str | None:
-    """The JSON-escaped text ``delta`` adds to the value; None once the value ends."""
-    text = value.window + delta
-    if _VALUE_END_RE.search(text):
-        return None
-    value.window = _end_window(text)
+def extend_value(value: OpenValue, delta: str) -> str:
+    """The JSON-escaped text ``delta`` adds to the open value (one wrapping newline held)."""
     text = value.held + delta
     if not value.started and text:
         value.started = True
@@ -128,65 +170,31 @@ def extend_value(value: OpenValue, delta: str) -> str | None:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def safe_prefix(json_text: str, string_keys: list[str] | None) -> tuple[str, bool]:
-    """The prefix of the arguments JSON that later text cannot change.
-
-    It ends before the last top-level value, unless that value is a string of a
-    key whose schema allows only strings (then its open content is included, and
-    the second result says the prefix ends inside it).
-    """
-    last_colon = -1
-    last_key: str | None = None
-    pending_key: str | None = None
-    in_string = escape = False
-    string_start = -1
-    depth = 0
-    for i, c in enumerate(json_text):
-        if escape:
-            escape = False
-        elif in_string:
-            if c == "\\":
-                escape = True
-            elif c == '"':
-                in_string = False
-                if depth == 1 and string_start >= 0:
-                    pending_key = json_text[string_start + 1 : i]
-        elif c == '"':
-            in_string, string_start = True, i
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-        elif c == ":" and depth == 1:
-            last_colon, last_key, pending_key = i, pending_key, None
-    if last_colon < 0:
-        return "", False
-    end = last_colon + 1
-    while end < len(json_text) and json_text[end] in " \t\n\r":
-        end += 1
-    if end >= len(json_text) or json_text[end] != '"':
-        return json_text[:end], False
-    if string_keys is not None and last_key not in string_keys:
-        return json_text[:end], False
-    escape = False
-    for i in range(end + 1, len(json_text)):
-        c = json_text[i]
-        if escape:
-            escape = False
-        elif c == "\\":
-            escape = True
-        elif c == '"':
-            return json_text[:i], True
-    return json_text, True
-
-
 class Slot(Struct):
+    """One call: its name, raw body, parameters so far, and what of their JSON was sent.
+
+    The arguments JSON is ``{`` + entries joined by ``, `` + ``}``, one ``"key": value``
+    entry per parameter (a repeated key keeps its first place, takes the last
+    value). What was sent is kept as the entries it covers plus the head of the
+    next one, so checking that new JSON still extends it costs only what changed.
+    """
+
     id: str = ""
     name: str = ""
     args: str = ""
     name_sent: bool = False
     string_keys: list[str] | None = None
-    streamed: str = ""
+    scan: ParamScan = field(default_factory=ParamScan)
+    json_name: KeyMatch = field(default_factory=KeyMatch)
+    names: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+    entries: list[str] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)
+    coerced_as: str = ""  # the call name the entries were typed for
+    sent_entries: list[str] = field(default_factory=list)  # entries the sent text covers
+    sent_tail: str = ""  # sent text past them: the head of the next entry
+    sent_final: bool = False  # the closed object was sent: nothing can follow
+    stale: int = 0  # covered entries that no longer read as they were sent
     open_value: OpenValue | None = None
     open_value_streams: bool = False
 
@@ -220,6 +228,7 @@ class Qwen3CoderTools:
             grammar.grammar, self.state.engine, skip_reasoning=reasoning_markup_is_text
         )
         self.suppress = options.tool_choice == "none" and bool(options.tools)
+        self._properties_by_name: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ entry points
 
@@ -328,7 +337,7 @@ class Qwen3CoderTools:
             if slot.name:
                 self._announce(index, calls, slot.name)
             elif event.value:
-                self._announce(index, calls, _json_name(slot.args))
+                self._announce(index, calls, _json_name(slot))
         elif event.value:
             piece = self._argument_delta(slot, event.value)
             if piece:
@@ -340,7 +349,7 @@ class Qwen3CoderTools:
         remaining = self._final_arguments(self.state.slots[index])
         slot = self.state.slots[index]
         if not slot.name_sent:
-            name = slot.name or _json_name(slot.args)
+            name = slot.name or _json_name(slot)
             if name:
                 slot.name = name
                 slot.name_sent = True
@@ -366,40 +375,141 @@ class Qwen3CoderTools:
     # ------------------------------------------------------------------ arguments
 
     def _argument_delta(self, slot: Slot, raw: str) -> str | None:
-        if slot.open_value is not None:
+        """The arguments text this body piece adds, as vLLM's engine streams it.
+
+        While a new string parameter is open its text streams through the extender;
+        otherwise the JSON is re-derived, but only from what changed: parameters
+        completed by this piece and the open one.
+        """
+        completed = self._complete(slot)
+        if slot.open_value is not None and not completed:
             piece = extend_value(slot.open_value, raw)
-            if piece is not None:
-                if not piece or not slot.open_value_streams:
-                    return None
-                slot.streamed += piece
-                return piece
-            slot.open_value = None
-        current = parameters_to_json(slot.args, partial=True)
-        if slot.name:
-            current = self._coerce(current, slot.name)
-        previous = slot.streamed
-        safe, value_streams = safe_prefix(current, slot.string_keys)
-        if not safe or (previous and not safe.startswith(previous)):
+            if not piece or not slot.open_value_streams:
+                return None
+            slot.sent_tail += piece
+            return piece
+        slot.open_value = None
+        open_parameter = slot.scan.open_parameter(slot.args)
+        if (not completed and open_parameter is None) or slot.sent_final:
+            return None  # the parameters read as before, so does their JSON
+        entries = slot.entries
+        last_name = slot.names[-1] if slot.names else ""
+        overlaid = -1
+        if open_parameter is not None:
+            name, value = open_parameter
+            entry = self._entry(slot.name, name, _trim_wrapping_newlines(value))
+            overlaid = slot.positions.get(name, len(entries))
+            entries = list(entries) if overlaid < len(entries) else [*entries, entry]
+            entries[overlaid] = entry
+            if overlaid == len(slot.entries):
+                last_name = name
+        if not entries:
             return None
-        slot.streamed = safe
-        slot.open_value = open_value(slot.args)
-        slot.open_value_streams = value_streams
-        return safe[len(previous) :] or None
+        head, value_streams = _head(entries[-1], last_name, slot.string_keys)
+        added = self._extend_sent(slot, entries, head, overlaid)
+        if added is not None and open_parameter is not None and overlaid == len(slot.entries):
+            slot.open_value = open_value(open_parameter[1])
+            slot.open_value_streams = value_streams
+        return added or None
 
     def _final_arguments(self, slot: Slot) -> str | None:
-        final = parameters_to_json(slot.args, partial=False)
-        final = self._coerce(final, slot.name)
-        previous = slot.streamed
-        if len(final) > len(previous):
-            if previous and not final.startswith(previous):
+        """What the closed object adds to the arguments sent (None if it does not extend them)."""
+        self._complete(slot)
+        if slot.sent_final:
+            return None
+        piece = self._extend_sent(slot, slot.entries, None, -1)
+        if piece is not None:
+            slot.sent_final = True
+        return piece or None
+
+    def _extend_sent(
+        self, slot: Slot, entries: list[str], head: str | None, overlaid: int
+    ) -> str | None:
+        """The text by which the JSON of ``entries`` extends what was sent, recorded as sent.
+
+        The JSON is every entry but the last, then ``head`` (no head: the closed
+        object). None when it does not start with what was sent (vLLM then sends
+        nothing); that is decided from the entries past the ones already covered.
+        """
+        sent = slot.sent_entries
+        covered = len(sent)
+        if head is None:
+            rest = ", ".join(entries[covered:]) + "}"
+        else:
+            rest = "".join(entry + ", " for entry in entries[covered:-1]) + head
+        if slot.sent_tail or covered:
+            stale = slot.stale
+            if 0 <= overlaid < covered:
+                stale += (entries[overlaid] != sent[overlaid]) - (
+                    slot.entries[overlaid] != sent[overlaid]
+                )
+            if stale or len(entries) <= covered or not rest.startswith(slot.sent_tail):
                 return None
-            slot.streamed = final
-            return final[len(previous) :]
-        return None
+            if head is None and len(rest) == len(slot.sent_tail):
+                return None
+            piece = rest[len(slot.sent_tail) :]
+        else:
+            piece = "{" + rest
+        if head is not None:
+            for i in range(covered, len(entries) - 1):
+                sent.append(entries[i])
+                if i < len(slot.entries) and slot.entries[i] != entries[i]:
+                    slot.stale += 1
+            slot.sent_tail = head
+        return piece
+
+    def _complete(self, slot: Slot) -> bool:
+        """Read the body's new text; whether any parameter was completed by it."""
+        if slot.coerced_as != slot.name:
+            slot.coerced_as = slot.name
+            self._recoerce(slot)
+        found = slot.scan.advance(slot.args)
+        for name, value in found:
+            entry = self._entry(slot.name, name, value)
+            position = slot.positions.get(name)
+            if position is None:
+                slot.positions[name] = len(slot.entries)
+                slot.names.append(name)
+                slot.values.append(value)
+                slot.entries.append(entry)
+                continue
+            slot.values[position] = value
+            if position < len(slot.sent_entries):
+                sent = slot.sent_entries[position]
+                slot.stale += (entry != sent) - (slot.entries[position] != sent)
+            slot.entries[position] = entry
+        return bool(found)
+
+    def _recoerce(self, slot: Slot) -> None:
+        """Re-type every parameter for the call's (changed) name."""
+        slot.entries = [
+            self._entry(slot.name, name, value)
+            for name, value in zip(slot.names, slot.values, strict=True)
+        ]
+        slot.stale = sum(
+            entry != sent for entry, sent in zip(slot.entries, slot.sent_entries, strict=False)
+        )
+
+    def _entry(self, call_name: str, key: str, value: str) -> str:
+        """One ``"key": value`` of the arguments JSON, the value typed per the tool's schema."""
+        typed: Any = value
+        if self.options.tools and call_name:
+            schema = self._properties(call_name).get(key)
+            if isinstance(schema, dict):
+                typed = coerce_string(value, schema_types(schema))
+        try:
+            value_json = json.dumps(typed, ensure_ascii=False)
+        except RecursionError:  # parsed, but too deep to write back: keep the text
+            value_json = json.dumps(value, ensure_ascii=False)
+        return json.dumps(key, ensure_ascii=False) + ": " + value_json
 
     def _properties(self, name: str) -> dict[str, Any]:
-        tool = self.options.tool(name)
-        return tool.properties() if tool is not None else {}
+        properties = self._properties_by_name.get(name)
+        if properties is None:
+            tool = self.options.tool(name)
+            properties = tool.properties() if tool is not None else {}
+            self._properties_by_name[name] = properties
+        return properties
 
     def _coerce(self, arguments: str, name: str) -> str:
         if not self.options.tools or not name:
@@ -422,14 +532,34 @@ class Qwen3CoderTools:
         raw = slot.args
         if not name and raw.strip():
             name, arguments = _name_and_arguments(raw)
+            arguments = self._coerce(arguments, name)
         elif raw.strip():
-            arguments = parameters_to_json(raw, partial=False)
+            self._complete(slot)
+            entries = slot.entries
+            if name != slot.coerced_as:
+                pairs = zip(slot.names, slot.values, strict=True)
+                entries = [self._entry(name, key, value) for key, value in pairs]
+            arguments = "{" + ", ".join(entries) + "}"
         else:
             arguments = "{}"
         if not name:
             return None
         self._ensure_id(index, slot)
-        return FunctionCall(name, self._coerce(arguments, name))
+        return FunctionCall(name, arguments)
+
+
+def _head(entry: str, name: str, string_keys: list[str] | None) -> tuple[str, bool]:
+    """What of the last entry later text cannot change, and whether that runs into its value.
+
+    The key and colon; the open text of a string value too when the key allows only
+    strings (keys are compared JSON-escaped, as vLLM compares them).
+    """
+    key = json.dumps(name, ensure_ascii=False)
+    colon_end = len(key) + 2
+    allowed = string_keys is None or key[1:-1] in string_keys
+    if allowed and entry[colon_end : colon_end + 1] == '"':
+        return entry[:-1], True
+    return entry[:colon_end], False
 
 
 def _coalesce(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
@@ -451,9 +581,13 @@ def _coalesce(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
     return calls if len(merged) == len(calls) else list(merged.values())
 
 
-def _json_name(raw: str) -> str | None:
-    match = _NAME_RE.search(raw)
-    return match.group(1) if match and match.group(1) else None
+def _json_name(slot: Slot) -> str | None:
+    """The first ``"name": "..."`` in the body (None if empty), found incrementally."""
+    match = slot.json_name
+    match.advance(slot.args, _NAME_KEY, want_value=True, empty_is_match=True)
+    if match.phase != "done" or match.value_end == match.value_start:
+        return None
+    return slot.args[match.value_start : match.value_end]
 
 
 def _name_and_arguments(raw: str) -> tuple[str, str]:
@@ -461,7 +595,7 @@ def _name_and_arguments(raw: str) -> tuple[str, str]:
     raw = raw.strip()
     try:
         parsed: Any = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return "", raw
     if not isinstance(parsed, dict) or not isinstance(name := parsed.get("name", ""), str):
         return "", raw

@@ -51,13 +51,26 @@ def schema_types(schema: Any) -> list[str]:
 
 
 def _finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_finite(v) for v in value)
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
+    """No NaN or infinity anywhere in a parsed value; iterative, as the nesting is the model's."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
     return True
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, with nesting too deep to parse read as not JSON (ValueError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def coerce_string(value: str, types: list[str]) -> Any:
@@ -95,13 +108,13 @@ def coerce_string(value: str, types: list[str]) -> Any:
                 return False
         else:
             try:
-                parsed = json.loads(value)
+                parsed = _loads(value)
             except ValueError:
                 continue
             if _finite(parsed):
                 return parsed
     try:
-        parsed = json.loads(value)
+        parsed = _loads(value)
     except ValueError:
         return value
     return parsed if _finite(parsed) else value
@@ -147,7 +160,7 @@ def coerce_arguments(arguments: str, properties: dict[str, Any]) -> str:
     if not properties:
         return arguments
     try:
-        args = json.loads(arguments)
+        args = _loads(arguments)
     except ValueError:
         return arguments
     if not isinstance(args, dict) or not _coerce_object(args, properties):

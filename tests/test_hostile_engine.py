@@ -1,0 +1,209 @@
+"""Hostile model output through the marker engine, qwen3_coder, hermes, llama3_json and
+forced choice: storms of markers and half-markers, deep nesting, escape storms.
+
+Model output is untrusted, so these check that nothing raises, that any chunking of a
+stream assembles the same message, and that the incremental parameter scan reads
+parameters exactly as the regexes it replaces. The deadline only detects hangs; speed
+is measured outside the test suite (see the timing table in docs/parity.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.tokenizer import Tokenizer
+from parsers.qwen3_coder import ParamScan
+from parsers.registry import ParserFactory
+from parsers.types import ParseOptions, ToolSpec, Vocabulary
+from tests.test_parser_properties import Assembled, chunked, run
+
+TOOLS = (
+    ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
+    ToolSpec(
+        "count",
+        {
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer"},
+                "x": {"type": "array"},
+                "o": {"type": "object"},
+            },
+        },
+    ),
+)
+HOSTILE = [
+    ">",
+    "<",
+    "</",
+    "<think>",
+    "</think>",
+    "<thi",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_",
+    "<function=",
+    "<function=count>",
+    "</function>",
+    "<parameter=",
+    "<parameter=x>",
+    "<parameter=n>",
+    "< parameter = o >",
+    "</parameter>",
+    "</ parameter >",
+    "[[[[",
+    "]]",
+    '{"a":',
+    '{"name": "count", "arguments": ',
+    '"',
+    "\\",
+    '\\"',
+    "\n",
+    "12",
+    "  ",
+]
+DEEP = "[" * 1200
+CONFIGS = [
+    ("qwen3", None),
+    ("qwen3", "hermes"),
+    (None, "hermes"),
+    ("qwen3", "qwen3_coder"),
+    (None, "qwen3_coder"),
+    ("deepseek_r1", "hermes"),
+]
+HOSTILE_SETTINGS = settings(
+    max_examples=40,
+    deadline=20_000,  # a hang detector only
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+hostile_output = st.lists(
+    st.sampled_from(HOSTILE) | st.just(DEEP), min_size=1, max_size=60
+).map("".join)
+
+
+def options(**kwargs: Any) -> ParseOptions:
+    return ParseOptions(tools=TOOLS, **({"tool_choice": "auto"} | kwargs))
+
+
+@pytest.mark.parametrize(("reasoning", "tool"), CONFIGS)
+@HOSTILE_SETTINGS
+@given(output=hostile_output, cuts=st.lists(st.integers(0, 4000), max_size=12))
+def test_hostile_output_parses_and_any_chunking_assembles_the_same(
+    tokenizer: Tokenizer, reasoning: str | None, tool: str | None, output: str, cuts: list[int]
+) -> None:
+    factory = ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
+    factory.for_request(options()).parse(output, [], "seed")
+    ids = tokenizer._hf.encode(output)
+    by_token, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
+    by_cuts, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), "stop")
+    assert by_cuts == by_token
+
+
+@pytest.mark.parametrize(
+    "forced", [{"tool_choice": "required"}, {"tool_choice": None, "named_tool": "count"}]
+)
+@HOSTILE_SETTINGS
+@given(output=hostile_output)
+def test_forced_choice_on_hostile_output_never_raises(
+    tokenizer: Tokenizer, forced: dict[str, Any], output: str
+) -> None:
+    factory = ParserFactory("hermes", None, True, tokenizer.vocabulary)
+    factory.for_request(options(**forced)).parse(output, [], "seed")
+    ids = tokenizer._hf.encode(output)
+    run(tokenizer, factory, options(**forced), ids, [[i] for i in ids], "stop")
+
+
+@HOSTILE_SETTINGS
+@given(
+    output=st.lists(
+        st.sampled_from(['{"name": "count", "parameters": ', "; ", *HOSTILE]) | st.just(DEEP),
+        min_size=1,
+        max_size=40,
+    ).map(lambda parts: "<|python_tag|>" + "".join(parts)),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+)
+def test_llama3_json_on_hostile_output_never_raises(output: str, cuts: list[int]) -> None:
+    factory = ParserFactory("llama3_json", None, True, Vocabulary({"<|python_tag|>": 128010}))
+    factory.for_request(options()).parse(output, [], "seed")
+    bounds = sorted({c % (len(output) + 1) for c in cuts} | {0, len(output)})
+    pieces = [output[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    stream = factory.stream_for_request(options(), "seed")
+    folded = Assembled()
+    for i, piece in enumerate(pieces):
+        folded.add(stream.step(piece, [0], "stop" if i == len(pieces) - 1 else None, [])[0])
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '<tool_call>{"name": "count", "arguments": {"x": ' + DEEP * 2,
+        '<tool_call>{"name": "count", "arguments": {"x": ' + DEEP + "]" * 1200 + "}}</tool_call>",
+        "<tool_call>\n<function=count>\n<parameter=x>\n" + DEEP + "]" * 1200 + "\n</parameter>",
+        "<tool_call>\n<function=count>\n<parameter=o>\n" + '{"a":' * 1500 + "\n</parameter>",
+    ],
+)
+@pytest.mark.parametrize("tool", ["hermes", "qwen3_coder"])
+def test_nesting_too_deep_for_json_is_content_not_an_error(
+    tokenizer: Tokenizer, tool: str, output: str
+) -> None:
+    factory = ParserFactory(tool, None, True, tokenizer.vocabulary)
+    for forced in ({}, {"tool_choice": "required"}, {"tool_choice": None, "named_tool": "count"}):
+        factory.for_request(options(**forced)).parse(output, [], "seed")
+    ids = tokenizer._hf.encode(output)
+    run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
+
+
+# ------------------------------------------------------------------ parameter scan
+
+# vLLM's parameter regexes, kept here as the reference the incremental scan must match.
+_PARAM_RE = re.compile(
+    r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))",
+    re.DOTALL,
+)
+_OPEN_PARAM_RE = re.compile(r"<\s*parameter\s*=\s*([^>]+)>(.*)$", re.DOTALL)
+
+
+def reference_parameters(raw: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
+    matches = list(_PARAM_RE.finditer(raw))
+    open_match = _OPEN_PARAM_RE.search(raw[matches[-1].end() :] if matches else raw)
+    pairs = [(m.group(1), m.group(2)) for m in matches]
+    return pairs, (open_match.group(1), open_match.group(2)) if open_match else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(
+        st.sampled_from(
+            [
+                *("<parameter=", "</parameter>", "< parameter\n=", "</ parameter >", "<", "</"),
+                *("parameter", "=", ">", "a", "b", " ", "\n", "<parameter=>", "x>v"),
+            ]
+        ),
+        max_size=30,
+    ),
+    cuts=st.lists(st.integers(0, 200), max_size=8),
+)
+def test_the_parameter_scan_reads_as_vllms_regexes(parts: list[str], cuts: list[int]) -> None:
+    """Same parameters and open parameter as the regexes, however the body arrives
+    (the open one looked for after the last complete parameter; see docs/parity.md)."""
+    raw = "".join(parts)
+    scan = ParamScan()
+    found: list[tuple[str, str]] = []
+    for end in sorted({c % (len(raw) + 1) for c in cuts} | {len(raw)}):
+        found += scan.advance(raw[:end])
+    expected, expected_open = reference_parameters(raw)
+    assert found == [
+        (name.lstrip(), value.removeprefix("\n").removesuffix("\n")) for name, value in expected
+    ]
+    open_parameter = scan.open_parameter(raw)
+    if expected_open is None:
+        assert open_parameter is None
+    else:
+        name, value = expected_open
+        assert open_parameter == (name, value)
