@@ -17,6 +17,7 @@ costs when its session is missing and the history is replayed.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import multiprocessing
 import os
@@ -284,7 +285,13 @@ def _measure(
 def in_child(
     derender: Derenderer, config: Config, mode: str, ids: list[int], prompt: list[int]
 ) -> tuple[float, float | None] | None:
-    """The measurement in a forked child; None when it misses the deadline or dies."""
+    """The measurement in a forked child; None when it misses the deadline or dies.
+
+    What the child inherits is frozen out of the collector first: otherwise the child's
+    first full collection walks (and so copies, page by page) the whole inherited heap,
+    a one-off cost that lands on whichever size happens to trigger it.
+    """
+    gc.freeze()
     receive, send = multiprocessing.Pipe(duplex=False)
     child = multiprocessing.get_context("fork").Process(
         target=_measure, args=(send, derender, config, mode, ids, prompt)
