@@ -48,8 +48,15 @@ def _depth_ok(value: Any) -> bool:
     return True
 
 
+# What JSON text can start with, after JSON whitespace: anything else is rejected
+# here, without the cost of an exception (hostile output can hold many such blocks).
+_VALUE_START = re.compile(r'[ \t\n\r]*[-\[{"0-9tfnNI]')
+
+
 def _loads(text: str) -> tuple[bool, Any]:
     """``json.loads`` that never raises: ``(False, None)`` for anything it rejects."""
+    if _VALUE_START.match(text) is None:
+        return False, None
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -444,7 +451,7 @@ class Fence(Struct):
     view: SourceView | None = None
     dead: bool = False  # its text does not start with "[": never a candidate
     closed: bool = False
-    skip: int = -1  # where its text may start, past ``json`` and whitespace
+    skip: int = 0  # before `at`: where to look for it; after: where its text may start
     keys: int = 0  # bit 1: '"name"' seen in it, bit 2: '"arguments"'
 
 
@@ -857,11 +864,13 @@ def _advance_fence(fence: Fence, text: str) -> None:
         return
     size = len(text)
     if fence.at < 0:
-        fence.at = text.find("```")
+        fence.at = text.find("```", fence.skip)
         if fence.at < 0:
+            fence.skip = max(0, size - 2)
             return
+        fence.skip = -1
     if fence.view is None:
-        if fence.skip < 0:
+        if fence.skip < 0:  # not past "json" yet
             rest = text[fence.at + 3 : fence.at + 7]
             if rest != "json" and "json".startswith(rest):
                 return  # "json" or not: the next chars decide
