@@ -429,8 +429,8 @@ class XlamSent(Struct):
     name: bool = False
     prefix: bool = False
     arguments: str = ""
-    checked: str = ""  # where the arguments last compared with `arguments` came from
-    closed: bool = False  # ...and whether they were all sent, ending in "}"
+    checked: str = ""  # the span of the arguments last compared with `arguments`
+    closed: bool = False  # ...and whether they were all sent
 
 
 class BlockScan(Struct):
@@ -472,8 +472,6 @@ class XlamState(Struct, tag="xlam"):
     lead: str = ""
     current: int = -1
     sent: list[XlamSent] = field(default_factory=list)
-    parsed: Any = None  # the last complete call array seen
-    parsed_key: str = ""  # the view state `parsed` was taken from
     # Incremental views, set up once a block may start (hold_from >= 0).
     seen: int = 0  # how far `text` was looked at for the words below
     block_hint: bool = False
@@ -514,7 +512,7 @@ class XlamStream:
 
         vLLM takes one step per chunk (a name, or an argument piece), so the calls a
         multi-token chunking leaves no steps for are lost. The final text settles
-        them: the parsed array if it parses, else the calls whose arguments closed.
+        them from the final text, whatever the chunking was.
         """
         s = self.s
         if s.hold_from < 0:
@@ -538,32 +536,39 @@ class XlamStream:
         return Delta(tool_calls=deltas) if deltas else None
 
     def _final_calls(self) -> list[tuple[str, str | None]]:
-        """``(name, arguments)`` of every call in the final text, as far as it shows."""
+        """``(name, arguments)`` of every call in the final text, as far as it shows:
+        the parsed array if the text parses (arguments as written where the pattern
+        finds them), else the calls the patterns find."""
         s = self.s
-        if isinstance(s.parsed, list):
-            calls: list[tuple[str, str | None]] = []
-            for entry in s.parsed:
-                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                    return calls
-                arguments = entry.get("arguments")
-                if arguments is not None and not isinstance(arguments, str):
-                    arguments = json.dumps(arguments, ensure_ascii=False)
-                calls.append((entry["name"], arguments))
-            return calls
         calls_view, is_block = self._view()
         if not is_block:
             return []
         search = self._search(calls_view)
         names = _chains(search, s.text)
-        found = []
-        for index in range(_count(names)):
-            _, first, last = _match(names, index)
-            arguments = None
-            if index < _count(search.args):
-                _, first_arg, last_arg = _match(search.args, index)
-                arguments = s.text[first_arg:last_arg]
-            found.append((s.text[first:last], arguments))
-        return found
+        written = []
+        for index in range(_count(search.args)):
+            _, first, last = _match(search.args, index)
+            written.append(s.text[first:last])
+        probed = calls_view if calls_view is not None else s.whole
+        parsed = s.loaded.get(_parse_key(probed)) if probed and self._valid(probed) else None
+        if not isinstance(parsed, list):
+            found: list[tuple[str, str | None]] = []
+            for index in range(_count(names)):
+                _, first, last = _match(names, index)
+                found.append((s.text[first:last], written[index] if index < len(written) else None))
+            return found
+        calls: list[tuple[str, str | None]] = []
+        for index, entry in enumerate(parsed):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                break
+            value = entry.get("arguments")
+            arguments = value if value is None or isinstance(value, str) else None
+            if arguments is None and value is not None:
+                as_written = written[index] if index < len(written) else None
+                same = as_written is not None and _loads(as_written) == (True, value)
+                arguments = as_written if same else json.dumps(value, ensure_ascii=False)
+            calls.append((entry["name"], arguments))
+        return calls
 
     def remaining_arguments(self) -> str:
         """Nothing: ``finish`` settles every call.
@@ -711,13 +716,6 @@ class XlamStream:
     def _step(self, calls: SourceView | None) -> Delta | None:
         s = self.s
         text = s.text
-        probed = calls if calls is not None else s.whole
-        assert probed is not None
-        if self._valid(probed):
-            key = _parse_key(probed)
-            value = s.loaded.get(key)
-            if isinstance(value, list) and key != s.parsed_key:
-                s.parsed, s.parsed_key = value, key
         search = self._search(calls)
         names = _chains(search, text)
         count = _count(names)
@@ -753,37 +751,27 @@ class XlamStream:
             return Delta(tool_calls=[DeltaToolCall(index=index, arguments="{}")])
         if index >= _count(search.args):
             return None
+        # The arguments as written. (vLLM re-serializes them instead whenever the whole
+        # text happens to parse at this chunk, which makes them depend on the chunking;
+        # see docs/parity.md.)
         _, first, last = _match(search.args, index)
-        source = f"r{first}:{last}"
-        entry: Any = None
-        if count > 1 and self._valid(search, self._held(search)):
-            tools = s.loaded.get(_parse_key(search))
-            if isinstance(tools, list) and index < len(tools):
-                entry = tools[index]
-                if not isinstance(entry, dict):
-                    return None  # vLLM fails on .get here
-                source = f"j{_parse_key(search)}:{index}"
+        source = f"{first}:{last}"
         if source == sent.checked:
             # Same arguments as last time: nothing new to send.
             if sent.closed and index < count - 1:
                 s.current += 1
             return None
-        if entry is None:
-            arguments = text[first:last]
-        else:
-            value = entry.get("arguments", "{}")
-            is_dict = isinstance(value, dict)
-            arguments = json.dumps(value, ensure_ascii=False) if is_dict else str(value)
-        if not sent.prefix and arguments.startswith("{"):
+        arguments = text[first:last]
+        if not sent.prefix:
             sent.prefix, sent.arguments, sent.checked = True, "{", ""
             return Delta(tool_calls=[DeltaToolCall(index=index, arguments="{")])
         sent.checked = source
         if arguments.startswith(sent.arguments) and arguments[len(sent.arguments) :]:
             piece = arguments[len(sent.arguments) :]
             sent.arguments = arguments
-            sent.closed = arguments.endswith("}")
+            sent.closed = True
             return Delta(tool_calls=[DeltaToolCall(index=index, arguments=piece)])
-        sent.closed = arguments.endswith("}") and arguments == sent.arguments
+        sent.closed = arguments == sent.arguments
         if sent.closed and index < count - 1:
             s.current += 1
         return None
