@@ -537,8 +537,8 @@ class XlamStream:
 
     def _final_calls(self) -> list[tuple[str, str | None]]:
         """``(name, arguments)`` of every call in the final text, as far as it shows:
-        the parsed array if the text parses (arguments as written where the pattern
-        finds them), else the calls the patterns find."""
+        the parsed array if the text parses (with the arguments the patterns find, as
+        the steps send them), else the calls the patterns find."""
         s = self.s
         calls_view, is_block = self._view()
         if not is_block:
@@ -564,9 +564,9 @@ class XlamStream:
             value = entry.get("arguments")
             arguments = value if value is None or isinstance(value, str) else None
             if arguments is None and value is not None:
+                # What a step would have sent for this call, else the value itself.
                 as_written = written[index] if index < len(written) else None
-                same = as_written is not None and _loads(as_written) == (True, value)
-                arguments = as_written if same else json.dumps(value, ensure_ascii=False)
+                arguments = as_written or json.dumps(value, ensure_ascii=False)
             calls.append((entry["name"], arguments))
         return calls
 
