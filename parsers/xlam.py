@@ -287,7 +287,9 @@ def _feed_links(links: list[MatchLink], kind: int, text: str, start: int, end: i
             pos = hit.start()
         ch = text[pos]
         level = len(links) - 2
-        if ch == '"':
+        # An attempt that fails inside "name" is never started: its follower would
+        # read the same characters anyway.
+        if ch == '"' and _NAME_KEY.startswith(text[pos : min(end, pos + len(_NAME_KEY))]):
             last = links[-1]
             last.start, last.phase, last.matched = pos, _IN_NAME_KEY, 1
             links.append(MatchLink())
