@@ -484,7 +484,9 @@ class XlamState(Struct, tag="xlam"):
     think_scans: list[BlockScan] = field(default_factory=list)
     scans: list[BlockScan] = field(default_factory=list)
     fence: Fence = field(default_factory=Fence)
-    loaded: dict[str, Any] = field(default_factory=dict)  # parsed arrays by view state
+    # Whether a view's closed array or object parses, by view state (values are not
+    # kept: only the last chunk needs one, and snapshots stay small and plain).
+    parsed: dict[str, bool] = field(default_factory=dict)
 
 
 def _new_scans(pos: int) -> list[BlockScan]:
@@ -552,7 +554,10 @@ class XlamStream:
             _, first, last = _match(search.args, index)
             written.append(s.text[first:last])
         probed = calls_view if calls_view is not None else s.whole
-        parsed = s.loaded.get(_parse_key(probed)) if probed and self._valid(probed) else None
+        parsed = None
+        if probed is not None and self._valid(probed):
+            first, last = probed.probe.first_solid, probed.probe.last_solid
+            parsed = _loads(s.text[first : last + 1])[1]
         if not isinstance(parsed, list):
             found: list[tuple[str, str | None]] = []
             for index in range(_count(names)):
@@ -644,7 +649,7 @@ class XlamStream:
 
     def _valid(self, view: SourceView, held: int = 0) -> bool:
         """Whether json.loads accepts the view's text now (arrays and objects are parsed
-        once, when they close, and kept)."""
+        once, when they close)."""
         if not _complete(view, held):
             return False
         probe = view.probe
@@ -656,10 +661,9 @@ class XlamStream:
             is_number = top == "-" or top.isdigit()
             return not (is_number and not probe.fraction and limit and digits > limit)
         key = _parse_key(view)
-        if key not in self.s.loaded:
-            ok, value = _loads(text[probe.first_solid : probe.last_solid + 1])
-            self.s.loaded[key] = value if ok else None
-        return self.s.loaded[key] is not None
+        if key not in self.s.parsed:
+            self.s.parsed[key] = _loads(text[probe.first_solid : probe.last_solid + 1])[0]
+        return self.s.parsed[key]
 
     def _view(self) -> tuple[SourceView | None, bool]:
         """The view vLLM takes as call JSON (None: none), and whether the output is a
