@@ -109,7 +109,9 @@ class ChatParser:
         if options.tool_choice in ("auto", None) or named or required:
             found = tools.extract(content or "", id_seed)
             if found.tools_called:
-                return found.calls, None if _blank(found.content) else found.content
+                # vLLM keeps "" and turns only whitespace-only content into None.
+                blank = bool(found.content) and _blank(found.content)
+                return found.calls, None if blank else found.content
             if (required or named) and _blank(content):
                 return [], None
             if self.engine_based:
