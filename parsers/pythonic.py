@@ -842,6 +842,9 @@ class PythonicStream:
             s.dead = True  # a line break ends a one-line string: no closing repairs it
         elif ch.isspace():
             s.held += _json_chars(ch)  # vLLM strips it while it ends the text
+        elif ch == ",":
+            self._flush_held()
+            s.held = ","  # and drops one comma before that
         else:
             self._flush_held()
             self._append(_json_chars(ch))
@@ -857,7 +860,7 @@ class PythonicStream:
         s = self.s
         sequence = s.escape + ch
         if s.raw:
-            if ch.isspace():
+            if ch.isspace() or ch == ",":
                 self._to_opaque()
             else:
                 s.escape = ""
@@ -892,8 +895,8 @@ class PythonicStream:
                 self._append(_json_chars(chr(int(sequence[2:], 16))))
         elif kind == "N":
             self._named_escape(sequence, ch)
-        elif ch.isspace():
-            self._to_opaque()
+        elif ch.isspace() or ch == ",":
+            self._to_opaque()  # stripped from the end, it would leave a lone backslash
         else:
             s.escape = ""
             self._append(_json_chars(sequence))
