@@ -223,6 +223,7 @@ _SIMPLE_ESCAPES = {
     "v": "\v",
     "\n": "",
 }
+_FRAME_CLOSERS = {"call": ")", "list": "]", "tuple": ")", "dict": "}"}
 _HEX_ESCAPE_DIGITS = {"x": 2, "u": 4, "U": 8}
 _OCTAL = frozenset("01234567")
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -250,16 +251,18 @@ def _number_json(token: str) -> str | None:
 
 
 class Frame(Struct, array_like=True):
-    """An open call, list or dict of the call being scanned.
+    """An open call, list, tuple or dict of the call being scanned.
 
     ``expect`` is what may come next: ``key``, ``after_key``, ``value`` or
-    ``after_value``; ``names`` holds the keyword names or dict keys seen so far.
+    ``after_value``; ``names`` holds the keyword names or dict keys seen so far. A
+    tuple's ``[`` is the JSON piece at ``opener``, blanked if it was only parentheses.
     """
 
     kind: str
     expect: str
     count: int = 0
     names: set[str] = field(default_factory=set)
+    opener: int = -1
 
 
 class PendingCall(Struct, array_like=True):
@@ -304,6 +307,7 @@ class PythonicState(Struct, tag="pythonic"):
     escape: str = ""
     held: str = ""
     string_open: bool = False
+    open_tuples: int = 0
     call_name: str = ""
     call_text: list[str] = field(default_factory=list)
     unsent: list[str] = field(default_factory=list)
@@ -489,6 +493,8 @@ class PythonicStream:
     def _open_call_tail(self) -> str | None:
         s = self.s
         frame = s.frames[-1]
+        if s.open_tuples:
+            return None  # vLLM's withheld ``)`` never ends the JSON of a tuple
         if (
             frame.kind == "dict"
             and frame.expect in ("key", "after_key")
@@ -614,7 +620,7 @@ class PythonicStream:
     def _to_opaque(self) -> None:
         s = self.s
         s.level, s.frames, s.token, s.token_kind, s.quote, s.escape = "opaque", [], "", "", "", ""
-        s.held, s.string_open = "", False
+        s.held, s.string_open, s.open_tuples = "", False, 0
 
     def _append(self, json_text: str) -> None:
         s = self.s
@@ -715,7 +721,7 @@ class PythonicStream:
         if ch == ",":
             self._end_string_json()
             frame.expect = "key" if frame.kind in ("call", "dict") else "value"
-        elif ch == {"call": ")", "list": "]", "dict": "}"}[frame.kind]:
+        elif ch == _FRAME_CLOSERS[frame.kind]:
             self._close_frame()
         elif ch in _QUOTES and s.string_open:
             self._string_start(ch, "", new=False)
@@ -728,7 +734,15 @@ class PythonicStream:
         s = self.s
         self._end_string_json()
         frame = s.frames.pop()
-        self._append("]" if frame.kind == "list" else "}")
+        if frame.kind != "tuple":
+            self._append("]" if frame.kind == "list" else "}")
+        else:
+            s.open_tuples -= 1
+            if frame.count == 1 and frame.expect == "after_value":
+                s.settled -= len(s.unsent[frame.opener])
+                s.unsent[frame.opener] = ""  # ``(x)`` is just x
+            else:
+                self._append("]")
         if s.frames:
             self._value_done()
             return
@@ -770,8 +784,8 @@ class PythonicStream:
     def _value_start(self, ch: str) -> None:
         s = self.s
         frame = s.frames[-1]
-        if frame.kind == "list":
-            if ch == "]":
+        if frame.kind in ("list", "tuple"):
+            if ch == _FRAME_CLOSERS[frame.kind]:
                 self._close_frame()
                 return
             self._append(", " if frame.count else "")
@@ -785,6 +799,10 @@ class PythonicStream:
         elif ch in "[{":
             self._append(ch)
             s.frames.append(Frame("list" if ch == "[" else "dict", "value" if ch == "[" else "key"))
+        elif ch == "(":
+            self._append("[")
+            s.frames.append(Frame("tuple", "value", opener=len(s.unsent) - 1))
+            s.open_tuples += 1
         else:
             self._to_opaque()
 
