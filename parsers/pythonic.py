@@ -370,7 +370,7 @@ class PythonicStream:
             start = end
             if end < len(text) and not s.dead:
                 self._hold_closable()
-        if s.level in ("call", "callname", "opaque"):
+        if s.level in ("call", "callname", "opaque") and not s.dead:
             s.call_text.append(text[call_from:])
         return self._chunk_end()
 
@@ -387,17 +387,39 @@ class PythonicStream:
     # ------------------------------------------------------------------ emission
 
     def _token_boundaries(self, text: str, token_ids: list[int] | None) -> list[int]:
-        """Offsets in ``text`` where the chunk's tokens end (just the end if unknown)."""
+        """Offsets in ``text`` where the chunk's tokens end, as far as their texts show it.
+
+        Token texts are matched from the start and from the end of ``text``; tokens
+        between (a character split across tokens, which shows only once whole) give
+        one boundary where the match from the end begins. A last token with no text
+        here (a stop token) is passed over.
+        """
         if self.token_text is None or not token_ids or len(token_ids) == 1:
             return [len(text)]
         pieces = [self.token_text(token_id) for token_id in token_ids]
-        if "".join(pieces) != text:
-            return [len(text)]
         ends: list[int] = []
-        for piece in pieces:
-            if piece:
-                ends.append((ends[-1] if ends else 0) + len(piece))
-        return ends or [len(text)]
+        at = 0
+        first = 0
+        while first < len(pieces) and pieces[first] and text.startswith(pieces[first], at):
+            at += len(pieces[first])
+            ends.append(at)
+            first += 1
+        last, end = len(pieces), len(text)
+        if last > first and not text.endswith(pieces[-1]):
+            last -= 1
+        tail: list[int] = []
+        while last > first and pieces[last - 1] and end - len(pieces[last - 1]) >= at:
+            if not text.startswith(pieces[last - 1], end - len(pieces[last - 1])):
+                break
+            tail.append(end)
+            end -= len(pieces[last - 1])
+            last -= 1
+        if end > at:
+            ends.append(end)
+        ends += reversed(tail)
+        if not ends or ends[-1] != len(text):
+            ends.append(len(text))
+        return ends
 
     def _hold_closable(self) -> None:
         tail = self._closed_tail()
@@ -446,9 +468,9 @@ class PythonicStream:
         if s.level == "call":
             settled = "".join(s.unsent)
             self._send(deltas, s.call_name, settled + tail, s.unsent_start)
-            kept = max(0, min(s.sent, s.settled) - s.unsent_start)
-            s.unsent = [settled[kept:]] if kept < len(settled) else []
-            s.unsent_start += kept
+            sent = max(0, min(s.sent, s.settled) - s.unsent_start)  # never needed again
+            s.unsent = [settled[sent:]] if sent < len(settled) else []
+            s.unsent_start += sent
         return deltas
 
     def _send(self, deltas: list[DeltaToolCall], name: str, arguments: str, offset: int) -> None:
@@ -555,7 +577,7 @@ class PythonicStream:
             elif s.level == "trailing":
                 if len(s.trailing) < _TRAILING_LIMIT:
                     s.trailing += ch
-                else:
+                elif not ch.isspace():
                     s.trailing_overflow = True
             else:
                 if s.level == "item" and ch not in _SPACES and ch not in "\r\n]":
@@ -753,9 +775,8 @@ class PythonicStream:
 
     def _value_done(self) -> None:
         frame = self.s.frames[-1]
-        frame.expect = (
-            "after_key" if frame.kind == "dict" and frame.expect == "key" else ("after_value")
-        )
+        at_key = frame.kind == "dict" and frame.expect in ("key", "after_key")
+        frame.expect = "after_key" if at_key else "after_value"
 
     def _end_string_json(self) -> None:
         s = self.s

@@ -279,3 +279,22 @@ def test_a_call_closed_inside_a_malformed_token_is_not_sent(
     assert deltas[-1] is None or not deltas[-1].tool_calls
     whole, _ = run(tokenizer, factory, options(), ids, [ids], "stop")
     assert whole == folded
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '[get_weather(city="k0 東"), count(n=3), get_wea',
+        '[get_weather(city="k0 東"), count(n=3)"',
+        '[count(n=1), get_weather(city=("東", 1)), count(n=2)] x',
+    ],
+)
+def test_a_character_split_across_tokens_keeps_the_chunk_boundaries(
+    tokenizer: Tokenizer, output: str
+) -> None:
+    """A chunk holding a character split over two tokens still settles as one token per chunk."""
+    ids = tokenizer._hf.encode(output)
+    factory = factory_for(tokenizer, "pythonic", None)
+    per_token, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], "length")
+    whole, _ = run(tokenizer, factory, options(), ids, [ids], "length")
+    assert whole == per_token
