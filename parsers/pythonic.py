@@ -285,13 +285,13 @@ class PythonicState(Struct, tag="pythonic"):
 
     passthrough: bool = False
     started: bool = False
-    dead: bool = False
+    dead: bool = False  # no closing of the text can parse any more
     closers: list[str] = field(default_factory=list)
     backslashes: int = 0
     equals: int = 0
     commas: int = 0
     colons: int = 0
-    brace_colons: int = 0
+    brace_colons: int = 0  # counts before the last ``{`` and ``(``
     brace_commas: int = 0
     paren_equals: int = 0
     paren_commas: int = 0
@@ -300,24 +300,24 @@ class PythonicState(Struct, tag="pythonic"):
     before_last: str = ""
     level: str = "open"
     frames: list[Frame] = field(default_factory=list)
-    token: str = ""
+    token: str = ""  # a name, number or keyword in progress
     token_kind: str = ""
     quote: str = ""
     raw: bool = False
-    escape: str = ""
-    held: str = ""
-    string_open: bool = False
+    escape: str = ""  # an escape sequence in progress
+    held: str = ""  # JSON of a string's end that vLLM's right-strip drops
+    string_open: bool = False  # a closed string's JSON awaits ``"`` (or concatenation)
     open_tuples: int = 0
     call_name: str = ""
-    call_text: list[str] = field(default_factory=list)
-    unsent: list[str] = field(default_factory=list)
+    call_text: list[str] = field(default_factory=list)  # for ``ast`` if it turns opaque
+    unsent: list[str] = field(default_factory=list)  # the open call's JSON from unsent_start
     unsent_start: int = 0
     settled: int = 0
     trailing: str = ""
     trailing_overflow: bool = False
     finished: list[PendingCall] = field(default_factory=list)
-    next_index: int = 0
-    sent: int = 0
+    next_index: int = 0  # calls passed on in full
+    sent: int = 0  # JSON characters sent of call ``next_index``
     held_deltas: list[DeltaToolCall] = field(default_factory=list)
     head: str = ""
     called: bool = False
