@@ -78,6 +78,7 @@ class ParserFactory:
         self.reasoning_name = reasoning_parser
         self.tool_name = tool if enable_auto_tools else None
         self._grammar = Qwen3Grammar(vocab)
+        self._token_text = vocab.token_text
         self._think: ThinkTagReasoning | None = None
         if reasoning_parser == "deepseek_r1":
             try:
@@ -147,7 +148,7 @@ class ParserFactory:
             tools = XlamStream(id_seed, state.tools)
         elif self.tool_name == "pythonic":
             state.tools = _reuse(state.tools, PythonicState)
-            tools = PythonicStream(id_seed, state.tools)
+            tools = PythonicStream(id_seed, state.tools, self._token_text)
         elif self.tool_name == "llama3_json":
             state.tools = _reuse(state.tools, Llama3JsonState)
             tools = Llama3JsonStream(id_seed, state.tools)
