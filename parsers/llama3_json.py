@@ -94,17 +94,27 @@ def _common_prefix(a: str, b: str) -> str:
 
 
 class Llama3JsonState(Struct, tag="llama3_json"):
-    text: str = ""
+    text: str = ""  # the output from the current call's start on, once a call opened
+    opened: bool = False  # the output opened with a call (or its tag)
     passthrough: bool = False
     current: int = -1
     name_sent: bool = False
     streamed: list[str] = field(default_factory=list)
-    previous: list[Any] = field(default_factory=list)
+    previous: Any = None  # the current call as parsed by the last step that read it
+    finished: list[Any] = field(default_factory=list)  # calls before the current one
+    last_finished: str = ""  # the text of the call before the current one, separator included
     named: list[int] = field(default_factory=list)  # calls whose name was sent
     sent: dict[int, str] = field(default_factory=dict)  # call index -> arguments sent
 
 
 class Llama3JsonStream:
+    """Streamed calls, reading only the current call and what follows it.
+
+    vLLM re-reads every call on every chunk; a call before the current one is complete
+    JSON followed by a separator, so it parses the same way each time and is kept
+    instead (its text is dropped once the next call starts).
+    """
+
     engine_based = False
     supports_required_and_named = False
 
@@ -121,7 +131,7 @@ class Llama3JsonStream:
         name and the rest of its arguments here.
         """
         s = self.s
-        if s.passthrough or not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
+        if s.passthrough or not s.opened:
             return None
         calls: list[DeltaToolCall] = []
         for index, call in enumerate(self._final_calls()):
@@ -139,10 +149,20 @@ class Llama3JsonStream:
         return Delta(tool_calls=calls) if calls else None
 
     def _final_calls(self) -> list[dict[str, Any]]:
-        """The calls of the final text, as far as they parse."""
-        text = self.s.text
-        start = len(BOT_TOKEN) if text.startswith(BOT_TOKEN) else 0
-        calls: list[dict[str, Any]] = []
+        """The calls of the final text, as far as they parse.
+
+        Each call is read with all the text after it, so text that spoils the reading
+        of the last kept call (its text is kept for this) spoils every kept call.
+        """
+        s = self.s
+        text = s.text
+        if s.finished:
+            try:
+                _loads_partial(s.last_finished + text, Allow.ALL)
+            except _UNPARSABLE:
+                return []
+        start = self._first_call_start()
+        calls: list[dict[str, Any]] = list(s.finished)
         while start < len(text):
             try:
                 obj, end = _loads_partial(text[start:], Allow.ALL)
@@ -156,6 +176,13 @@ class Llama3JsonStream:
             start += end + len(_SEPARATOR)
         return calls
 
+    def _first_call_start(self) -> int:
+        """Where the current call (or the first one) starts in the kept text."""
+        s = self.s
+        if s.current < 0 and s.text.startswith(BOT_TOKEN):
+            return len(BOT_TOKEN)
+        return 0
+
     def remaining_arguments(self) -> str:
         """Nothing: ``finish`` settles every call."""
         return ""
@@ -165,11 +192,13 @@ class Llama3JsonStream:
         if s.passthrough:
             return Delta(content=text)
         s.text += text
-        if not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
-            # Output that does not open with a call never becomes one.
-            if s.text and not BOT_TOKEN.startswith(s.text):
-                s.passthrough, s.text = True, ""
-            return Delta(content=text)
+        if not s.opened:
+            if not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
+                # Output that does not open with a call never becomes one.
+                if s.text and not BOT_TOKEN.startswith(s.text):
+                    s.passthrough, s.text = True, ""
+                return Delta(content=text)
+            s.opened = True
         try:
             delta = self._calls()
         except _UNPARSABLE:
@@ -185,14 +214,16 @@ class Llama3JsonStream:
         s = self.s
         current = s.text
         flags = Allow.ALL if s.name_sent else Allow.ALL & ~Allow.STR
-        calls: list[Any] = []
+        calls: list[Any] = []  # the current call and those after it
+        ends: list[int] = []
         complete: list[bool] = []
-        start = len(BOT_TOKEN) if current.startswith(BOT_TOKEN) else 0
+        start = self._first_call_start()
         try:
             while start < len(current):
                 obj, end = _loads_partial(current[start:], flags)
                 complete.append(_complete(current[start : start + end]))
                 start += end + len(_SEPARATOR)
+                ends.append(start)
                 if "parameters" in obj:
                     if "arguments" in obj:
                         raise ValueError("a call has both parameters and arguments")
@@ -202,13 +233,14 @@ class Llama3JsonStream:
             return None
         if not calls:
             return None
-        call: dict[str, Any] = calls[s.current] if s.current < len(calls) else {}
-        if len(calls) > s.current + 1:
+        started = 1 if s.current >= 0 else 0  # whether calls[0] is the current call
+        call: dict[str, Any] = calls[0] if started else {}
+        if len(calls) > started:
             # A new call started: finish the current one and move to the next. (vLLM
             # jumps to the newest call and may send these arguments unnamed, losing
             # calls when one chunk holds several; here calls go one at a time.)
             finished: list[DeltaToolCall] = []
-            if s.current >= 0:
+            if started:
                 name = call.get("name")
                 if not s.name_sent and name:
                     finished.append(opening_call_delta(self.id_seed, s.current, name))
@@ -218,6 +250,10 @@ class Llama3JsonStream:
                     tail = text[len(s.streamed[s.current]) :]
                     s.streamed[s.current] += tail
                     finished.append(DeltaToolCall(index=s.current, arguments=tail))
+                s.finished.append(call)
+                s.last_finished, s.text = current[: ends[0]], current[ends[0] :]
+            else:
+                s.text = current[self._first_call_start() :]
             s.current += 1
             s.name_sent = False
             s.streamed.append("")
@@ -233,9 +269,9 @@ class Llama3JsonStream:
             if arguments:
                 sent = len(s.streamed[s.current])
                 text = json.dumps(arguments, ensure_ascii=False)
-                before = s.previous[s.current].get("arguments")
+                before = s.previous.get("arguments")
                 piece: str | None = None
-                if complete[s.current]:
+                if complete[0]:
                     piece = text[sent:]
                 elif before:
                     before_text = json.dumps(before, ensure_ascii=False)
@@ -244,5 +280,5 @@ class Llama3JsonStream:
                 if piece is not None:
                     delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
                     s.streamed[s.current] += piece
-        s.previous = calls
+        s.previous = call
         return delta
