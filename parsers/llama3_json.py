@@ -93,26 +93,36 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:size]
 
 
+# Characters partial_json_parser tracks; a separator holding one changes how the text
+# after it reads from every call before it.
+_STRUCTURAL = frozenset('"[]{}')
+
+
 class Llama3JsonState(Struct, tag="llama3_json"):
-    text: str = ""  # the output from the current call's start on, once a call opened
-    opened: bool = False  # the output opened with a call (or its tag)
+    text: str = ""
     passthrough: bool = False
     current: int = -1
     name_sent: bool = False
     streamed: list[str] = field(default_factory=list)
     previous: Any = None  # the current call as parsed by the last step that read it
-    finished: list[Any] = field(default_factory=list)  # calls before the current one
-    last_finished: str = ""  # the text of the call before the current one, separator included
+    window: int = -1  # where reading starts: the current call, or the first one
+    window_index: int = 0  # the index of the call that starts there
+    last_start: int = -1  # where the call before the current one starts
+    finished: list[Any] = field(default_factory=list)  # calls before the window
     named: list[int] = field(default_factory=list)  # calls whose name was sent
     sent: dict[int, str] = field(default_factory=dict)  # call index -> arguments sent
 
 
 class Llama3JsonStream:
-    """Streamed calls, reading only the current call and what follows it.
+    """Streamed calls, reading from the current call on.
 
-    vLLM re-reads every call on every chunk; a call before the current one is complete
-    JSON followed by a separator, so it parses the same way each time and is kept
-    instead (its text is dropped once the next call starts).
+    vLLM reads every call again on every chunk. A call before the current one is
+    complete JSON, so it reads the same each time, and when the separators between
+    calls hold none of the characters partial_json_parser tracks, text after the
+    current call's start reads the same from any earlier call: so only the call
+    before the current one is read again (whether the text spoils it), and the
+    current one with what follows. After an odd separator, every call is read from
+    the first one on, as vLLM does.
     """
 
     engine_based = False
@@ -131,7 +141,7 @@ class Llama3JsonStream:
         name and the rest of its arguments here.
         """
         s = self.s
-        if s.passthrough or not s.opened:
+        if s.passthrough or not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
             return None
         calls: list[DeltaToolCall] = []
         for index, call in enumerate(self._final_calls()):
@@ -149,19 +159,15 @@ class Llama3JsonStream:
         return Delta(tool_calls=calls) if calls else None
 
     def _final_calls(self) -> list[dict[str, Any]]:
-        """The calls of the final text, as far as they parse.
-
-        Each call is read with all the text after it, so text that spoils the reading
-        of the last kept call (its text is kept for this) spoils every kept call.
-        """
+        """The calls of the final text, as far as they parse."""
         s = self.s
         text = s.text
-        if s.finished:
+        if s.last_start >= 0:
             try:
-                _loads_partial(s.last_finished + text, Allow.ALL)
+                _loads_partial(text[s.last_start :], Allow.ALL)
             except _UNPARSABLE:
                 return []
-        start = self._first_call_start()
+        start = self._window()
         calls: list[dict[str, Any]] = list(s.finished)
         while start < len(text):
             try:
@@ -176,12 +182,11 @@ class Llama3JsonStream:
             start += end + len(_SEPARATOR)
         return calls
 
-    def _first_call_start(self) -> int:
-        """Where the current call (or the first one) starts in the kept text."""
+    def _window(self) -> int:
         s = self.s
-        if s.current < 0 and s.text.startswith(BOT_TOKEN):
-            return len(BOT_TOKEN)
-        return 0
+        if s.window >= 0:
+            return s.window
+        return len(BOT_TOKEN) if s.text.startswith(BOT_TOKEN) else 0
 
     def remaining_arguments(self) -> str:
         """Nothing: ``finish`` settles every call."""
@@ -192,13 +197,11 @@ class Llama3JsonStream:
         if s.passthrough:
             return Delta(content=text)
         s.text += text
-        if not s.opened:
-            if not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
-                # Output that does not open with a call never becomes one.
-                if s.text and not BOT_TOKEN.startswith(s.text):
-                    s.passthrough, s.text = True, ""
-                return Delta(content=text)
-            s.opened = True
+        if not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
+            # Output that does not open with a call never becomes one.
+            if s.text and not BOT_TOKEN.startswith(s.text):
+                s.passthrough, s.text = True, ""
+            return Delta(content=text)
         try:
             delta = self._calls()
         except _UNPARSABLE:
@@ -214,16 +217,20 @@ class Llama3JsonStream:
         s = self.s
         current = s.text
         flags = Allow.ALL if s.name_sent else Allow.ALL & ~Allow.STR
-        calls: list[Any] = []  # the current call and those after it
-        ends: list[int] = []
+        calls: list[Any] = []  # from the call at the window on
+        starts: list[int] = []
         complete: list[bool] = []
-        start = self._first_call_start()
+        start = self._window()
         try:
+            if s.last_start >= 0:
+                # The calls before are read with all the text after them: what spoils
+                # the reading of the last of them spoils the step.
+                _loads_partial(current[s.last_start :], flags)
             while start < len(current):
                 obj, end = _loads_partial(current[start:], flags)
                 complete.append(_complete(current[start : start + end]))
+                starts.append(start)
                 start += end + len(_SEPARATOR)
-                ends.append(start)
                 if "parameters" in obj:
                     if "arguments" in obj:
                         raise ValueError("a call has both parameters and arguments")
@@ -233,14 +240,14 @@ class Llama3JsonStream:
             return None
         if not calls:
             return None
-        started = 1 if s.current >= 0 else 0  # whether calls[0] is the current call
-        call: dict[str, Any] = calls[0] if started else {}
-        if len(calls) > started:
+        at = s.current - s.window_index  # the current call's place in ``calls``
+        call: dict[str, Any] = calls[at] if at < len(calls) else {}
+        if len(calls) > at + 1:
             # A new call started: finish the current one and move to the next. (vLLM
             # jumps to the newest call and may send these arguments unnamed, losing
             # calls when one chunk holds several; here calls go one at a time.)
             finished: list[DeltaToolCall] = []
-            if started:
+            if s.current >= 0:
                 name = call.get("name")
                 if not s.name_sent and name:
                     finished.append(opening_call_delta(self.id_seed, s.current, name))
@@ -250,10 +257,7 @@ class Llama3JsonStream:
                     tail = text[len(s.streamed[s.current]) :]
                     s.streamed[s.current] += tail
                     finished.append(DeltaToolCall(index=s.current, arguments=tail))
-                s.finished.append(call)
-                s.last_finished, s.text = current[: ends[0]], current[ends[0] :]
-            else:
-                s.text = current[self._first_call_start() :]
+                self._advance(call, starts[at], starts[at + 1])
             s.current += 1
             s.name_sent = False
             s.streamed.append("")
@@ -271,7 +275,7 @@ class Llama3JsonStream:
                 text = json.dumps(arguments, ensure_ascii=False)
                 before = s.previous.get("arguments")
                 piece: str | None = None
-                if complete[0]:
+                if complete[at]:
                     piece = text[sent:]
                 elif before:
                     before_text = json.dumps(before, ensure_ascii=False)
@@ -282,3 +286,16 @@ class Llama3JsonStream:
                     s.streamed[s.current] += piece
         s.previous = call
         return delta
+
+    def _advance(self, call: dict[str, Any], start: int, next_start: int) -> None:
+        """Move the window past the current call, unless its separator is an odd one."""
+        s = self.s
+        separator = s.text[next_start - len(_SEPARATOR) : next_start]
+        if s.window_index != s.current or _STRUCTURAL.intersection(separator):
+            # Read from the first call on from now on.
+            first = len(BOT_TOKEN) if s.text.startswith(BOT_TOKEN) else 0
+            s.window, s.window_index, s.last_start = first, 0, -1
+            s.finished.clear()
+            return
+        s.finished.append(call)
+        s.window, s.window_index, s.last_start = next_start, s.current + 1, start

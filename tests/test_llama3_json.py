@@ -239,3 +239,25 @@ def test_any_chunking(output: str, cuts: list[int]) -> None:
 def test_hostile_output(output: str, cuts: list[int]) -> None:
     assert_same_deltas(list(output))
     assert_same_deltas(pieces_of(output, cuts))
+
+
+CALLS = [
+    '{"name": "f", "arguments": {"a": 1}}',
+    '{"name": "g", "parameters": {"b": "x"}}',
+    '{"name": "h", "arguments": {}}',
+]
+SEPARATORS = ["; ", '"a', '{"', '["', '"[', "}]", '"}', ']"', "  ", ';"', "[]", '""', '\\"', ", "]
+TAILS = ["", '"', "{", "]", "}", '"x": 1}', '"name": "q"}', ' {"name": "z", "arguments": {"c": [1']
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    calls=st.lists(st.tuples(st.sampled_from(CALLS), st.sampled_from(SEPARATORS)), max_size=4),
+    tail=st.lists(st.sampled_from(TAILS), max_size=2),
+    cuts=st.lists(st.integers(0, 400), max_size=20),
+)
+def test_odd_separators(calls: list[tuple[str, str]], tail: list[str], cuts: list[int]) -> None:
+    """Separators holding quotes or brackets change how later text reads from earlier calls."""
+    output = "<|python_tag|>" + "".join(call + sep for call, sep in calls) + "".join(tail)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
