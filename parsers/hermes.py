@@ -68,24 +68,42 @@ class KeyMatch(Struct):
     value_end: int = -1
 
     def advance(
-        self, text: str, key: str, want_value: bool, *, empty_is_match: bool = False
+        self,
+        text: str,
+        key: str,
+        want_value: bool,
+        *,
+        empty_is_match: bool = False,
+        base: int = 0,
+        limit: int | None = None,
     ) -> None:
-        """Scan on into ``text``; ``empty_is_match`` stops at an empty ``""`` value too."""
+        """Scan on into ``text``; ``empty_is_match`` stops at an empty ``""`` value too.
+
+        Positions count from the start of the whole text, of which ``text`` holds what
+        follows ``base`` (the caller drops what the match no longer needs, ``needed``);
+        only the whole text's first ``limit`` characters are read.
+        """
         needle = f'"{key}"'
+        end = base + len(text) if limit is None else limit
         while self.phase not in ("found", "done"):
             if self.start < 0:
-                found = text.find(needle, self.search_from)
+                found = text.find(needle, self.search_from - base, end - base)
                 if found < 0:
-                    self.search_from = max(self.search_from, len(text) - len(needle) + 1)
+                    self.search_from = max(self.search_from, end - len(needle) + 1)
                     return
+                found += base
                 self.start, self.pos, self.phase = found, found + len(needle), "colon"
-            if not self._step(text, want_value, empty_is_match):
+            if not self._step(text, base, end, want_value, empty_is_match):
                 return
 
-    def _step(self, text: str, want_value: bool, empty_is_match: bool) -> bool:
+    def needed(self) -> int:
+        """Where the text this match may still read starts."""
+        return self.search_from if self.start < 0 else self.start
+
+    def _step(self, text: str, base: int, end: int, want_value: bool, empty_is_match: bool) -> bool:
         """Scan the candidate forward; False when the text runs out first."""
-        while self.pos < len(text):
-            ch = text[self.pos]
+        while self.pos < end:
+            ch = text[self.pos - base]
             if self.phase == "colon":
                 if ch == ":":
                     self.phase = "after_colon"
@@ -113,11 +131,20 @@ class KeyMatch(Struct):
 
 
 class HermesRegion(Struct):
-    """One ``<tool_call>`` region: its text and the incremental views of it."""
+    """One ``<tool_call>`` region: the part of its text still needed, and its views.
 
-    body: str = ""
+    Positions count from the region's start; ``text`` holds what follows ``base``
+    (what the key matches may still read and the arguments not yet sent), so a delta
+    costs what it adds, not the region's length.
+    """
+
+    text: str = ""
+    base: int = 0
     closed: bool = False
     fed: int = 0
+    last_solid: int = -1  # the last non-whitespace character fed, and the one before it
+    solid_before: int = -1
+    last_solid_char: str = ""
     json: JsonScanState = field(default_factory=JsonScanState)
     name: KeyMatch = field(default_factory=KeyMatch)
     arguments: KeyMatch = field(default_factory=KeyMatch)
@@ -191,13 +218,13 @@ class HermesStream:
         while text:
             if s.mode == "region":
                 region = s.regions[-1]
-                searched = max(0, len(region.body) - len(TOOL_END) + 1)
-                region.body += text
-                end = region.body.find(TOOL_END, searched)
+                searched = max(0, len(region.text) - len(TOOL_END) + 1)
+                region.text += text
+                end = region.text.find(TOOL_END, searched)
                 if end < 0:
                     return content
-                text = region.body[end + len(TOOL_END) :]
-                region.body = region.body[:end]
+                text = region.text[end + len(TOOL_END) :]
+                region.text = region.text[:end]
                 region.closed = True
                 s.mode, s.pending = "between", ""
                 continue
@@ -223,38 +250,72 @@ class HermesStream:
         if index >= len(s.calls):
             s.calls.append(HermesCall())
         call = s.calls[index]
-        body = region.body
+        text, base = region.text, region.base
+        limit = base + len(text)  # the end of the text that is surely the region's
         if not region.closed:
-            body = body[: len(body) - _tag_overlap(body, TOOL_END)]
-            JsonScanner(region.json).feed(body[region.fed :])
-            region.fed = len(body)
-        end = len(body.rstrip())
+            limit -= _tag_overlap(text, TOOL_END)
+        _feed(region, text[region.fed - base : limit - base])
         scanner = JsonScanner(region.json)
         complete = region.closed or scanner.complete
         # Malformed JSON never completes before its region closes, so its last brace
         # is held back as the closed region's would be (vLLM streams it, or not,
         # depending on the chunking).
         drop_brace = complete or scanner.failed
+        region.name.advance(text, "name", want_value=True, base=base, limit=limit)
+        region.arguments.advance(text, "arguments", want_value=False, base=base, limit=limit)
         if call.name is None:
-            region.name.advance(body, "name", want_value=True)
             if region.name.phase != "done":
+                _trim(region, call)
                 return False
-            call.name = body[region.name.value_start : region.name.value_end]
+            call.name = text[region.name.value_start - base : region.name.value_end - base]
             deltas.append(opening_call_delta(self.id_seed, index, call.name))
-        region.arguments.advance(body, "arguments", want_value=False)
         if region.arguments.phase == "found":
             start = region.arguments.value_start
-            stop = max(end, start)
-            if drop_brace and stop > start and body[stop - 1] == "}":
+            stop = max(region.last_solid + 1, start)
+            if drop_brace and stop > start and region.last_solid_char == "}":
                 # The brace that closes the call object is not part of the arguments.
-                stop -= 1
-                while stop > start and body[stop - 1].isspace():
-                    stop -= 1
+                stop = max(start, region.solid_before + 1)
             if stop - start > call.streamed:
-                diff = body[start + call.streamed : stop]
+                diff = text[start + call.streamed - base : stop - base]
                 call.streamed = stop - start
                 call.has_arguments = True
                 deltas.append(DeltaToolCall(index=index, arguments=diff))
-        if region.closed and call.name is not None and index == s.done_regions:
+        if region.closed and index == s.done_regions:
             s.done_regions += 1
+            region.text, region.base = "", limit
+        else:
+            _trim(region, call)
         return True
+
+
+def _feed(region: HermesRegion, text: str) -> None:
+    """Read newly settled region text: the JSON scanner and the last solid characters."""
+    JsonScanner(region.json).feed(text)
+    last = _last_solid(text, len(text))
+    if last >= 0:
+        before = _last_solid(text, last)
+        region.solid_before = region.fed + before if before >= 0 else region.last_solid
+        region.last_solid, region.last_solid_char = region.fed + last, text[last]
+    region.fed += len(text)
+
+
+def _last_solid(text: str, end: int) -> int:
+    """Index of the last non-whitespace character before ``end``, or -1."""
+    for index in range(end - 1, -1, -1):
+        if not text[index].isspace():
+            return index
+    return -1
+
+
+def _trim(region: HermesRegion, call: HermesCall) -> None:
+    """Drop the text nothing will read again."""
+    keep = region.fed
+    if call.name is None:
+        keep = min(keep, region.name.needed())
+    if region.arguments.phase == "found":
+        keep = min(keep, region.arguments.value_start + call.streamed)
+    else:
+        keep = min(keep, region.arguments.needed())
+    if keep > region.base:
+        region.text = region.text[keep - region.base :]
+        region.base = keep

@@ -93,18 +93,38 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:size]
 
 
+# Characters partial_json_parser tracks; a separator holding one changes how the text
+# after it reads from every call before it.
+_STRUCTURAL = frozenset('"[]{}')
+
+
 class Llama3JsonState(Struct, tag="llama3_json"):
     text: str = ""
     passthrough: bool = False
     current: int = -1
     name_sent: bool = False
     streamed: list[str] = field(default_factory=list)
-    previous: list[Any] = field(default_factory=list)
+    previous: Any = None  # the current call as parsed by the last step that read it
+    window: int = -1  # where reading starts: the current call, or the first one
+    window_index: int = 0  # the index of the call that starts there
+    last_start: int = -1  # where the call before the current one starts
+    finished: list[Any] = field(default_factory=list)  # calls before the window
     named: list[int] = field(default_factory=list)  # calls whose name was sent
     sent: dict[int, str] = field(default_factory=dict)  # call index -> arguments sent
 
 
 class Llama3JsonStream:
+    """Streamed calls, reading from the current call on.
+
+    vLLM reads every call again on every chunk. A call before the current one is
+    complete JSON, so it reads the same each time, and when the separators between
+    calls hold none of the characters partial_json_parser tracks, text after the
+    current call's start reads the same from any earlier call: so only the call
+    before the current one is read again (whether the text spoils it), and the
+    current one with what follows. After an odd separator, every call is read from
+    the first one on, as vLLM does.
+    """
+
     engine_based = False
     supports_required_and_named = False
 
@@ -140,9 +160,15 @@ class Llama3JsonStream:
 
     def _final_calls(self) -> list[dict[str, Any]]:
         """The calls of the final text, as far as they parse."""
-        text = self.s.text
-        start = len(BOT_TOKEN) if text.startswith(BOT_TOKEN) else 0
-        calls: list[dict[str, Any]] = []
+        s = self.s
+        text = s.text
+        if s.last_start >= 0:
+            try:
+                _loads_partial(text[s.last_start :], Allow.ALL)
+            except _UNPARSABLE:
+                return []
+        start = self._window()
+        calls: list[dict[str, Any]] = list(s.finished)
         while start < len(text):
             try:
                 obj, end = _loads_partial(text[start:], Allow.ALL)
@@ -155,6 +181,12 @@ class Llama3JsonStream:
             calls.append(obj)
             start += end + len(_SEPARATOR)
         return calls
+
+    def _window(self) -> int:
+        s = self.s
+        if s.window >= 0:
+            return s.window
+        return len(BOT_TOKEN) if s.text.startswith(BOT_TOKEN) else 0
 
     def remaining_arguments(self) -> str:
         """Nothing: ``finish`` settles every call."""
@@ -185,13 +217,19 @@ class Llama3JsonStream:
         s = self.s
         current = s.text
         flags = Allow.ALL if s.name_sent else Allow.ALL & ~Allow.STR
-        calls: list[Any] = []
+        calls: list[Any] = []  # from the call at the window on
+        starts: list[int] = []
         complete: list[bool] = []
-        start = len(BOT_TOKEN) if current.startswith(BOT_TOKEN) else 0
+        start = self._window()
         try:
+            if s.last_start >= 0:
+                # The calls before are read with all the text after them: what spoils
+                # the reading of the last of them spoils the step.
+                _loads_partial(current[s.last_start :], flags)
             while start < len(current):
                 obj, end = _loads_partial(current[start:], flags)
                 complete.append(_complete(current[start : start + end]))
+                starts.append(start)
                 start += end + len(_SEPARATOR)
                 if "parameters" in obj:
                     if "arguments" in obj:
@@ -202,8 +240,9 @@ class Llama3JsonStream:
             return None
         if not calls:
             return None
-        call: dict[str, Any] = calls[s.current] if s.current < len(calls) else {}
-        if len(calls) > s.current + 1:
+        at = s.current - s.window_index  # the current call's place in ``calls``
+        call: dict[str, Any] = calls[at] if at < len(calls) else {}
+        if len(calls) > at + 1:
             # A new call started: finish the current one and move to the next. (vLLM
             # jumps to the newest call and may send these arguments unnamed, losing
             # calls when one chunk holds several; here calls go one at a time.)
@@ -218,6 +257,7 @@ class Llama3JsonStream:
                     tail = text[len(s.streamed[s.current]) :]
                     s.streamed[s.current] += tail
                     finished.append(DeltaToolCall(index=s.current, arguments=tail))
+                self._advance(call, starts[at], starts[at + 1])
             s.current += 1
             s.name_sent = False
             s.streamed.append("")
@@ -233,9 +273,9 @@ class Llama3JsonStream:
             if arguments:
                 sent = len(s.streamed[s.current])
                 text = json.dumps(arguments, ensure_ascii=False)
-                before = s.previous[s.current].get("arguments")
+                before = s.previous.get("arguments")
                 piece: str | None = None
-                if complete[s.current]:
+                if complete[at]:
                     piece = text[sent:]
                 elif before:
                     before_text = json.dumps(before, ensure_ascii=False)
@@ -244,5 +284,18 @@ class Llama3JsonStream:
                 if piece is not None:
                     delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
                     s.streamed[s.current] += piece
-        s.previous = calls
+        s.previous = call
         return delta
+
+    def _advance(self, call: dict[str, Any], start: int, next_start: int) -> None:
+        """Move the window past the current call, unless its separator is an odd one."""
+        s = self.s
+        separator = s.text[next_start - len(_SEPARATOR) : next_start]
+        if s.window_index != s.current or _STRUCTURAL.intersection(separator):
+            # Read from the first call on from now on.
+            first = len(BOT_TOKEN) if s.text.startswith(BOT_TOKEN) else 0
+            s.window, s.window_index, s.last_start = first, 0, -1
+            s.finished.clear()
+            return
+        s.finished.append(call)
+        s.window, s.window_index, s.last_start = next_start, s.current + 1, start

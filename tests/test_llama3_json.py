@@ -1,0 +1,263 @@
+"""llama3_json streaming reads each call once: same deltas as the re-reading stream.
+
+``ReferenceStream`` is the stream as it was before it kept finished calls (it re-reads
+every call on every chunk, as vLLM does, and was checked equal to vLLM 0.33.0); the
+kept-calls stream must emit exactly its deltas for any chunking, on generated calls
+and on hostile ones (long strings, escapes, deep nesting, separators, malformed JSON).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import partial_json_parser
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from partial_json_parser.core.options import Allow
+
+from parsers.ids import opening_call_delta
+from parsers.llama3_json import (
+    _SEPARATOR,
+    _UNPARSABLE,
+    BOT_TOKEN,
+    Llama3JsonStream,
+    _common_prefix,
+    _complete,
+    _loads_partial,
+)
+from parsers.types import Delta, DeltaToolCall
+from tests.test_parser_properties import PROPS, llama_output
+
+
+class ReferenceStream:
+    """The re-reading stream (commit 9fe8f34), kept as the oracle."""
+
+    def __init__(self, id_seed: str) -> None:
+        self.id_seed = id_seed
+        self.text = ""
+        self.passthrough = False
+        self.current = -1
+        self.name_sent = False
+        self.streamed: list[str] = []
+        self.previous: list[Any] = []
+        self.named: list[int] = []
+        self.sent: dict[int, str] = {}
+
+    def finish(self) -> Delta | None:
+        if self.passthrough or not (self.text.startswith(BOT_TOKEN) or self.text.startswith("{")):
+            return None
+        calls: list[DeltaToolCall] = []
+        for index, call in enumerate(self._final_calls()):
+            name, arguments = call.get("name"), call.get("arguments", {})
+            if not isinstance(name, str) or not name:
+                break
+            if index not in self.named:
+                calls.append(opening_call_delta(self.id_seed, index, name))
+                self.named.append(index)
+            text = json.dumps(arguments, ensure_ascii=False)
+            sent = self.sent.get(index, "")
+            if text.startswith(sent) and text != sent:
+                calls.append(DeltaToolCall(index=index, arguments=text[len(sent) :]))
+                self.sent[index] = text
+        return Delta(tool_calls=calls) if calls else None
+
+    def _final_calls(self) -> list[dict[str, Any]]:
+        text = self.text
+        start = len(BOT_TOKEN) if text.startswith(BOT_TOKEN) else 0
+        calls: list[dict[str, Any]] = []
+        while start < len(text):
+            try:
+                obj, end = _loads_partial(text[start:], Allow.ALL)
+            except _UNPARSABLE:
+                break
+            if not isinstance(obj, dict):
+                break
+            if "parameters" in obj and "arguments" not in obj:
+                obj["arguments"] = obj["parameters"]
+            calls.append(obj)
+            start += end + len(_SEPARATOR)
+        return calls
+
+    def stream(self, text: str) -> Delta | None:
+        if self.passthrough:
+            return Delta(content=text)
+        self.text += text
+        if not (self.text.startswith(BOT_TOKEN) or self.text.startswith("{")):
+            if self.text and not BOT_TOKEN.startswith(self.text):
+                self.passthrough, self.text = True, ""
+            return Delta(content=text)
+        try:
+            delta = self._calls()
+        except _UNPARSABLE:
+            return None
+        for call in delta.tool_calls if delta is not None else ():
+            if call.name is not None:
+                self.named.append(call.index)
+            if call.arguments is not None:
+                self.sent[call.index] = self.sent.get(call.index, "") + call.arguments
+        return delta
+
+    def _calls(self) -> Delta | None:
+        current = self.text
+        flags = Allow.ALL if self.name_sent else Allow.ALL & ~Allow.STR
+        calls: list[Any] = []
+        complete: list[bool] = []
+        start = len(BOT_TOKEN) if current.startswith(BOT_TOKEN) else 0
+        try:
+            while start < len(current):
+                obj, end = _loads_partial(current[start:], flags)
+                complete.append(_complete(current[start : start + end]))
+                start += end + len(_SEPARATOR)
+                if "parameters" in obj:
+                    if "arguments" in obj:
+                        raise ValueError("a call has both parameters and arguments")
+                    obj["arguments"] = obj["parameters"]
+                calls.append(obj)
+        except partial_json_parser.core.exceptions.MalformedJSON:
+            return None
+        if not calls:
+            return None
+        call: dict[str, Any] = calls[self.current] if self.current < len(calls) else {}
+        if len(calls) > self.current + 1:
+            finished: list[DeltaToolCall] = []
+            if self.current >= 0:
+                name = call.get("name")
+                if not self.name_sent and name:
+                    finished.append(opening_call_delta(self.id_seed, self.current, name))
+                arguments = call.get("arguments")
+                if arguments:
+                    text = json.dumps(arguments, ensure_ascii=False)
+                    tail = text[len(self.streamed[self.current]) :]
+                    self.streamed[self.current] += tail
+                    finished.append(DeltaToolCall(index=self.current, arguments=tail))
+            self.current += 1
+            self.name_sent = False
+            self.streamed.append("")
+            return Delta(tool_calls=finished) if finished else None
+        delta = None
+        if not self.name_sent:
+            name = call.get("name")
+            if name:
+                delta = Delta(tool_calls=[opening_call_delta(self.id_seed, self.current, name)])
+                self.name_sent = True
+        else:
+            arguments = call.get("arguments")
+            if arguments:
+                sent = len(self.streamed[self.current])
+                text = json.dumps(arguments, ensure_ascii=False)
+                before = self.previous[self.current].get("arguments")
+                piece: str | None = None
+                if complete[self.current]:
+                    piece = text[sent:]
+                elif before:
+                    before_text = json.dumps(before, ensure_ascii=False)
+                    if text != before_text:
+                        piece = _common_prefix(before_text, text)[sent:]
+                if piece is not None:
+                    delta = Delta(tool_calls=[DeltaToolCall(index=self.current, arguments=piece)])
+                    self.streamed[self.current] += piece
+        self.previous = calls
+        return delta
+
+
+def pieces_of(output: str, cuts: list[int]) -> list[str]:
+    bounds = sorted({c % (len(output) + 1) for c in cuts} | {0, len(output)})
+    return [output[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def assert_same_deltas(pieces: list[str]) -> None:
+    reference, stream = ReferenceStream("seed"), Llama3JsonStream("seed")
+    for piece in pieces:
+        assert stream.stream(piece) == reference.stream(piece), (piece, "".join(pieces))
+    assert stream.finish() == reference.finish(), "".join(pieces)
+
+
+HOSTILE_PARTS = [
+    '{"name": "count", "parameters": ',
+    '{"name": "f", "arguments": {"a": ',
+    '"name"',
+    '"arguments": ',
+    "; ",
+    ";",
+    " ",
+    "\n",
+    "{",
+    "}",
+    "[",
+    "]",
+    "[[[[",
+    "]]",
+    '{"a":',
+    '"',
+    "\\",
+    '\\"',
+    "\\u00e9",
+    "\\ud83d",
+    "\\ude00",
+    "\\u12",
+    ",",
+    ":",
+    "12",
+    "-1.5e3",
+    "tru",
+    "null",
+    "x",
+    "東京",
+    "a" * 50,
+]
+hostile_llama = st.lists(st.sampled_from(HOSTILE_PARTS), min_size=1, max_size=30).map(
+    lambda parts: "<|python_tag|>" + "".join(parts)
+)
+
+
+@st.composite
+def corrupted_llama(draw: st.DrawFn) -> str:
+    """A generated call list with text inserted or cut out somewhere."""
+    output = draw(llama_output())
+    at = draw(st.integers(0, len(output)))
+    if draw(st.booleans()):
+        return output[:at] + draw(st.sampled_from(HOSTILE_PARTS)) + output[at:]
+    return output[:at] + output[at + draw(st.integers(1, 5)) :]
+
+
+@PROPS
+@given(output=llama_output())
+def test_one_char_per_chunk(output: str) -> None:
+    assert_same_deltas(list(output))
+
+
+@PROPS
+@given(output=llama_output(), cuts=st.lists(st.integers(0, 400), max_size=30))
+def test_any_chunking(output: str, cuts: list[int]) -> None:
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+@settings(PROPS, max_examples=300)
+@given(output=hostile_llama | corrupted_llama(), cuts=st.lists(st.integers(0, 900), max_size=40))
+def test_hostile_output(output: str, cuts: list[int]) -> None:
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+CALLS = [
+    '{"name": "f", "arguments": {"a": 1}}',
+    '{"name": "g", "parameters": {"b": "x"}}',
+    '{"name": "h", "arguments": {}}',
+]
+SEPARATORS = ["; ", '"a', '{"', '["', '"[', "}]", '"}', ']"', "  ", ';"', "[]", '""', '\\"', ", "]
+TAILS = ["", '"', "{", "]", "}", '"x": 1}', '"name": "q"}', ' {"name": "z", "arguments": {"c": [1']
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    calls=st.lists(st.tuples(st.sampled_from(CALLS), st.sampled_from(SEPARATORS)), max_size=4),
+    tail=st.lists(st.sampled_from(TAILS), max_size=2),
+    cuts=st.lists(st.integers(0, 400), max_size=20),
+)
+def test_odd_separators(calls: list[tuple[str, str]], tail: list[str], cuts: list[int]) -> None:
+    """Separators holding quotes or brackets change how later text reads from earlier calls."""
+    output = "<|python_tag|>" + "".join(call + sep for call, sep in calls) + "".join(tail)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
