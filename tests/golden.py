@@ -229,3 +229,22 @@ def _compare_call(
             )
         ]
     return problems
+
+
+def fold_reply(messages: dict[int, dict[str, Any]], reply: dict[str, Any]) -> None:
+    """Fold one chat stream reply's deltas into the messages a client assembles,
+    per choice index."""
+    for choice in reply["chunk"]["choices"]:
+        message = messages.setdefault(
+            choice["index"], {"content": "", "reasoning": "", "calls": {}}
+        )
+        delta = choice["delta"]
+        message["content"] += delta["content"] or ""
+        message["reasoning"] += delta["reasoning"] or ""
+        for call in delta.get("tool_calls", []):
+            name, arguments = message["calls"].get(call["index"], ("", ""))
+            function = call["function"]
+            message["calls"][call["index"]] = (
+                name or function["name"] or "",
+                arguments + (function["arguments"] or ""),
+            )

@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.conftest import AppFactory
-from tests.golden import flags_of, load_cases, replay, stream_body
+from tests.golden import flags_of, fold_reply, load_cases, replay, stream_body
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
@@ -82,18 +82,5 @@ def _fold(case: dict[str, Any], make_app: AppFactory) -> str:
         body = stream_body(case, chunk, states.get(lane))
         reply = client.post(case["endpoint"], json=body).json()
         states[lane] = reply["stream_state"]
-        for choice in reply["chunk"]["choices"]:
-            message = messages.setdefault(
-                choice["index"], {"content": "", "reasoning": "", "calls": {}}
-            )
-            delta = choice["delta"]
-            message["content"] += delta["content"] or ""
-            message["reasoning"] += delta["reasoning"] or ""
-            for call in delta.get("tool_calls", []):
-                name, arguments = message["calls"].get(call["index"], ("", ""))
-                function = call["function"]
-                message["calls"][call["index"]] = (
-                    name or function["name"] or "",
-                    arguments + (function["arguments"] or ""),
-                )
+        fold_reply(messages, reply)
     return json.dumps(messages, sort_keys=True, ensure_ascii=False)

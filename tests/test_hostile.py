@@ -31,6 +31,7 @@ import parsers.hermes
 from app.server import DerenderApp
 from app.tokenizer import Tokenizer
 from tests.conftest import AppFactory, internal_errors
+from tests.golden import fold_reply
 from tests.parity import chunking_invariant
 from tests.processes import serving
 
@@ -172,22 +173,12 @@ def stream(
     return replies
 
 
-def assembled(replies: list[dict[str, Any]]) -> dict[str, Any]:
+def assembled(replies: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """The message a client folds a stream's deltas into."""
-    message: dict[str, Any] = {"content": "", "reasoning": "", "calls": {}}
+    messages: dict[int, dict[str, Any]] = {}
     for reply in replies:
-        for choice in reply["chunk"]["choices"]:
-            delta = choice["delta"]
-            message["content"] += delta["content"] or ""
-            message["reasoning"] += delta["reasoning"] or ""
-            for call in delta.get("tool_calls", []):
-                name, arguments = message["calls"].get(call["index"], ("", ""))
-                function = call["function"]
-                message["calls"][call["index"]] = (
-                    name or function["name"] or "",
-                    arguments + (function["arguments"] or ""),
-                )
-    return message
+        fold_reply(messages, reply)
+    return messages
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
