@@ -1,4 +1,4 @@
-"""The README's "Streaming chat with parsers" example, run verbatim against a real server."""
+"""The README against the real thing: its streaming example run verbatim, its metric names."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import re
 import subprocess
 import sys
 
+from starlette.testclient import TestClient
+
+from tests.conftest import AppFactory
 from tests.processes import ROOT, serving
 
 PARSER_FLAGS = ("--reasoning-parser", "qwen3", "--tool-call-parser", "hermes")
@@ -56,3 +59,13 @@ def test_the_token_id_one_liner_prints_what_the_readme_says() -> None:
     assert match is not None, one_liner
     assert run_python("-c", *match.groups()) == "[9707, 0]\n"
     assert "prints `[9707, 0]`" in text
+
+
+def test_every_metric_the_readme_names_is_served(make_app: AppFactory) -> None:
+    named = set(re.findall(r"`(derender_[a-z_]+)", (ROOT / "README.md").read_text()))
+    assert len(named) >= 15
+    app = make_app(["--redis-url", "redis://127.0.0.1:1/0"])
+    with TestClient(app) as client:
+        exposition = client.get("/metrics").text
+    families = set(re.findall(r"^# TYPE (\S+) ", exposition, re.M))
+    assert named - families == set()
