@@ -51,7 +51,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Appends ``(default: ...)`` unless the help already says it or there is none."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-server",
         description="Token ids in, OpenAI chat/completion responses out (vLLM's derender API).",
-        formatter_class=_HelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on")
