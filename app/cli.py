@@ -156,8 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--api-key",
-        # Resolved from the environment after parsing, so --help never shows the key.
-        default=argparse.SUPPRESS,
+        default=os.environ.get("DERENDER_API_KEY"),  # never shown: the help says "(default"
         help="require 'Authorization: Bearer KEY' on every route but /health "
         "(default: $DERENDER_API_KEY; unset: no key)",
     )
@@ -255,7 +254,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         max_tools=args.max_tools,
         max_json_depth=args.max_json_depth,
         allow_out_of_vocab=args.allow_out_of_vocab,
-        api_key=getattr(args, "api_key", os.environ.get("DERENDER_API_KEY")),
+        api_key=args.api_key,
         inline_tokens=args.inline_tokens,
         replay_workers=args.replay_workers,
         max_request_cpu_seconds=args.max_request_cpu_seconds,
