@@ -10,12 +10,16 @@ few seconds; the directory is cached so later starts only load it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 BUNDLED_NAME = "qwen3"
+
+logger = logging.getLogger("derender_server")
 
 # Bump when the built files change, so stale caches are rebuilt.
 _BUILD_VERSION = 1
@@ -81,8 +85,12 @@ def bundled_qwen3_dir() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename, so concurrent starts never see half a build.
     staging = Path(tempfile.mkdtemp(prefix="qwen3-build-", dir=target.parent))
+    # The first start spends its time here; say so rather than sit silent.
+    logger.info("building the bundled %s tokenizer in %s (first start only)", BUNDLED_NAME, target)
+    started = time.monotonic()
     try:
         _build(staging)
+        logger.info("built the bundled tokenizer in %.0f s", time.monotonic() - started)
         try:
             staging.rename(target)
         except OSError:

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.bundled_qwen3 import BUNDLED_NAME
 from app.settings import Settings
+from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 
 _DEFAULTS = Settings()
 
@@ -50,25 +51,38 @@ def _positive_float(text: str) -> float:
     return value
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: ...)`` unless the help already says it or there is none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action) or text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-server",
         description="Token ids in, OpenAI chat/completion responses out (vLLM's derender API).",
+        formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
     parser.add_argument(
         "--model",
         default=BUNDLED_NAME,
         help=f"a local model/tokenizer directory, a hub id already in the local cache, "
-        f"or the bundled {BUNDLED_NAME!r} (default)",
+        f"or the bundled {BUNDLED_NAME!r}",
     )
-    parser.add_argument("--tokenizer", help="where the tokenizer comes from, if not --model")
+    parser.add_argument(
+        "--tokenizer", help="where the tokenizer comes from, if not --model (default: --model)"
+    )
     parser.add_argument(
         "--served-model-name",
         nargs="+",
         default=[],
-        help="names accepted in a request's model field; the first is echoed by default",
+        help="names accepted in a request's model field; the first is echoed (default: --model)",
     )
     parser.add_argument(
         "--max-model-len", type=_positive_int, help="context length (default: the model's)"
@@ -86,9 +100,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="most generate responses in a request and choices in a response "
         "(default: $VLLM_MAX_N_SEQUENCES, else %(default)s)",
     )
-    parser.add_argument("--tool-call-parser")
-    parser.add_argument("--reasoning-parser")
-    parser.add_argument("--enable-auto-tool-choice", action="store_true")
+    parser.add_argument(
+        "--tool-call-parser",
+        metavar="NAME",
+        help=f"tool-call parser, one of {', '.join(sorted(TOOL_PARSERS))}; it needs "
+        "--enable-auto-tool-choice, as in vLLM (default: none, tool calls stay content)",
+    )
+    parser.add_argument(
+        "--reasoning-parser",
+        metavar="NAME",
+        help=f"reasoning parser, one of {', '.join(sorted(REASONING_PARSERS))} "
+        "(default: none, reasoning stays content)",
+    )
+    parser.add_argument(
+        "--enable-auto-tool-choice",
+        action="store_true",
+        help="parse tool calls out of the output with --tool-call-parser",
+    )
     parser.add_argument(
         "--default-chat-template-kwargs",
         type=_json_object,
@@ -111,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-tools",
         type=_positive_int,
         default=_DEFAULTS.max_tools,
-        help="most tools a chat_request may declare (OpenAI's limit by default)",
+        help="most tools a chat_request may declare (OpenAI's limit)",
     )
     parser.add_argument(
         "--max-json-depth",
@@ -128,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--api-key",
-        default=os.environ.get("DERENDER_API_KEY"),
+        default=os.environ.get("DERENDER_API_KEY"),  # never shown: the help says "(default"
         help="require 'Authorization: Bearer KEY' on every route but /health "
         "(default: $DERENDER_API_KEY; unset: no key)",
     )
@@ -198,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
+        help="least severe log messages shown",
     )
     parser.add_argument(
         "--access-log",
@@ -246,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=options.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     from app.server import build_app
+    from app.startup import log_start_up
     from app.tokenizer import TokenizerLoadError
     from parsers.registry import ParserConfigError
 
@@ -253,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         app = build_app(options.settings)
     except (TokenizerLoadError, ParserConfigError) as exc:
         sys.exit(f"derender-server: {exc}")
+    log_start_up(options.settings, app.service.max_model_len)
 
     import uvicorn
 

@@ -19,6 +19,7 @@ from app.protocol import (
     ErrorBody,
     StreamState,
 )
+from app.wire_docs import describe
 
 _REF = "#/components/schemas/{name}"
 _ERRORS = {
@@ -85,6 +86,7 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
     )
     # On the wire a chat stream reply's state is the StreamState it encodes.
     schemas["ChatStreamReply"]["properties"]["stream_state"] = _ref("StreamState")
+    describe(schemas)
     json_object = {"application/json": {"schema": {"type": "object"}}}
     document: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -111,6 +113,11 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
                 "Prometheus metrics", {"text/plain": {"schema": {"type": "string"}}}, secured
             ),
             "/openapi.json": _get("this document", json_object, secured),
+            "/docs": _get(
+                "this document as a page: operations and schemas",
+                {"text/html": {"schema": {"type": "string"}}},
+                secured,
+            ),
         },
         "components": {"schemas": schemas},
     }

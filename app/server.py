@@ -29,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 from app.auth import ApiKeyGuard
 from app.budget import CpuBudgetExceeded, run_within
 from app.derender import Derenderer
+from app.docs_page import docs_endpoint
 from app.errors import (
     BadRequest,
     BodyTooLarge,
@@ -753,6 +754,7 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/metrics", service.metrics_endpoint, methods=["GET"]),
         Route("/openapi.json", _openapi(settings), methods=["GET"]),
+        Route("/docs", docs_endpoint(secured=bool(settings.api_key)), methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.service = service

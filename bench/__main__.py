@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.cli import DefaultsHelpFormatter
 from app.cli import _positive_int as positive
 from bench import hostile, load, micro, stream
 from bench.modes import MODES, Setup, selected
@@ -32,7 +33,9 @@ def summary(doc: str | None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="derender-bench", description=summary(__doc__))
+    parser = argparse.ArgumentParser(
+        prog="derender-bench", description=summary(__doc__), formatter_class=DefaultsHelpFormatter
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     served = argparse.ArgumentParser(add_help=False)
@@ -40,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--modes",
         nargs="+",
         choices=[mode.name for mode in MODES],
-        help="modes to run (default: all; vLLM's only with --vllm-python)",
+        help="modes to run: "
+        + ", ".join(f"{mode.name} ({mode.label})" for mode in MODES)
+        + " (default: all; vllm only with --vllm-python)",
     )
     served.add_argument(
         "--prompt-tokens",
@@ -61,12 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    m = commands.add_parser("micro", parents=[common], help=summary(micro.__doc__))
+    m = commands.add_parser(
+        "micro",
+        parents=[common],
+        help=summary(micro.__doc__),
+        formatter_class=DefaultsHelpFormatter,
+    )
     m.add_argument("--positions", type=positive, default=16384, help="last output position")
     m.add_argument("--repeats", type=positive, default=3, help="replays timed per position")
     m.add_argument("--configs", nargs="+", choices=list(PARSER_CONFIGS), help="default: all")
 
-    h = commands.add_parser("hostile", parents=[common], help=summary(hostile.__doc__))
+    h = commands.add_parser(
+        "hostile",
+        parents=[common],
+        help=summary(hostile.__doc__),
+        formatter_class=DefaultsHelpFormatter,
+    )
     h.add_argument(
         "--sizes", type=positive, nargs="+", default=list(hostile.SIZES), help="output lengths"
     )
@@ -76,14 +91,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="exit 1 unless every row holds the linearity claim"
     )
 
-    s = commands.add_parser("stream", parents=[common, served], help=summary(stream.__doc__))
+    s = commands.add_parser(
+        "stream",
+        parents=[common, served],
+        help=summary(stream.__doc__),
+        formatter_class=DefaultsHelpFormatter,
+    )
     s.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")
-    s.add_argument("--chunk-sizes", type=positive, nargs="+", default=[1, 4])
+    s.add_argument(
+        "--chunk-sizes",
+        type=positive,
+        nargs="+",
+        default=[1, 4],
+        help="tokens per chunk, a run each",
+    )
 
-    lo = commands.add_parser("load", parents=[common, served], help=summary(load.__doc__))
+    lo = commands.add_parser(
+        "load",
+        parents=[common, served],
+        help=summary(load.__doc__),
+        formatter_class=DefaultsHelpFormatter,
+    )
     lo.add_argument("--streams", type=positive, default=32, help="concurrent streams")
     lo.add_argument("--tokens", type=positive, default=1024, help="output tokens per stream")
-    lo.add_argument("--chunk-size", type=positive, default=1)
+    lo.add_argument("--chunk-size", type=positive, default=1, help="tokens per chunk")
     lo.add_argument(
         "--rate",
         type=float,

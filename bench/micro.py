@@ -125,20 +125,25 @@ def render(runs: list[ConfigRun]) -> str:
     return "\n".join([title, "", table(columns, rows)])
 
 
-def draw(runs: list[ConfigRun], out: Path) -> None:
+def draw(runs: list[ConfigRun], out: Path) -> Path:
+    """Hit and replay cost by position; a configuration keeps its colour in both panels."""
     hit: dict[str, plots.Series] = {}
     replay: dict[str, plots.Series] = {}
+    styles = {config: plots.Style(f"C{index % 10}") for index, config in enumerate(PARSER_CONFIGS)}
     for r in runs:
         xs = [point.position for point in r.points]
         hit[r.config] = (xs, [point.hit_us for point in r.points])
         replay[r.config] = (xs, [1e3 * point.replay_ms for point in r.points])
+    path = out / "micro.png"
     plots.lines(
-        out / "micro.png",
+        path,
         "one chunk in-process, by output position",
         {"hit path (session kept)": hit, "replay path (history replayed)": replay},
         ylabel="cost of one chunk (µs)",
         loglog=True,
+        styles=styles,
     )
+    return path
 
 
 def main(args: argparse.Namespace) -> int:
@@ -147,6 +152,6 @@ def main(args: argparse.Namespace) -> int:
     for config in args.configs or PARSER_CONFIGS:
         progress(f"micro: {config}")
         runs.append(measure(tokenizer, config, args.positions, args.repeats))
-    write(args.out, "micro", {"machine": machine(), "runs": runs}, render(runs))
-    draw(runs, args.out)
+    figure = draw(runs, args.out)
+    write(args.out, "micro", {"machine": machine(), "runs": runs}, render(runs), [figure])
     return 0

@@ -1,7 +1,8 @@
 """The server set-ups a bench compares, side by side in one run.
 
 A mode is a name and the processes it runs; the client spreads a stream's chunks
-round-robin over them. Adding a set-up is one more entry in ``MODES``.
+round-robin over them. Adding a set-up is one more entry in ``MODES``; its place there
+fixes its colour in every plot.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class Setup:
 
 @dataclass(frozen=True, slots=True)
 class Mode:
-    name: str
+    name: str  # for --modes and the JSON: no spaces
+    label: str  # for tables and plots
     commands: Callable[[Setup], list[Command]]
     echo: bool = False  # replies echo the request: the client grows stream_state itself
     needs_vllm: bool = False
@@ -77,13 +79,23 @@ def vllm_render(setup: Setup) -> list[Command]:
 
 
 MODES: tuple[Mode, ...] = (
-    Mode("cache on", ours()),
+    Mode("cache-on", "cache on", ours()),
     # Chunks alternate between the replicas: every chunk after the first restores.
-    Mode("2 replicas + Redis", replicas_sharing_redis(2), redis=True),
-    Mode("cache off", ours("--stream-cache-size", "0")),
-    Mode("HTTP floor", http_floor, echo=True),
-    Mode("vLLM 0.33.0", vllm_render, needs_vllm=True),
+    Mode("redis-replicas", "2 replicas + Redis", replicas_sharing_redis(2), redis=True),
+    Mode("cache-off", "cache off", ours("--stream-cache-size", "0")),
+    Mode("http-floor", "HTTP floor", http_floor, echo=True),
+    Mode("vllm", "vLLM 0.33.0", vllm_render, needs_vllm=True),
 )
+BASELINE = MODES[0]  # the mode every other one is compared with
+
+
+def by_name(name: str) -> Mode:
+    return next(mode for mode in MODES if mode.name == name)
+
+
+def colour(name: str) -> str:
+    """The mode's colour, the same in every panel and plot of every run."""
+    return f"C{[mode.name for mode in MODES].index(name) % 10}"
 
 
 def selected(names: Sequence[str] | None, setup: Setup) -> list[Mode]:

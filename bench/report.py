@@ -51,10 +51,12 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(columns), line(rule), *(line(row) for row in rows)])
 
 
-def write(out: Path, name: str, result: Any, text: str) -> None:
-    """Print ``text`` and save it beside the JSON of ``result`` as NAME.md and NAME.json."""
+def write(out: Path, name: str, result: Any, text: str, figures: Sequence[Path] = ()) -> None:
+    """Print ``text`` and save it beside the JSON of ``result`` as NAME.md and NAME.json;
+    the closing ``written:`` line also names the ``figures`` already saved."""
     print(text)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.md").write_text(text + "\n")
     (out / f"{name}.json").write_bytes(msgspec.json.format(msgspec.json.encode(result)))
-    progress(f"written: {out / name}.md, {out / name}.json")
+    written = [out / f"{name}.md", out / f"{name}.json", *figures]
+    progress(f"written: {', '.join(str(path) for path in written)}")

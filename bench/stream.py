@@ -18,14 +18,15 @@ import msgspec
 
 from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
-from bench.modes import Mode, Setup, started
+from bench.modes import BASELINE, Mode, Setup, by_name, colour, started
 from bench.report import machine, progress, table, write
 from bench.servers import TICK_S, Target, cpu_seconds
 from bench.stats import AtPosition, by_position, checkpoints
 from bench.workload import chat_output, prompt_ids, qwen3
 
-# /proc counts CPU in clock ticks: plot no total below five of them.
+# /proc counts CPU in clock ticks: below five of them a total is noise, not a figure.
 MEASURABLE_CPU_S = 5 * TICK_S
+CPU_FLOOR = plots.Floor(MEASURABLE_CPU_S, "s", "5 clock ticks, /proc's CPU resolution")
 
 
 class AtLength(msgspec.Struct):
@@ -81,7 +82,7 @@ def measure(
                     record.history_bytes / sent,
                 )
             )
-            progress(f"  {mode.name}, chunk {size}: token {position}/{len(output)}")
+            progress(f"  {mode.label}, chunk {size}: token {position}/{len(output)}")
 
     async def go() -> StreamRecord:
         async with http_client(1) as client:
@@ -121,12 +122,12 @@ def run(
     prompts = [prompt_ids(tokenizer, length) for length in prompt_tokens]
     runs = []
     for mode in modes:
-        progress(f"{mode.name}: starting")
+        progress(f"{mode.label}: starting")
         with started(mode, setup) as target:
             asyncio.run(warm_up(target, output, prompts[0], mode.echo))
             for prompt in prompts:
                 for size in chunk_sizes:
-                    run_id = f"bench-{mode.name}-{len(prompt)}-{size}".replace(" ", "-")
+                    run_id = f"bench-{mode.name}-{len(prompt)}-{size}"
                     runs.append(measure(mode, target, run_id, output, prompt, size))
     return runs
 
@@ -143,7 +144,7 @@ def render(runs: Sequence[StreamRun]) -> str:
     for r in runs:
         rows.append(
             [
-                r.mode,
+                by_name(r.mode).label,
                 str(r.chunk_size),
                 str(r.prompt_tokens),
                 f"{r.cpu_s:.2f}",
@@ -174,7 +175,7 @@ def render(runs: Sequence[StreamRun]) -> str:
     by_length = table(
         ["mode", "chunk", "prompt", *(f"{n} tok" for n in lengths)],
         [
-            [r.mode, str(r.chunk_size), str(r.prompt_tokens)]
+            [by_name(r.mode).label, str(r.chunk_size), str(r.prompt_tokens)]
             + [
                 f"{p.cpu_s:.3f} ({100 * (p.prompt_share + p.history_share):.0f}%)"
                 for p in r.by_length
@@ -200,53 +201,68 @@ def render(runs: Sequence[StreamRun]) -> str:
 
 
 def ratios(runs: Sequence[StreamRun]) -> list[str]:
-    """Every mode against cache on, same chunk size and prompt: the headline."""
-    lines = ["same-run ratios against cache on (total server CPU; p99 at the last token):"]
+    """Every mode against the baseline, same chunk size and prompt: the headline.
+
+    A CPU total under the clock's resolution makes no ratio, so none is printed for it.
+    """
+    lines = [f"same-run ratios against {BASELINE.label} (total server CPU; p99 at the last token):"]
     for r in runs:
         base = next(
             (
                 b
                 for b in runs
-                if b.mode == "cache on"
+                if b.mode == BASELINE.name
                 and (b.chunk_size, b.prompt_tokens) == (r.chunk_size, r.prompt_tokens)
             ),
             None,
         )
         if base is None or base is r:
             continue
-        cpu = r.cpu_s / max(base.cpu_s, TICK_S)
+        if min(r.cpu_s, base.cpu_s) < MEASURABLE_CPU_S:
+            cpu = f"CPU not compared (a total under {MEASURABLE_CPU_S:g} s)"
+        else:
+            cpu = f"CPU x{r.cpu_s / base.cpu_s:.3g}"
         p99 = r.latency[-1].p99_ms / base.latency[-1].p99_ms
         lines.append(
-            f"  {r.mode}, chunk {r.chunk_size}, prompt {r.prompt_tokens}: "
-            f"CPU x{cpu:.3g}, p99 x{p99:.3g}"
+            f"  {by_name(r.mode).label}, chunk {r.chunk_size}, prompt {r.prompt_tokens}: "
+            f"{cpu}, p99 x{p99:.3g}"
         )
     return lines if len(lines) > 1 else []
 
 
-def draw(runs: Sequence[StreamRun], out: Path) -> None:
+def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
     """Per-chunk latency against position and log-log CPU against length, per mode."""
     latency: dict[str, dict[str, plots.Series]] = {}
     cpu: dict[str, dict[str, plots.Series]] = {}
+    styles: dict[str, plots.Style] = {}
     for r in runs:
         panel = f"chunk size {r.chunk_size}, prompt {r.prompt_tokens} tokens"
-        latency.setdefault(panel, {})[r.mode] = plots.rolling_median(r.positions, r.latencies_ms)
-        points = [p for p in r.by_length if p.cpu_s >= MEASURABLE_CPU_S]
-        cpu.setdefault(panel, {})[r.mode] = ([p.tokens for p in points], [p.cpu_s for p in points])
-    title = f"{runs[0].tokens}-token stream, one process per mode"
-    plots.lines(out / "stream-latency.png", f"{title}: per-chunk latency (rolling median)", latency)
+        label = by_name(r.mode).label
+        styles[label] = plots.Style(colour(r.mode))
+        latency.setdefault(panel, {})[label] = plots.rolling_median(r.positions, r.latencies_ms)
+        cpu.setdefault(panel, {})[label] = (
+            [p.tokens for p in r.by_length],
+            [p.cpu_s for p in r.by_length],
+        )
+    title = f"{runs[0].tokens}-token stream, each mode on its own fresh processes"
+    paths = [out / "stream-latency.png", out / "stream-cpu.png"]
+    plots.lines(paths[0], f"{title}: per-chunk latency (rolling median)", latency, styles=styles)
     plots.lines(
-        out / "stream-cpu.png",
-        f"{title}: total server CPU",
+        paths[1],
+        f"{title}: total server CPU of the first N tokens",
         cpu,
         xlabel="stream length (tokens)",
         ylabel="server CPU (s)",
         loglog=True,
+        styles=styles,
+        floor=CPU_FLOOR,
     )
+    return paths
 
 
 def main(args: argparse.Namespace, modes: Sequence[Mode], setup: Setup) -> int:
     runs = run(modes, setup, args.tokens, args.chunk_sizes, args.prompt_tokens)
     result = {"machine": machine(), "tokens": args.tokens, "runs": runs}
-    write(args.out, "stream", result, render(runs))
-    draw(runs, args.out)
+    figures = draw(runs, args.out)
+    write(args.out, "stream", result, render(runs), figures)
     return 0

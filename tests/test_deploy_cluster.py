@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,7 +29,19 @@ from bench.workload import prompt_ids as templated_prompt
 from tests.processes import serving
 from tests.test_client import without_created
 
-pytestmark = pytest.mark.cluster
+MISSING = [
+    command
+    for command in ("nginx", "redis-server")
+    if not (shutil.which(command) or shutil.which(command, path="/usr/sbin:/usr/bin"))
+]
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(
+        bool(MISSING),
+        reason=f"{' and '.join(MISSING)} not installed: scripts/install installs Debian's "
+        "packages as root or with sudo",
+    ),
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_CLUSTER = ROOT / "deploy" / "local-cluster"

@@ -12,6 +12,7 @@ from schemathesis.generation.modes import GenerationMode
 from starlette.testclient import TestClient
 
 from app.server import DerenderApp
+from app.wire_docs import DESCRIPTIONS, SCHEMA_DESCRIPTIONS
 from tests.conftest import AppFactory, fuzz_counts
 from tests.test_fuzz import LEAKS
 
@@ -44,9 +45,49 @@ def test_document_lists_every_route(app: DerenderApp) -> None:
         "/v1/models",
         "/metrics",
         "/openapi.json",
+        "/docs",
     }
     schemas = document["components"]["schemas"]
     assert schemas["StreamState"]["properties"]["prev_tokens"]["maxItems"] == 1024
+
+
+def test_every_derender_field_is_described(app: DerenderApp) -> None:
+    """A field added to a derender request, generate input, state or reply needs a line."""
+    with TestClient(app) as client:
+        schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for name in DESCRIPTIONS:
+        undescribed = [
+            field
+            for field, prop in schemas[name]["properties"].items()
+            if not prop.get("description")
+        ]
+        assert undescribed == [], name
+    for name in SCHEMA_DESCRIPTIONS:
+        assert schemas[name]["description"] == SCHEMA_DESCRIPTIONS[name]
+    stream_state = schemas["ChatStreamDerenderRequest"]["properties"]["stream_state"]
+    assert "previous reply, unchanged" in stream_state["description"]
+
+
+def test_docs_page_lists_every_operation_and_schema(app: DerenderApp) -> None:
+    with TestClient(app) as client:
+        document = client.get("/openapi.json").json()
+        reply = client.get("/docs")
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("text/html")
+    page = reply.text
+    for path in document["paths"]:
+        assert f"<code>{path}</code>" in page
+    for name in document["components"]["schemas"]:
+        assert f'<h3 id="{name}">' in page
+    assert '<a href="#StreamState">StreamState</a>' in page
+    assert "https://" not in page  # offline: nothing fetched from elsewhere
+
+
+def test_docs_page_needs_the_api_key_when_one_is_set(make_app: AppFactory) -> None:
+    with TestClient(make_app(["--api-key", "docs-key"])) as client:
+        assert client.get("/docs").status_code == 401
+        reply = client.get("/docs", headers={"Authorization": "Bearer docs-key"})
+    assert reply.status_code == 200 and "<h2>Operations</h2>" in reply.text
 
 
 def test_no_server_errors(cases: st.SearchStrategy[Case]) -> None:
