@@ -458,7 +458,7 @@ def main(args: argparse.Namespace) -> int:
     configs = args.configs or list(CONFIGS)
     results = measure(tokenizer, configs, args.families or list(FAMILIES), sizes)
     text = render(results, sizes)
-    write(args.out, "hostile", {"machine": machine(), "results": results}, text)
-    progress(f"written: {draw(results, args.out)}")
+    figure = draw(results, args.out)
+    write(args.out, "hostile", {"machine": machine(), "results": results}, text, [figure])
     failed = "FAIL" in text or "TIMEOUT" in text
     return 1 if args.check and failed else 0
