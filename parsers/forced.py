@@ -56,6 +56,9 @@ class RequiredState(Struct, tag="required"):
     expect: int = _KEY
     key: str | None = None
     value_start: int = 0
+    # Leading elements whose arguments are all sent: later chunks have nothing for them.
+    settled: int = 0
+    announced: bool = False
 
 
 class RequiredCalls:
@@ -75,10 +78,14 @@ class RequiredCalls:
         s.text += text
         if not s.text:
             return None, False
+        # The scan only ever changes the last element and adds new ones.
+        changed = max(len(s.spans) - 1, 0)
         self._scan()
+        s.announced = s.announced or any(span.ready for span in s.spans[changed:])
         current = s.text
         calls: list[DeltaToolCall] = []
-        for index, span in enumerate(s.spans):
+        for index in range(s.settled, len(s.spans)):
+            span = s.spans[index]
             if not span.ready:
                 break
             end = span.args_end if span.args_end >= 0 else len(current)
@@ -86,12 +93,15 @@ class RequiredCalls:
                 new = current[min(end, sent) : end]
                 if new:
                     calls.append(DeltaToolCall(index=index, arguments=new))
-                continue
-            calls.append(
-                opening_call_delta(self.id_seed, index, span.name, current[span.args_start : end])
-            )
-        announced = any(span.ready for span in s.spans)
-        return (Delta(tool_calls=calls) if calls else None), announced
+            else:
+                calls.append(
+                    opening_call_delta(
+                        self.id_seed, index, span.name, current[span.args_start : end]
+                    )
+                )
+            if index == s.settled and span.args_end >= 0:
+                s.settled += 1
+        return (Delta(tool_calls=calls) if calls else None), s.announced
 
     def _scan(self) -> None:
         s = self.s
