@@ -402,6 +402,7 @@ def render(results: list[Measurement], sizes: list[int]) -> str:
                 verdict,
             ]
         )
+    summary = render_summary(results, small, large)
     title = (
         f"hostile output: CPU per token, one-shot and streamed one token per chunk "
         f"(session kept); the claim is @{large} / @{small} <= {GROWTH_LIMIT:g} and no request "
@@ -409,7 +410,43 @@ def render(results: list[Measurement], sizes: list[int]) -> str:
         f"a replay of that history). {len(rows) - failures} of {len(rows)} rows hold; "
         f"times are this machine's"
     )
-    return "\n".join([title, "", table(columns, rows)])
+    return "\n".join([title, "", table(columns, rows), "", summary])
+
+
+def render_summary(results: list[Measurement], small: int, large: int) -> str:
+    """Per configuration and mode, the worst family: the rows a reader checks first."""
+    worst: dict[tuple[str, str], tuple[float, str, float, float]] = {}
+    for (config, family, mode), group in _groups(results).items():
+        growth, _ = _row_verdict(group, small, large)
+        request = max((r.cpu_s for r in group if r.cpu_s is not None), default=0.0)
+        late = _cost(group, large)
+        key = (config, mode)
+        seen = worst.get(key)
+        score = math.inf if growth is None else growth
+        if seen is None or score > seen[0]:
+            worst[key] = (score, family, late or math.nan, request)
+        elif request > seen[3]:
+            worst[key] = (seen[0], seen[1], seen[2], request)
+    columns = [
+        "parsers",
+        "mode",
+        f"worst @{large} / @{small}",
+        "its family",
+        f"its µs/token @{large}",
+        "worst request ms (any family)",
+    ]
+    rows = [
+        [
+            config,
+            mode,
+            "timeout" if math.isinf(score) else f"{score:.2f}",
+            family,
+            f"{late:.1f}",
+            f"{1e3 * request:.0f}",
+        ]
+        for (config, mode), (score, family, late, request) in worst.items()
+    ]
+    return "\n".join(["the worst family per configuration and mode:", "", table(columns, rows)])
 
 
 def draw(results: list[Measurement], out: Path) -> Path:
