@@ -19,6 +19,7 @@ from msgspec import Struct, field
 from partial_json_parser.core.options import Allow
 
 from parsers.ids import opening_call_delta
+from parsers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 BOT_TOKEN = "<|python_tag|>"
@@ -111,6 +112,56 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     finished: list[Any] = field(default_factory=list)  # calls before the window
     named: list[int] = field(default_factory=list)  # calls whose name was sent
     sent: dict[int, str] = field(default_factory=dict)  # call index -> arguments sent
+    # Inside a string value of the current call's arguments (see ``_in_string``): the
+    # scanner over the call text, None when the call is read again each step.
+    scan: JsonScanState | None = None
+    head_len: int = 0  # length of the arguments' dump up to the string's settled part
+    unsent: str = ""  # that dump from what was sent on (when sent reaches no further)
+    closer: str = ""  # the dump after the string's content: its quote and the closers
+    raw_tail: str = ""  # the string's raw text after its settled part
+    tail_dump: str = ""  # how that raw text dumped at the last step
+
+
+_IN_STRING = frozenset({"string", "escape", "unicode"})
+_HEX = frozenset("0123456789abcdefABCDEF")
+_MARK = "\ue000"  # stands for the string's unsettled end in one dump on entry
+
+
+def _units(raw: str) -> tuple[int, int]:
+    """Where ``raw`` (valid string content) may be cut for good, and where its last
+    complete escape or character ends.
+
+    A ``\\uD800``-``\\uDBFF`` escape may pair with the next one, so a cut never
+    falls right after it; trailing whitespace and then an unfinished escape are left
+    out, as partial_json_parser does (it strips the text it completes).
+    """
+    raw = raw.rstrip()
+    cut = end = i = 0
+    size = len(raw)
+    while i < size:
+        if raw[i] != "\\":
+            i += 1
+            cut = end = i
+            continue
+        if i + 1 == size:
+            break
+        if raw[i + 1] != "u":
+            i += 2
+            cut = end = i
+            continue
+        if i + 6 > size:
+            break
+        high = raw[i + 2] in "dD" and raw[i + 3] in "89abAB"
+        i += 6
+        end = i
+        if not high:
+            cut = i
+    return cut, end
+
+
+def _dump_content(raw: str) -> str:
+    """The dump of a string's complete escapes and characters, without its quotes."""
+    return json.dumps(json.loads('"' + raw + '"'), ensure_ascii=False)[1:-1]
 
 
 class Llama3JsonStream:
@@ -203,7 +254,9 @@ class Llama3JsonStream:
                 s.passthrough, s.text = True, ""
             return Delta(content=text)
         try:
-            delta = self._calls()
+            delta = self._in_string(text) if s.scan is not None else None
+            if s.scan is None:
+                delta = self._calls()
         except _UNPARSABLE:
             return None
         for call in delta.tool_calls if delta is not None else ():
@@ -285,6 +338,91 @@ class Llama3JsonStream:
                     delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
                     s.streamed[s.current] += piece
         s.previous = call
+        if s.name_sent and s.window_index == s.current:
+            self._enter_string(call, starts[at])
+        return delta
+
+    def _enter_string(self, call: dict[str, Any], start: int) -> None:
+        """Keep reading the current call incrementally if it ends inside a string value.
+
+        While the call's text grows inside a valid string, every reading is the one
+        before with that string longer: the dump of the arguments is a fixed head, the
+        string's content and a fixed closer, so a step costs what the chunk adds.
+        Entering costs one pass over the call, like the reading it follows.
+        """
+        s = self.s
+        arguments = call.get("arguments")
+        if not isinstance(arguments, dict | list):
+            return
+        dump = json.dumps(arguments, ensure_ascii=False)
+        if not dump.rstrip("]}").endswith('"'):
+            return
+        scanner = JsonScanner()
+        opened = -1
+        for index, char in enumerate(s.text[start:]):
+            inside = scanner.s.phase in _IN_STRING
+            scanner.feed(char)
+            if not inside and scanner.s.phase in _IN_STRING:
+                opened = start + index + 1
+        if scanner.s.phase not in _IN_STRING or scanner.s.is_key:
+            return
+        raw = s.text[opened:]
+        cut, end = _units(raw)
+        marked, _ = _loads_partial(s.text[start : opened + cut] + _MARK, Allow.ALL)
+        if "parameters" in marked:
+            marked["arguments"] = marked["parameters"]
+        marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
+        if marked_dump.count(_MARK) != 1:
+            return
+        head, closer = marked_dump.split(_MARK)
+        tail_dump = _dump_content(raw[cut:end])
+        sent = len(s.streamed[s.current])
+        if head + tail_dump + closer != dump or sent > len(head):
+            return
+        s.scan, s.head_len, s.unsent, s.closer = scanner.s, len(head), head[sent:], closer
+        s.raw_tail, s.tail_dump = raw[cut:], tail_dump
+
+    def _in_string(self, text: str) -> Delta | None:
+        """One step inside the current call's string value, or leave it.
+
+        The reading grows only in the string's end, so the dumps of two steps differ
+        only after the settled head: their common prefix is the head and that of the
+        two ends (an end never holds a bare quote, and the closer starts with one).
+        """
+        s = self.s
+        assert s.scan is not None
+        scanner = JsonScanner(s.scan)
+        scanner.feed(text)
+        if scanner.s.phase not in _IN_STRING:
+            # Leave: the step reads the call again, against the reading before this chunk.
+            s.scan = None
+            before = s.text[: len(s.text) - len(text)]
+            previous, _ = _loads_partial(before[self._window() :], Allow.ALL)
+            if "parameters" in previous:
+                previous["arguments"] = previous["parameters"]
+            s.previous = previous
+            return None
+        raw = s.raw_tail + text
+        cut, end = _units(raw)
+        settled = _dump_content(raw[:cut])
+        new_end = settled + _dump_content(raw[cut:end])
+        old_end = s.tail_dump
+        sent = len(s.streamed[s.current])
+        # The head with this step's settled text, from what was sent on.
+        ahead = s.unsent + settled if sent <= s.head_len else settled[sent - s.head_len :]
+        delta = None
+        if new_end != old_end:
+            common = len(_common_prefix(old_end + '"', new_end + '"'))
+            if sent <= s.head_len:
+                piece = s.unsent + new_end[:common]
+            else:
+                piece = new_end[sent - s.head_len : common]
+            delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
+            s.streamed[s.current] += piece
+            ahead = ahead[len(piece) :]
+        s.unsent = ahead
+        s.head_len += len(settled)
+        s.raw_tail, s.tail_dump = raw[cut:], new_end[len(settled) :]
         return delta
 
     def _advance(self, call: dict[str, Any], start: int, next_start: int) -> None:
