@@ -392,7 +392,11 @@ class Llama3JsonStream:
         s = self.s
         assert s.scan is not None
         scanner = JsonScanner(s.scan)
-        scanner.feed(text)
+        # Only a quote can close the string: without one, the chunk is fed at once.
+        for part in text if '"' in text else (text,):
+            scanner.feed(part)
+            if scanner.s.phase not in _IN_STRING:
+                break
         if scanner.s.phase not in _IN_STRING:
             # Leave: the step reads the call again, against the reading before this chunk.
             s.scan = None

@@ -261,3 +261,58 @@ def test_odd_separators(calls: list[tuple[str, str]], tail: list[str], cuts: lis
     output = "<|python_tag|>" + "".join(call + sep for call, sep in calls) + "".join(tail)
     assert_same_deltas(list(output))
     assert_same_deltas(pieces_of(output, cuts))
+
+
+STRING_PARTS = [
+    "a" * 40,
+    " ",
+    "   ",
+    "\u3000",
+    "\\n",
+    "\\\\",
+    '\\"',
+    "\\u00e9",
+    "\\u0020",
+    "\\ud83d",
+    "\\ude00",
+    "\\ud83d\\ude00",
+    "\\udbff",
+    "東京",
+    "{[",
+    "]}",
+    ",",
+    ":",
+    "\\/",
+    "\\t",
+]
+string_content = st.lists(st.sampled_from(STRING_PARTS), max_size=25).map("".join)
+OPENINGS = [
+    '{"name": "f", "parameters": {"body": ',
+    '{"name": "f", "arguments": {"a": 1, "b": [1, ',
+    '{"name": "f", "arguments": {"a": {"b": "x", "c": ',
+    '{"name": "f", "arguments": {"body": "x", "n": 2, "body": ',
+    '{"name": "f", "arguments": ["x", ',
+    '{"name": "f", "arguments": "',
+    '{"name": "f", "other": "y", "arguments": {"k": ',
+]
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    calls=st.lists(
+        st.tuples(st.sampled_from(OPENINGS), st.lists(string_content, min_size=1, max_size=3)),
+        min_size=1,
+        max_size=3,
+    ),
+    ending=st.sampled_from(["", '"', '"}', '"}}', '"]}', '"\\', '"x', "\\u12", "\\"]),
+    cuts=st.lists(st.integers(0, 2000), max_size=40),
+)
+def test_long_strings(calls: list[tuple[str, list[str]]], ending: str, cuts: list[int]) -> None:
+    """Calls whose arguments end inside long strings (several, with keys between them)."""
+    texts = []
+    for opening, strings in calls:
+        quoted = '", "k": '.join('"' + content for content in strings)
+        texts.append(opening + quoted + '"}}')
+    output = "<|python_tag|>" + "; ".join(texts)[: -len('"}}')] + ending
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
