@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 import partial_json_parser
@@ -120,8 +121,15 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     closer: str = ""  # the dump after the string's content: its quote and the closers
     raw_tail: str = ""  # the string's raw text after its settled part
     tail_dump: str = ""  # how that raw text dumped at the last step
+    # The current call's text scanned as JSON (see ``_idle``), for the call ``scan_call``.
+    call_scan: JsonScanState | None = None
+    scan_call: int = -1
+    scanned: int = 0  # where in ``text`` the scan stopped
+    name_seen: bool = False  # the call's text holds '"name' or a backslash
 
 
+# Containers a reading may drop at its end (a key cut off, a last item trimmed).
+_DEPTH_MARGIN = 8
 _IN_STRING = frozenset({"string", "escape", "unicode"})
 _HEX = frozenset("0123456789abcdefABCDEF")
 _MARK = "\ue000"  # stands for the string's unsettled end in one dump on entry
@@ -255,7 +263,7 @@ class Llama3JsonStream:
             return Delta(content=text)
         try:
             delta = self._in_string(text) if s.scan is not None else None
-            if s.scan is None:
+            if s.scan is None and not self._idle():
                 delta = self._calls()
         except _UNPARSABLE:
             return None
@@ -341,6 +349,33 @@ class Llama3JsonStream:
         if s.name_sent and s.window_index == s.current:
             self._enter_string(call, starts[at])
         return delta
+
+    def _idle(self) -> bool:
+        """Whether this step surely sends nothing and changes nothing, without reading.
+
+        While the current call's first JSON value is unfinished, the reading holds one
+        call. Before its name is sent, that call has no name unless its text holds
+        '"name' or an escape (the reading it leaves is never used: the step that sends
+        the name reads again). Nested deeper than the recursion limit, ``json.loads``
+        fails on the reading, so the step sends nothing, as in vLLM.
+        """
+        s = self.s
+        if s.current < 0 or s.window_index != s.current:
+            return False
+        if s.scan_call != s.current or s.call_scan is None:
+            s.call_scan, s.scan_call, s.scanned = JsonScanState(), s.current, self._window()
+            s.name_seen = False
+        added = s.text[s.scanned :]
+        scanner = JsonScanner(s.call_scan)
+        scanner.feed(added)
+        if "\\" in added or '"name' in s.text[max(0, s.scanned - 4) :]:
+            s.name_seen = True
+        s.scanned = len(s.text)
+        if scanner.s.phase in ("done", "error"):
+            return False
+        if not s.name_sent and not s.name_seen:
+            return True
+        return len(scanner.s.stack) > sys.getrecursionlimit() + _DEPTH_MARGIN
 
     def _enter_string(self, call: dict[str, Any], start: int) -> None:
         """Keep reading the current call incrementally if it ends inside a string value.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from typing import Any
 
 import partial_json_parser
@@ -19,6 +20,7 @@ from partial_json_parser.core.options import Allow
 
 from parsers.ids import opening_call_delta
 from parsers.llama3_json import (
+    _DEPTH_MARGIN,
     _SEPARATOR,
     _UNPARSABLE,
     BOT_TOKEN,
@@ -316,3 +318,39 @@ def test_long_strings(calls: list[tuple[str, list[str]]], ending: str, cuts: lis
     output = "<|python_tag|>" + "; ".join(texts)[: -len('"}}')] + ending
     assert_same_deltas(list(output))
     assert_same_deltas(pieces_of(output, cuts))
+
+
+NAMELESS_PARTS = ['{"a": ', '"a": ', "[", "{", "1, ", '"x", ', "}", "]", ", ", '"na', 'me": "f", ']
+NAMELESS_PARTS += ['"name": "g", "parameters": {"k": ', "\\u006e", '"\\u006eame": "h", ', "; "]
+
+
+@settings(PROPS, max_examples=200)
+@given(
+    head=st.lists(st.sampled_from(['{"a": ', '{"b": [', '"x": ']), min_size=1, max_size=60),
+    tail=st.lists(st.sampled_from(NAMELESS_PARTS), max_size=12),
+    tag=st.booleans(),
+    cuts=st.lists(st.integers(0, 900), max_size=30),
+)
+def test_nameless_calls(head: list[str], tail: list[str], tag: bool, cuts: list[int]) -> None:
+    """A call whose text holds no name yet sends nothing until one appears, as read again."""
+    output = ("<|python_tag|>" if tag else "") + "".join(head) + "".join(tail)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+@settings(PROPS, max_examples=6)
+@given(
+    opening=st.sampled_from(
+        ['{"name": "f", "parameters": {"body": ', '{"a": ', '{"name": "f", "parameters": ']
+    ),
+    unit=st.sampled_from(['[{"a": ', "[", '{"a": {"b": ']),
+    tail=st.lists(
+        st.sampled_from(["}", "]", "}]", '"x"', "1", ", ", '"a": ', "]}" * 20]), max_size=8
+    ),
+)
+def test_nesting_past_the_recursion_limit(opening: str, unit: str, tail: list[str]) -> None:
+    """Past the recursion limit every reading fails: nothing is sent, as read again."""
+    depth = sys.getrecursionlimit() + 3 * _DEPTH_MARGIN
+    prefix = '<|python_tag|>{"name": "e", "arguments": {}}; ' + opening + unit * depth
+    pieces = [prefix[i : i + 997] for i in range(0, len(prefix), 997)]
+    assert_same_deltas(pieces + list(unit * 3 * _DEPTH_MARGIN + "".join(tail)))
