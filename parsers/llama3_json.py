@@ -387,6 +387,10 @@ class Llama3JsonStream:
         """
         s = self.s
         arguments = call.get("arguments")
+        # ``_idle`` scanned the call up to here: a cheap test before the pass.
+        scanned = s.call_scan if s.scan_call == s.current and s.scanned == len(s.text) else None
+        if scanned is not None and (scanned.phase not in _IN_STRING or scanned.is_key):
+            return
         if not isinstance(arguments, dict | list):
             return
         dump = json.dumps(arguments, ensure_ascii=False)
