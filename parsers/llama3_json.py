@@ -126,13 +126,28 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     scan_call: int = -1
     scanned: int = 0  # where in ``text`` the scan stopped
     name_seen: bool = False  # the call's text holds '"name' or a backslash
+    spoiled: bool = False  # the call's JSON broke where no later text can mend it
 
 
 # Containers a reading may drop at its end (a key cut off, a last item trimmed).
 _DEPTH_MARGIN = 8
+# What partial_json_parser reads as part of a number (and may cut off its end), and quote.
+_NUMBER_CHARS = frozenset('"0123456789.-+eE')
 _IN_STRING = frozenset({"string", "escape", "unicode"})
 _HEX = frozenset("0123456789abcdefABCDEF")
 _MARK = "\ue000"  # stands for the string's unsettled end in one dump on entry
+
+
+def _spoils(phase: str, char: str) -> bool:
+    """Whether ``char``, breaking the JSON in ``phase``, breaks it for partial_json_parser
+    too, whatever follows.
+
+    Right after a member or item that is not a number, a character other than a quote or
+    whitespace (which that parser may take for a key's start or strip) stays in every
+    text it completes, or in the part it parses strictly: every later reading fails.
+    """
+    after_item = phase in ("obj_next", "arr_next")
+    return after_item and char not in _NUMBER_CHARS and not char.isspace()
 
 
 def _units(raw: str) -> tuple[int, int]:
@@ -357,22 +372,29 @@ class Llama3JsonStream:
         call. Before its name is sent, that call has no name unless its text holds
         '"name' or an escape (the reading it leaves is never used: the step that sends
         the name reads again). Nested deeper than the recursion limit, ``json.loads``
-        fails on the reading, so the step sends nothing, as in vLLM.
+        fails on the reading, so the step sends nothing, as in vLLM; so it does once the
+        call's JSON is spoiled (``_spoils``) after its name was sent.
         """
         s = self.s
         if s.current < 0 or s.window_index != s.current:
             return False
         if s.scan_call != s.current or s.call_scan is None:
             s.call_scan, s.scan_call, s.scanned = JsonScanState(), s.current, self._window()
-            s.name_seen = False
+            s.name_seen = s.spoiled = False
         added = s.text[s.scanned :]
         scanner = JsonScanner(s.call_scan)
-        scanner.feed(added)
+        for char in added:
+            phase = scanner.s.phase
+            if phase == "error":
+                break
+            scanner.feed(char)
+            if scanner.s.phase == "error":
+                s.spoiled = _spoils(phase, char)
         if "\\" in added or '"name' in s.text[max(0, s.scanned - 4) :]:
             s.name_seen = True
         s.scanned = len(s.text)
         if scanner.s.phase in ("done", "error"):
-            return False
+            return s.spoiled and s.name_sent
         if not s.name_sent and not s.name_seen:
             return True
         return len(scanner.s.stack) > sys.getrecursionlimit() + _DEPTH_MARGIN

@@ -354,3 +354,31 @@ def test_nesting_past_the_recursion_limit(opening: str, unit: str, tail: list[st
     prefix = '<|python_tag|>{"name": "e", "arguments": {}}; ' + opening + unit * depth
     pieces = [prefix[i : i + 997] for i in range(0, len(prefix), 997)]
     assert_same_deltas(pieces + list(unit * 3 * _DEPTH_MARGIN + "".join(tail)))
+
+
+SPOILED_HEADS = [
+    '{"name": "f", "parameters": {"a": "s"',
+    '{"name": "f", "parameters": {"a": ["s"',
+    '{"name": "f", "parameters": {"a": true',
+    '{"name": "f", "parameters": {"a": [1, {}]',
+    '{"name": "f", "parameters": [null ',
+    '{"name": "f", "parameters": {"a": {"b": 1} ',
+    '{"name": "f", "parameters": {"a": 1 ',
+]
+SPOILERS = [*"\\x'{[:a;#\x01\x1c\x85\u3000\"-.e1", '\\"\\\\\'"']
+AFTER_SPOILER = ['\\"\\\\\'"', '"', "\\", ",", "}", "]", "{", "[", ":", "1", "1.5-", '"a": ', " "]
+AFTER_SPOILER += ["tru", '"x', ', "k": "v"', '; {"name": "g", "arguments": {}}', "\\u12", "\x01"]
+
+
+@settings(PROPS, max_examples=400)
+@given(
+    head=st.sampled_from(SPOILED_HEADS),
+    spoiler=st.sampled_from(SPOILERS),
+    rest=st.lists(st.sampled_from(AFTER_SPOILER), max_size=12),
+    cuts=st.lists(st.integers(0, 400), max_size=20),
+)
+def test_spoiled_calls(head: str, spoiler: str, rest: list[str], cuts: list[int]) -> None:
+    """A call broken right after an item (a quote/backslash storm) sends nothing more."""
+    output = "<|python_tag|>" + head + spoiler + "".join(rest)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
