@@ -127,6 +127,26 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     scanned: int = 0  # where in ``text`` the scan stopped
     name_seen: bool = False  # the call's text holds '"name' or a backslash
     spoiled: bool = False  # the call's JSON broke where no later text can mend it
+    # Opening containers only (see ``_enter_nest``): the dump up to the newest opening,
+    # from what was sent on, and the key being read. The scan is ``call_scan``.
+    nesting: bool = False
+    nest_unsent: str = ""
+    nest_key: str = ""
+
+
+_WS = " \t\n\r"
+# Frames a reading adds to the caller's before json's own nesting count (with room).
+_FRAME_MARGIN = 40
+
+
+def _frames() -> int:
+    """How deep the stack is here (what ``json`` counts against the recursion limit)."""
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return depth
 
 
 # Containers a reading may drop at its end (a key cut off, a last item trimmed).
@@ -278,7 +298,9 @@ class Llama3JsonStream:
             return Delta(content=text)
         try:
             delta = self._in_string(text) if s.scan is not None else None
-            if s.scan is None and not self._idle():
+            if s.nesting:
+                delta = self._in_nest()
+            if s.scan is None and not s.nesting and not self._idle():
                 delta = self._calls()
         except _UNPARSABLE:
             return None
@@ -363,6 +385,7 @@ class Llama3JsonStream:
         s.previous = call
         if s.name_sent and s.window_index == s.current:
             self._enter_string(call, starts[at])
+            self._enter_nest(call, starts[at])
         return delta
 
     def _idle(self) -> bool:
@@ -442,6 +465,83 @@ class Llama3JsonStream:
             return
         s.scan, s.head_len, s.unsent, s.closer = scanner.s, len(head), head[sent:], closer
         s.raw_tail, s.tail_dump = raw[cut:], tail_dump
+
+    def _enter_nest(self, call: dict[str, Any], start: int) -> None:
+        """Keep reading the call incrementally while its text only opens containers.
+
+        Right after an opening, and while only keys and openings follow, each reading is
+        the one before with a chain of containers in the newest one, each the only
+        member or item of its parent: the dump is a fixed head, that chain's openings and
+        keys, its closers and a fixed closer, so two steps differ right after the shorter
+        chain (a closer against an opening or key).
+        """
+        s = self.s
+        scanned = s.call_scan if s.scan_call == s.current and s.scanned == len(s.text) else None
+        if scanned is None or scanned.phase not in ("first_item", "first_key"):
+            return
+        arguments = call.get("arguments")
+        # Empty arguments send nothing on the next step (vLLM's test of the last reading).
+        if not arguments or not isinstance(arguments, dict | list) or s.scan is not None:
+            return
+        probe = '"\ue000"' if scanned.phase == "first_item" else '"\ue000": 0'
+        marked, _ = _loads_partial(s.text[start:] + probe, Allow.ALL)
+        if "parameters" in marked:
+            marked["arguments"] = marked["parameters"]
+        marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
+        if marked_dump.count(probe) != 1:
+            return
+        head, closer = marked_dump.split(probe)
+        sent = len(s.streamed[s.current])
+        if head + closer != json.dumps(arguments, ensure_ascii=False) or sent > len(head):
+            return
+        s.nesting, s.nest_unsent, s.nest_key = True, head[sent:], ""
+
+    def _in_nest(self) -> Delta | None:
+        """One step while the call only opens containers, or leave (read again)."""
+        s = self.s
+        assert s.call_scan is not None
+        scanner = JsonScanner(s.call_scan)
+        added = s.text[s.scanned :]
+        grown = ""
+        for char in added:
+            phase, parent = scanner.s.phase, scanner.s.stack[-1]
+            if char in _WS or (phase == "string" and char not in '\\"'):
+                pass
+            elif phase in ("first_item", "value") and char in "[{":
+                grown += char if parent == "[" else f'"{s.nest_key}": {char}'
+            elif (phase, char) in (("first_key", '"'), ("string", '"'), ("colon", ":")):
+                pass
+            else:
+                self._leave_nest()
+                return None
+            scanner.feed(char)
+            if scanner.s.phase == "error":
+                self._leave_nest()
+                return None
+            if phase == "first_key":
+                s.nest_key = ""
+            elif phase == "string" and scanner.s.phase == "string":
+                s.nest_key += char
+        if len(scanner.s.stack) + _frames() + _FRAME_MARGIN >= sys.getrecursionlimit():
+            self._leave_nest()
+            return None
+        s.scanned = len(s.text)
+        if not grown:
+            return None
+        piece, s.nest_unsent = s.nest_unsent, grown
+        s.streamed[s.current] += piece
+        return Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
+
+    def _leave_nest(self) -> None:
+        """The step reads the call again, against the reading before this chunk."""
+        s = self.s
+        s.nesting = False
+        s.call_scan, s.scan_call = None, -1
+        before = s.text[: s.scanned]
+        previous, _ = _loads_partial(before[self._window() :], Allow.ALL)
+        if "parameters" in previous:
+            previous["arguments"] = previous["parameters"]
+        s.previous = previous
 
     def _in_string(self, text: str) -> Delta | None:
         """One step inside the current call's string value, or leave it.

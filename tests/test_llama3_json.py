@@ -382,3 +382,34 @@ def test_spoiled_calls(head: str, spoiler: str, rest: list[str], cuts: list[int]
     output = "<|python_tag|>" + head + spoiler + "".join(rest)
     assert_same_deltas(list(output))
     assert_same_deltas(pieces_of(output, cuts))
+
+
+NEST_PARTS = [
+    "[",
+    "{",
+    '"a": ',
+    '"b" :',
+    ' "c d":',
+    "\n",
+    '"',
+    "k",
+    "\\u0061",
+    "]",
+    "}",
+    "1",
+    ", ",
+    '"x"',
+]
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    opening=st.sampled_from(['{"name": "f", "parameters": {"a": ', '{"name": "f", "arguments": ']),
+    parts=st.lists(st.sampled_from(NEST_PARTS), max_size=40),
+    cuts=st.lists(st.integers(0, 400), max_size=20),
+)
+def test_openings_only(opening: str, parts: list[str], cuts: list[int]) -> None:
+    """Containers opened one in another (and what breaks the chain) read as read again."""
+    output = "<|python_tag|>" + opening + "".join(parts)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
