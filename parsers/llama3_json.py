@@ -4,14 +4,17 @@ Several calls are separated by ``; ``. One-shot, every ``{`` that starts a JSON
 object with a name and arguments (or parameters) is a call. Streamed, the output
 so far is read as partial JSON with ``partial-json-parser``, as vLLM does: a
 call's name once complete, then its arguments as their JSON grows (holding back
-what a later character could still change). Like vLLM, this re-reads the call
-text on every chunk.
+what a later character could still change). Where the reading of the current
+call provably follows from the last one (inside a string value, while containers
+only open, or when nothing can come of it) a step costs the chunk; otherwise the
+call is read again, as vLLM does on every chunk.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 import partial_json_parser
@@ -19,6 +22,7 @@ from msgspec import Struct, field
 from partial_json_parser.core.options import Allow
 
 from parsers.ids import opening_call_delta
+from parsers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 BOT_TOKEN = "<|python_tag|>"
@@ -111,6 +115,98 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     finished: list[Any] = field(default_factory=list)  # calls before the window
     named: list[int] = field(default_factory=list)  # calls whose name was sent
     sent: dict[int, str] = field(default_factory=dict)  # call index -> arguments sent
+    # Inside a string value of the current call's arguments (see ``_in_string``): the
+    # scanner over the call text, None when the call is read again each step.
+    scan: JsonScanState | None = None
+    head_len: int = 0  # length of the arguments' dump up to the string's settled part
+    unsent: str = ""  # that dump from what was sent on (when sent reaches no further)
+    closer: str = ""  # the dump after the string's content: its quote and the closers
+    raw_tail: str = ""  # the string's raw text after its settled part
+    tail_dump: str = ""  # how that raw text dumped at the last step
+    # The current call's text scanned as JSON (see ``_idle``), for the call ``scan_call``.
+    call_scan: JsonScanState | None = None
+    scan_call: int = -1
+    scanned: int = 0  # where in ``text`` the scan stopped
+    name_seen: bool = False  # the call's text holds '"name' or a backslash
+    spoiled: bool = False  # the call's JSON broke where no later text can mend it
+    # Opening containers only (see ``_enter_nest``): the dump up to the newest opening,
+    # from what was sent on, and the key being read. The scan is ``call_scan``.
+    nesting: bool = False
+    nest_unsent: str = ""
+    nest_key: str = ""
+
+
+_WS = " \t\n\r"
+# Frames a reading adds to the caller's before json's own nesting count (with room).
+_FRAME_MARGIN = 40
+
+
+def _frames() -> int:
+    """How deep the stack is here (what ``json`` counts against the recursion limit)."""
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return depth
+
+
+# Containers a reading may drop at its end (a key cut off, a last item trimmed).
+_DEPTH_MARGIN = 8
+# What partial_json_parser reads as part of a number (and may cut off its end), and quote.
+_NUMBER_CHARS = frozenset('"0123456789.-+eE')
+_IN_STRING = frozenset({"string", "escape", "unicode"})
+_HEX = frozenset("0123456789abcdefABCDEF")
+_MARK = "\ue000"  # stands for the string's unsettled end in one dump on entry
+
+
+def _spoils(phase: str, char: str) -> bool:
+    """Whether ``char``, breaking the JSON in ``phase``, breaks it for partial_json_parser
+    too, whatever follows.
+
+    Right after a member or item that is not a number, a character other than a quote or
+    whitespace (which that parser may take for a key's start or strip) stays in every
+    text it completes, or in the part it parses strictly: every later reading fails.
+    """
+    after_item = phase in ("obj_next", "arr_next")
+    return after_item and char not in _NUMBER_CHARS and not char.isspace()
+
+
+def _units(raw: str) -> tuple[int, int]:
+    """Where ``raw`` (valid string content) may be cut for good, and where its last
+    complete escape or character ends.
+
+    A ``\\uD800``-``\\uDBFF`` escape may pair with the next one, so a cut never
+    falls right after it; trailing whitespace and then an unfinished escape are left
+    out, as partial_json_parser does (it strips the text it completes).
+    """
+    raw = raw.rstrip()
+    cut = end = i = 0
+    size = len(raw)
+    while i < size:
+        if raw[i] != "\\":
+            i += 1
+            cut = end = i
+            continue
+        if i + 1 == size:
+            break
+        if raw[i + 1] != "u":
+            i += 2
+            cut = end = i
+            continue
+        if i + 6 > size:
+            break
+        high = raw[i + 2] in "dD" and raw[i + 3] in "89abAB"
+        i += 6
+        end = i
+        if not high:
+            cut = i
+    return cut, end
+
+
+def _dump_content(raw: str) -> str:
+    """The dump of a string's complete escapes and characters, without its quotes."""
+    return json.dumps(json.loads('"' + raw + '"'), ensure_ascii=False)[1:-1]
 
 
 class Llama3JsonStream:
@@ -203,7 +299,11 @@ class Llama3JsonStream:
                 s.passthrough, s.text = True, ""
             return Delta(content=text)
         try:
-            delta = self._calls()
+            delta = self._in_string(text) if s.scan is not None else None
+            if s.nesting:
+                delta = self._in_nest()
+            if s.scan is None and not s.nesting and not self._idle():
+                delta = self._calls()
         except _UNPARSABLE:
             return None
         for call in delta.tool_calls if delta is not None else ():
@@ -285,6 +385,211 @@ class Llama3JsonStream:
                     delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
                     s.streamed[s.current] += piece
         s.previous = call
+        if s.name_sent and s.window_index == s.current:
+            self._enter_string(call, starts[at])
+            self._enter_nest(call, starts[at])
+        return delta
+
+    def _idle(self) -> bool:
+        """Whether this step surely sends nothing and changes nothing, without reading.
+
+        While the current call's first JSON value is unfinished, the reading holds one
+        call. Before its name is sent, that call has no name unless its text holds
+        '"name' or an escape (the reading it leaves is never used: the step that sends
+        the name reads again). Nested deeper than the recursion limit, ``json.loads``
+        fails on the reading, so the step sends nothing, as in vLLM; so it does once the
+        call's JSON is spoiled (``_spoils``) after its name was sent.
+        """
+        s = self.s
+        if s.current < 0 or s.window_index != s.current:
+            return False
+        if s.scan_call != s.current or s.call_scan is None:
+            s.call_scan, s.scan_call, s.scanned = JsonScanState(), s.current, self._window()
+            s.name_seen = s.spoiled = False
+        added = s.text[s.scanned :]
+        scanner = JsonScanner(s.call_scan)
+        for char in added:
+            phase = scanner.s.phase
+            if phase == "error":
+                break
+            scanner.feed(char)
+            if scanner.s.phase == "error":
+                s.spoiled = _spoils(phase, char)
+        if "\\" in added or '"name' in s.text[max(0, s.scanned - 4) :]:
+            s.name_seen = True
+        s.scanned = len(s.text)
+        if scanner.s.phase in ("done", "error"):
+            return s.spoiled and s.name_sent
+        if not s.name_sent and not s.name_seen:
+            return True
+        return len(scanner.s.stack) > sys.getrecursionlimit() + _DEPTH_MARGIN
+
+    def _enter_string(self, call: dict[str, Any], start: int) -> None:
+        """Keep reading the current call incrementally if it ends inside a string value.
+
+        While the call's text grows inside a valid string, every reading is the one
+        before with that string longer: the dump of the arguments is a fixed head, the
+        string's content and a fixed closer, so a step costs what the chunk adds.
+        Entering costs one pass over the call, like the reading it follows.
+        """
+        s = self.s
+        arguments = call.get("arguments")
+        # ``_idle`` scanned the call up to here: a cheap test before the pass.
+        scanned = s.call_scan if s.scan_call == s.current and s.scanned == len(s.text) else None
+        if scanned is not None and (scanned.phase not in _IN_STRING or scanned.is_key):
+            return
+        if not isinstance(arguments, dict | list):
+            return
+        dump = json.dumps(arguments, ensure_ascii=False)
+        if not dump.rstrip("]}").endswith('"'):
+            return
+        scanner = JsonScanner()
+        opened = -1
+        for index, char in enumerate(s.text[start:]):
+            inside = scanner.s.phase in _IN_STRING
+            scanner.feed(char)
+            if not inside and scanner.s.phase in _IN_STRING:
+                opened = start + index + 1
+        if scanner.s.phase not in _IN_STRING or scanner.s.is_key:
+            return
+        raw = s.text[opened:]
+        cut, end = _units(raw)
+        marked, _ = _loads_partial(s.text[start : opened + cut] + _MARK, Allow.ALL)
+        if "parameters" in marked:
+            marked["arguments"] = marked["parameters"]
+        marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
+        if marked_dump.count(_MARK) != 1:
+            return
+        head, closer = marked_dump.split(_MARK)
+        tail_dump = _dump_content(raw[cut:end])
+        sent = len(s.streamed[s.current])
+        if head + tail_dump + closer != dump or sent > len(head):
+            return
+        s.scan, s.head_len, s.unsent, s.closer = scanner.s, len(head), head[sent:], closer
+        s.raw_tail, s.tail_dump = raw[cut:], tail_dump
+
+    def _enter_nest(self, call: dict[str, Any], start: int) -> None:
+        """Keep reading the call incrementally while its text only opens containers.
+
+        Right after an opening, and while only keys and openings follow, each reading is
+        the one before with a chain of containers in the newest one, each the only
+        member or item of its parent: the dump is a fixed head, that chain's openings and
+        keys, its closers and a fixed closer, so two steps differ right after the shorter
+        chain (a closer against an opening or key).
+        """
+        s = self.s
+        scanned = s.call_scan if s.scan_call == s.current and s.scanned == len(s.text) else None
+        if scanned is None or scanned.phase not in ("first_item", "first_key"):
+            return
+        arguments = call.get("arguments")
+        # Empty arguments send nothing on the next step (vLLM's test of the last reading).
+        if not arguments or not isinstance(arguments, dict | list) or s.scan is not None:
+            return
+        probe = '"\ue000"' if scanned.phase == "first_item" else '"\ue000": 0'
+        marked, _ = _loads_partial(s.text[start:] + probe, Allow.ALL)
+        if "parameters" in marked:
+            marked["arguments"] = marked["parameters"]
+        marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
+        if marked_dump.count(probe) != 1:
+            return
+        head, closer = marked_dump.split(probe)
+        sent = len(s.streamed[s.current])
+        if head + closer != json.dumps(arguments, ensure_ascii=False) or sent > len(head):
+            return
+        s.nesting, s.nest_unsent, s.nest_key = True, head[sent:], ""
+
+    def _in_nest(self) -> Delta | None:
+        """One step while the call only opens containers, or leave (read again)."""
+        s = self.s
+        assert s.call_scan is not None
+        scanner = JsonScanner(s.call_scan)
+        added = s.text[s.scanned :]
+        grown = ""
+        for char in added:
+            phase, parent = scanner.s.phase, scanner.s.stack[-1]
+            if char in _WS or (phase == "string" and char not in '\\"'):
+                pass
+            elif phase in ("first_item", "value") and char in "[{":
+                grown += char if parent == "[" else f'"{s.nest_key}": {char}'
+            elif (phase, char) in (("first_key", '"'), ("string", '"'), ("colon", ":")):
+                pass
+            else:
+                self._leave_nest()
+                return None
+            scanner.feed(char)
+            if scanner.s.phase == "error":
+                self._leave_nest()
+                return None
+            if phase == "first_key":
+                s.nest_key = ""
+            elif phase == "string" and scanner.s.phase == "string":
+                s.nest_key += char
+        if len(scanner.s.stack) + _frames() + _FRAME_MARGIN >= sys.getrecursionlimit():
+            self._leave_nest()
+            return None
+        s.scanned = len(s.text)
+        if not grown:
+            return None
+        piece, s.nest_unsent = s.nest_unsent, grown
+        s.streamed[s.current] += piece
+        return Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
+
+    def _leave_nest(self) -> None:
+        """The step reads the call again, against the reading before this chunk."""
+        s = self.s
+        s.nesting = False
+        s.call_scan, s.scan_call = None, -1
+        before = s.text[: s.scanned]
+        previous, _ = _loads_partial(before[self._window() :], Allow.ALL)
+        if "parameters" in previous:
+            previous["arguments"] = previous["parameters"]
+        s.previous = previous
+
+    def _in_string(self, text: str) -> Delta | None:
+        """One step inside the current call's string value, or leave it.
+
+        The reading grows only in the string's end, so the dumps of two steps differ
+        only after the settled head: their common prefix is the head and that of the
+        two ends (an end never holds a bare quote, and the closer starts with one).
+        """
+        s = self.s
+        assert s.scan is not None
+        scanner = JsonScanner(s.scan)
+        # Only a quote can close the string: without one, the chunk is fed at once.
+        for part in text if '"' in text else (text,):
+            scanner.feed(part)
+            if scanner.s.phase not in _IN_STRING:
+                break
+        if scanner.s.phase not in _IN_STRING:
+            # Leave: the step reads the call again, against the reading before this chunk.
+            s.scan = None
+            before = s.text[: len(s.text) - len(text)]
+            previous, _ = _loads_partial(before[self._window() :], Allow.ALL)
+            if "parameters" in previous:
+                previous["arguments"] = previous["parameters"]
+            s.previous = previous
+            return None
+        raw = s.raw_tail + text
+        cut, end = _units(raw)
+        settled = _dump_content(raw[:cut])
+        new_end = settled + _dump_content(raw[cut:end])
+        old_end = s.tail_dump
+        sent = len(s.streamed[s.current])
+        # The head with this step's settled text, from what was sent on.
+        ahead = s.unsent + settled if sent <= s.head_len else settled[sent - s.head_len :]
+        delta = None
+        if new_end != old_end:
+            common = len(_common_prefix(old_end + '"', new_end + '"'))
+            if sent <= s.head_len:
+                piece = s.unsent + new_end[:common]
+            else:
+                piece = new_end[sent - s.head_len : common]
+            delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
+            s.streamed[s.current] += piece
+            ahead = ahead[len(piece) :]
+        s.unsent = ahead
+        s.head_len += len(settled)
+        s.raw_tail, s.tail_dump = raw[cut:], new_end[len(settled) :]
         return delta
 
     def _advance(self, call: dict[str, Any], start: int, next_start: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from typing import Any
 
 import partial_json_parser
@@ -19,6 +20,7 @@ from partial_json_parser.core.options import Allow
 
 from parsers.ids import opening_call_delta
 from parsers.llama3_json import (
+    _DEPTH_MARGIN,
     _SEPARATOR,
     _UNPARSABLE,
     BOT_TOKEN,
@@ -259,5 +261,155 @@ TAILS = ["", '"', "{", "]", "}", '"x": 1}', '"name": "q"}', ' {"name": "z", "arg
 def test_odd_separators(calls: list[tuple[str, str]], tail: list[str], cuts: list[int]) -> None:
     """Separators holding quotes or brackets change how later text reads from earlier calls."""
     output = "<|python_tag|>" + "".join(call + sep for call, sep in calls) + "".join(tail)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+STRING_PARTS = [
+    "a" * 40,
+    " ",
+    "   ",
+    "\u3000",
+    "\\n",
+    "\\\\",
+    '\\"',
+    "\\u00e9",
+    "\\u0020",
+    "\\ud83d",
+    "\\ude00",
+    "\\ud83d\\ude00",
+    "\\udbff",
+    "東京",
+    "{[",
+    "]}",
+    ",",
+    ":",
+    "\\/",
+    "\\t",
+]
+string_content = st.lists(st.sampled_from(STRING_PARTS), max_size=25).map("".join)
+OPENINGS = [
+    '{"name": "f", "parameters": {"body": ',
+    '{"name": "f", "arguments": {"a": 1, "b": [1, ',
+    '{"name": "f", "arguments": {"a": {"b": "x", "c": ',
+    '{"name": "f", "arguments": {"body": "x", "n": 2, "body": ',
+    '{"name": "f", "arguments": ["x", ',
+    '{"name": "f", "arguments": "',
+    '{"name": "f", "other": "y", "arguments": {"k": ',
+]
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    calls=st.lists(
+        st.tuples(st.sampled_from(OPENINGS), st.lists(string_content, min_size=1, max_size=3)),
+        min_size=1,
+        max_size=3,
+    ),
+    ending=st.sampled_from(["", '"', '"}', '"}}', '"]}', '"\\', '"x', "\\u12", "\\"]),
+    cuts=st.lists(st.integers(0, 2000), max_size=40),
+)
+def test_long_strings(calls: list[tuple[str, list[str]]], ending: str, cuts: list[int]) -> None:
+    """Calls whose arguments end inside long strings (several, with keys between them)."""
+    texts = []
+    for opening, strings in calls:
+        quoted = '", "k": '.join('"' + content for content in strings)
+        texts.append(opening + quoted + '"}}')
+    output = "<|python_tag|>" + "; ".join(texts)[: -len('"}}')] + ending
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+NAMELESS_PARTS = ['{"a": ', '"a": ', "[", "{", "1, ", '"x", ', "}", "]", ", ", '"na', 'me": "f", ']
+NAMELESS_PARTS += ['"name": "g", "parameters": {"k": ', "\\u006e", '"\\u006eame": "h", ', "; "]
+
+
+@settings(PROPS, max_examples=200)
+@given(
+    head=st.lists(st.sampled_from(['{"a": ', '{"b": [', '"x": ']), min_size=1, max_size=60),
+    tail=st.lists(st.sampled_from(NAMELESS_PARTS), max_size=12),
+    tag=st.booleans(),
+    cuts=st.lists(st.integers(0, 900), max_size=30),
+)
+def test_nameless_calls(head: list[str], tail: list[str], tag: bool, cuts: list[int]) -> None:
+    """A call whose text holds no name yet sends nothing until one appears, as read again."""
+    output = ("<|python_tag|>" if tag else "") + "".join(head) + "".join(tail)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+@settings(PROPS, max_examples=6)
+@given(
+    opening=st.sampled_from(
+        ['{"name": "f", "parameters": {"body": ', '{"a": ', '{"name": "f", "parameters": ']
+    ),
+    unit=st.sampled_from(['[{"a": ', "[", '{"a": {"b": ']),
+    tail=st.lists(
+        st.sampled_from(["}", "]", "}]", '"x"', "1", ", ", '"a": ', "]}" * 20]), max_size=8
+    ),
+)
+def test_nesting_past_the_recursion_limit(opening: str, unit: str, tail: list[str]) -> None:
+    """Past the recursion limit every reading fails: nothing is sent, as read again."""
+    depth = sys.getrecursionlimit() + 3 * _DEPTH_MARGIN
+    prefix = '<|python_tag|>{"name": "e", "arguments": {}}; ' + opening + unit * depth
+    pieces = [prefix[i : i + 997] for i in range(0, len(prefix), 997)]
+    assert_same_deltas(pieces + list(unit * 3 * _DEPTH_MARGIN + "".join(tail)))
+
+
+SPOILED_HEADS = [
+    '{"name": "f", "parameters": {"a": "s"',
+    '{"name": "f", "parameters": {"a": ["s"',
+    '{"name": "f", "parameters": {"a": true',
+    '{"name": "f", "parameters": {"a": [1, {}]',
+    '{"name": "f", "parameters": [null ',
+    '{"name": "f", "parameters": {"a": {"b": 1} ',
+    '{"name": "f", "parameters": {"a": 1 ',
+]
+SPOILERS = [*"\\x'{[:a;#\x01\x1c\x85\u3000\"-.e1", '\\"\\\\\'"']
+AFTER_SPOILER = ['\\"\\\\\'"', '"', "\\", ",", "}", "]", "{", "[", ":", "1", "1.5-", '"a": ', " "]
+AFTER_SPOILER += ["tru", '"x', ', "k": "v"', '; {"name": "g", "arguments": {}}', "\\u12", "\x01"]
+
+
+@settings(PROPS, max_examples=400)
+@given(
+    head=st.sampled_from(SPOILED_HEADS),
+    spoiler=st.sampled_from(SPOILERS),
+    rest=st.lists(st.sampled_from(AFTER_SPOILER), max_size=12),
+    cuts=st.lists(st.integers(0, 400), max_size=20),
+)
+def test_spoiled_calls(head: str, spoiler: str, rest: list[str], cuts: list[int]) -> None:
+    """A call broken right after an item (a quote/backslash storm) sends nothing more."""
+    output = "<|python_tag|>" + head + spoiler + "".join(rest)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+NEST_PARTS = [
+    "[",
+    "{",
+    '"a": ',
+    '"b" :',
+    ' "c d":',
+    "\n",
+    '"',
+    "k",
+    "\\u0061",
+    "]",
+    "}",
+    "1",
+    ", ",
+    '"x"',
+]
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    opening=st.sampled_from(['{"name": "f", "parameters": {"a": ', '{"name": "f", "arguments": ']),
+    parts=st.lists(st.sampled_from(NEST_PARTS), max_size=40),
+    cuts=st.lists(st.integers(0, 400), max_size=20),
+)
+def test_openings_only(opening: str, parts: list[str], cuts: list[int]) -> None:
+    """Containers opened one in another (and what breaks the chain) read as read again."""
+    output = "<|python_tag|>" + opening + "".join(parts)
     assert_same_deltas(list(output))
     assert_same_deltas(pieces_of(output, cuts))
