@@ -177,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. redis://127.0.0.1:6379/0); off by default",
     )
     parser.add_argument(
+        "--redis-secret",
+        default=os.environ.get("DERENDER_REDIS_SECRET"),
+        help="key of the HMAC that authenticates snapshots; replicas sharing a Redis "
+        "share it (default: $DERENDER_REDIS_SECRET; unset: a random key per process, "
+        "so snapshots are private to the process that wrote them)",
+    )
+    parser.add_argument(
         "--redis-ttl",
         type=_positive_int,
         default=_DEFAULTS.redis_ttl,
@@ -233,6 +240,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         stream_cache_max_bytes=args.stream_cache_max_bytes,
         stream_cache_ttl=args.stream_cache_ttl,
         redis_url=args.redis_url,
+        redis_secret=args.redis_secret,
         redis_ttl=args.redis_ttl,
         redis_timeout_ms=args.redis_timeout_ms,
         redis_max_snapshot_bytes=args.redis_max_snapshot_bytes,

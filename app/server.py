@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -76,7 +77,16 @@ from app.validation import (
     check_tool_count,
     check_vocabulary,
 )
-from cache.redis_tier import CORRUPT, DELETED, TOO_LARGE, WRITTEN, RedisTier
+from cache.redis_tier import (
+    CORRUPT,
+    DELETED,
+    FORGED,
+    OUT_OF_RANGE,
+    OVERSIZED,
+    TOO_LARGE,
+    WRITTEN,
+    RedisTier,
+)
 from cache.redis_tier import ERROR as REDIS_ERROR
 from cache.sessions import ERROR, FINISHED, SessionCache
 from parsers.registry import ParserFactory
@@ -96,11 +106,8 @@ _chunk_decoder = msgspec.json.Decoder(GenerateChunk)
 _optional_str = msgspec.json.Decoder(str | None)
 _optional_int = msgspec.json.Decoder(int | None)
 
-# Session size estimate: a prompt or history token costs a list slot and an int
-# object, plus its share of parser text; the rest is the detokenizer window and
-# parser objects. The kept request bytes are counted as they are.
-_BYTES_PER_TOKEN = 48
-_SESSION_OVERHEAD = 4096
+# Redis values refused as untrustworthy: not ours, not whole, or not this stream's.
+UNTRUSTED = (FORGED, OVERSIZED, CORRUPT, OUT_OF_RANGE)
 
 # Where a parsed chunk's session came from: the ``x-derender-cache`` header.
 HIT = "hit"
@@ -172,6 +179,20 @@ def request_id_of(body: bytes) -> str:
     return (named.request_id if named is not None else None) or "?"
 
 
+def redis_secret(settings: Settings) -> bytes:
+    """The key of the snapshots' MAC: the replicas' shared secret, or without one a
+    random key of this process, so no snapshot another process wrote is ever used."""
+    if settings.redis_secret:
+        return settings.redis_secret.encode()
+    if settings.redis_url:
+        logger.warning(
+            "--redis-url without --redis-secret: snapshots are signed with a random key "
+            "of this process, so replicas cannot restore each other's. Give every "
+            "replica the same secret ($DERENDER_REDIS_SECRET) to share them."
+        )
+    return secrets.token_bytes(32)
+
+
 def json_response(value: Any) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
 
@@ -218,6 +239,7 @@ class DerenderService:
         self.redis = (
             RedisTier(
                 settings.redis_url,
+                secret=redis_secret(settings),
                 ttl=settings.redis_ttl,
                 timeout=settings.redis_timeout_ms / 1000,
                 max_snapshot_bytes=settings.redis_max_snapshot_bytes,
@@ -527,10 +549,12 @@ class DerenderService:
         snapshot, outcome = await self.redis.take(key, fingerprint.digest, carried, history)
         session = None
         if snapshot is not None:
-            session = self.derenderer.restored_session(request, snapshot)
-            outcome = "hit" if session is not None else CORRUPT
+            session, problem = self.derenderer.restored_session(request, snapshot)
+            outcome = problem or "hit"
         if session is None:
             self.metrics.redis_misses.labels(outcome).inc()
+            if outcome in UNTRUSTED:
+                self.metrics.redis_rejected.labels(outcome).inc()
         else:
             self.metrics.redis_hits.inc()
         self._redis_outcome(outcome)
@@ -575,14 +599,7 @@ class DerenderService:
                 if session.fingerprint is None:  # a hit's session holds an equal one
                     session.fingerprint = fingerprint.detached()
                 kept = session.fingerprint
-                tokens = len(session.output_token_ids) + len(session.prompt_token_ids)
-                size = (
-                    _SESSION_OVERHEAD
-                    + _BYTES_PER_TOKEN * tokens
-                    + 2 * len(carried)  # the bytes kept to match, and the state they encode
-                    + len(kept.chat_request)
-                    + len(kept.prompt_token_ids)
-                )
+                size = session.size(carried)
                 cache.checkin(key, session, kept, carried, size)
                 if self.redis is not None:
                     await self._offer_snapshot(key, kept, carried, session)
