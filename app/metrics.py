@@ -69,6 +69,12 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.request_id_collisions = Counter(
+            "derender_cache_request_id_collisions",
+            "Sessions kept next to another stream's under the same request id and choice "
+            "index (different chat_request or prompt); each keeps its own.",
+            registry=self.registry,
+        )
         self.replays = Counter(
             "derender_replays", "Sessions rebuilt by replaying history.", registry=self.registry
         )

@@ -228,6 +228,7 @@ class DerenderService:
             settings.stream_cache_max_bytes,
             settings.stream_cache_ttl,
             on_evict=lambda reason: self.metrics.cache_evictions.labels(reason).inc(),
+            on_collision=self.metrics.request_id_collisions.inc,
         )
         parser_settings = (
             settings.tool_call_parser,
@@ -584,14 +585,14 @@ class DerenderService:
                 tokens, self.derenderer.chat_stream_parsed, request, model, session
             )
         except BaseException:
-            cache.release(key)
+            cache.release(key, fingerprint)
             if source == HIT:
                 self.metrics.cache_evictions.labels(ERROR).inc()
             raise
         carried = encoder.encode(state if session is None else _with_history_json(state, session))
         if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
-                cache.release(key)
+                cache.release(key, fingerprint)
                 self.metrics.cache_evictions.labels(FINISHED).inc()
                 if self.redis is not None:
                     self._redis_outcome(await self.redis.drop(key, fingerprint.digest))
