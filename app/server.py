@@ -106,6 +106,10 @@ _chunk_decoder = msgspec.json.Decoder(GenerateChunk)
 _optional_str = msgspec.json.Decoder(str | None)
 _optional_int = msgspec.json.Decoder(int | None)
 
+# One-shot bodies up to this size are answered on the event loop (a few hundred
+# tokens); larger ones on the worker pool.
+_INLINE_BODY_BYTES = 4096
+
 # Redis values refused as untrustworthy: not ours, not whole, or not this stream's.
 UNTRUSTED = (FORGED, OVERSIZED, CORRUPT, OUT_OF_RANGE)
 
@@ -289,6 +293,29 @@ class DerenderService:
             return bounded()
         return await anyio.to_thread.run_sync(bounded, limiter=self._limiter)
 
+    async def _one_shot(self, body: bytes, answer: Callable[..., bytes], *args: Any) -> Response:
+        """A one-shot request, decoded, checked, derendered and encoded in one call:
+        off the event loop unless the body is small (a large one takes as long to
+        decode and its response to encode as it takes to derender), within the CPU
+        budget either way."""
+        bounded = functools.partial(run_within, self.settings.max_request_cpu_seconds, answer)
+        if len(body) <= _INLINE_BODY_BYTES:
+            encoded = bounded(*args)
+        else:
+            encoded = await anyio.to_thread.run_sync(bounded, *args, limiter=self._limiter)
+        return Response(encoded, media_type="application/json")
+
+    def _encoded(self, derender: Callable[..., Any], *args: Any) -> bytes:
+        body = encoder.encode(derender(*args))
+        limit = self.settings.max_response_bytes
+        if len(body) > limit:
+            raise BadRequest(
+                f"the response would be {len(body)} bytes, over the server limit of {limit} "
+                "bytes (--max-response-bytes). Send fewer choices or tokens per request, or "
+                "ask for fewer logprobs."
+            )
+        return body
+
     def _model_name(self, requested: str | None) -> str:
         served = self.settings.served_names
         if not requested:
@@ -401,6 +428,9 @@ class DerenderService:
             )
             check_stream_id(stream_id, stream_request.generate_chunk.request_id)
             return await self._chat_stream(stream_request, view)
+        return await self._one_shot(body, self._chat_one_shot, body, view)
+
+    def _chat_one_shot(self, body: bytes, view: BodyView) -> bytes:
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
             check_chat_request(request.chat_request)
@@ -418,8 +448,7 @@ class DerenderService:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
         check_token_ids_present([gen], completion=False)
         self._check_responses("generate_response", [gen], [request.prompt_token_ids])
-        tokens = sum(len(c.token_ids or ()) for c in gen.choices)
-        return json_response(await self._run(tokens, self.derenderer.chat, request, model))
+        return self._encoded(self.derenderer.chat, request, model)
 
     async def _chat_stream(self, request: ChatStreamDerenderRequest, view: BodyView) -> Response:
         chat_request = request.chat_request
@@ -642,6 +671,9 @@ class DerenderService:
             stream_request = decode_stream_request(body, CompletionStreamDerenderRequest)
             check_stream_id(stream_id, stream_request.generate_chunk.request_id)
             return await self._completion_stream(stream_request)
+        return await self._one_shot(body, self._completion_one_shot, body)
+
+    def _completion_one_shot(self, body: bytes) -> bytes:
         request = decode_body(body, CompletionDerenderRequest)
         if request.completion_request is not None:
             check_completion_request(request.completion_request)
@@ -661,8 +693,7 @@ class DerenderService:
         check_token_ids_present(responses, completion=True)
         prompts = request.prompt_token_ids or [None] * len(responses)
         self._check_responses("generate_responses", responses, prompts)
-        tokens = sum(len(c.token_ids or ()) for gen in responses for c in gen.choices)
-        return json_response(await self._run(tokens, self.derenderer.completion, request, model))
+        return self._encoded(self.derenderer.completion, request, model)
 
     async def _completion_stream(self, request: CompletionStreamDerenderRequest) -> Response:
         completion_request = request.completion_request

@@ -35,6 +35,7 @@ class Settings:
     redis_ttl: int = 300
     redis_timeout_ms: float = 50.0
     redis_max_snapshot_bytes: int = 1024 * 1024
+    max_response_bytes: int = 64 * 1024 * 1024
 
     @property
     def served_names(self) -> tuple[str, ...]:
