@@ -65,6 +65,7 @@ from app.validation import (
     chat_free_form,
     check_chat_request,
     check_chat_request_bytes,
+    check_chat_request_utf8,
     check_choice_vocabulary,
     check_chunk_bounds,
     check_completion_request,
@@ -401,6 +402,7 @@ class DerenderService:
 
     def _check_chat_limits(self, request: ChatRequest, view: BodyView) -> None:
         check_chat_request_bytes(len(view.chat_request), self.settings.max_chat_request_bytes)
+        check_chat_request_utf8(view.chat_request)
         check_tool_count(request, self.settings.max_tools)
         check_depth(chat_free_form(request), self.settings.max_json_depth)
 
