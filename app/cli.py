@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--stream-cache-max-bytes",
         type=_positive_int,
         default=_DEFAULTS.stream_cache_max_bytes,
-        help="estimated memory the kept sessions may use",
+        help="bytes the kept sessions may keep alive (each measured when it is kept)",
     )
     parser.add_argument(
         "--stream-cache-ttl",
