@@ -138,8 +138,11 @@ class StreamSession:
         self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
-        # Bytes of what stays put for the session's life, measured when first kept.
+        # Bytes of what stays put for the session's life, measured when first kept,
+        # and of what grows with it, as last walked (at that many history tokens).
         self._fixed_bytes: int | None = None
+        self._walked_bytes = 0
+        self._walked_at: int | None = None
 
     def answer(self, request: ChatStreamDerenderRequest, state: StreamState) -> None:
         """Remember the request just answered, and the state its reply carried: only
@@ -157,8 +160,9 @@ class StreamSession:
 
     def size(self, carried: bytes) -> int:
         """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must
-        match). What grows with the stream is counted from lengths, so it costs O(1)
-        in the history; the rest is walked once, when the session is first kept."""
+        match). The history is counted from its lengths; what is walked (the request
+        parts once, the parser state whenever the history has grown by a quarter since
+        it was last walked) costs amortized O(1) per token, never a walk per chunk."""
         assert self.fingerprint is not None and self.answered is not None
         if self._fixed_bytes is None:
             seen: set[int] = set()
@@ -169,17 +173,24 @@ class StreamSession:
                 + deep_size(self.parser.options, seen)
                 + int_list_bytes(self.prompt_token_ids)
             )
-        seen = {id(self.output_token_ids), id(self.output_chunk_lens), id(self.prompt_token_ids)}
+        tokens = len(self.output_token_ids)
+        if self._walked_at is None or tokens - self._walked_at >= max(64, self._walked_at // 4):
+            seen = {id(self.output_token_ids), id(self.output_chunk_lens)}
+            seen.add(id(self.prompt_token_ids))
+            self._walked_bytes = (
+                deep_size(self.parser.state, seen)
+                + deep_size(self.detokenizer.window, seen)
+                + deep_size(self.answered.stream_state, seen)
+            )
+            self._walked_at = tokens
         return (
             self._fixed_bytes
+            + self._walked_bytes
             + sys.getsizeof(carried)
             + int_list_bytes(self.output_token_ids)
             + sys.getsizeof(self.output_chunk_lens)
             + sys.getsizeof(self._ids_json)
             + sys.getsizeof(self._lens_json)
-            + deep_size(self.parser.state, seen)
-            + deep_size(self.detokenizer.window, seen)
-            + deep_size(self.answered.stream_state, seen)
         )
 
     def snapshot(self) -> bytes:
