@@ -152,7 +152,12 @@ def test_the_breaker_stops_asking_a_dead_redis_and_tries_again_after_the_cooldow
     async def scenario() -> list[Any]:
         breaker = CircuitBreaker(threshold=2, cooldown=5.0, clock=lambda: now[0])
         tier = RedisTier(
-            server.url, ttl=60, timeout=TIMEOUT_MS / 1000, max_snapshot_bytes=1024, breaker=breaker
+            server.url,
+            secret=SECRET.encode(),
+            ttl=60,
+            timeout=TIMEOUT_MS / 1000,
+            max_snapshot_bytes=1024,
+            breaker=breaker,
         )
         stream = ("breaker", 0)
         seen: list[Any] = []
