@@ -25,6 +25,9 @@ class ServerOptions:
     port: int
     log_level: str
     access_log: bool
+    header_timeout: float
+    body_timeout: float
+    max_connections: int
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -191,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--stream-cache-max-bytes",
         type=_positive_int,
         default=_DEFAULTS.stream_cache_max_bytes,
-        help="estimated memory the kept sessions may use",
+        help="bytes the kept sessions may keep alive (each measured when it is kept)",
     )
     parser.add_argument(
         "--stream-cache-ttl",
@@ -203,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--redis-url",
         help="share session snapshots across replicas through this Redis "
         "(e.g. redis://127.0.0.1:6379/0); off by default",
+    )
+    parser.add_argument(
+        "--redis-secret",
+        default=os.environ.get("DERENDER_REDIS_SECRET"),
+        help="key of the HMAC that authenticates snapshots; replicas sharing a Redis "
+        "share it (default: $DERENDER_REDIS_SECRET; unset: a random key per process, "
+        "so snapshots are private to the process that wrote them)",
     )
     parser.add_argument(
         "--redis-ttl",
@@ -221,6 +231,31 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=_DEFAULTS.redis_max_snapshot_bytes,
         help="larger session snapshots are not written to Redis",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=10.0,
+        help="seconds a client has to send a request's headers (408 and close after)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=60.0,
+        help="seconds a client has to send a request's body once its headers are in "
+        "(the connection is closed after)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=1000,
+        help="open connections served at once; one more is answered 503 and closed",
+    )
+    parser.add_argument(
+        "--max-response-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.max_response_bytes,
+        help="largest one-shot response sent; a larger one is refused with a 400",
     )
     parser.add_argument(
         "--log-level",
@@ -262,11 +297,22 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         stream_cache_max_bytes=args.stream_cache_max_bytes,
         stream_cache_ttl=args.stream_cache_ttl,
         redis_url=args.redis_url,
+        redis_secret=args.redis_secret,
         redis_ttl=args.redis_ttl,
         redis_timeout_ms=args.redis_timeout_ms,
         redis_max_snapshot_bytes=args.redis_max_snapshot_bytes,
+        max_response_bytes=args.max_response_bytes,
     )
-    return ServerOptions(settings, args.host, args.port, args.log_level, args.access_log)
+    return ServerOptions(
+        settings,
+        args.host,
+        args.port,
+        args.log_level,
+        args.access_log,
+        args.header_timeout,
+        args.body_timeout,
+        args.max_connections,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -287,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     import uvicorn
 
+    from app.connections import limited_http
+
     uvicorn.run(
         app,
         host=options.host,
@@ -294,5 +342,5 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level=options.log_level,
         access_log=options.access_log,
         loop="uvloop",
-        http="httptools",
+        http=limited_http(options.header_timeout, options.body_timeout, options.max_connections),
     )

@@ -53,6 +53,7 @@ from app.protocol import (
 )
 from app.session import StreamSession
 from app.tokenizer import Tokenizer
+from cache.redis_tier import CORRUPT, OUT_OF_RANGE
 from parsers.registry import ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta
@@ -430,18 +431,22 @@ class Derenderer:
 
     def restored_session(
         self, request: ChatStreamDerenderRequest, snapshot: bytes
-    ) -> StreamSession | None:
+    ) -> tuple[StreamSession | None, str | None]:
         """The request's stream continued from a session snapshot, without replay.
 
-        None when the bytes are not a snapshot; the caller replays instead.
+        Returns None with the reason when the bytes are not a snapshot ("corrupt") or
+        not one of this stream at this point ("out_of_range"); the caller replays.
         """
         saved = StreamSession.load_snapshot(snapshot)
         if saved is None:
-            return None
-        session = self._new_session(request, saved.parser)
+            return None, CORRUPT
         state = request.stream_state or StreamState()
+        assert request.prompt_token_ids is not None
+        if saved.problem(self.tokenizer, request.prompt_token_ids, state.output_token_ids):
+            return None, OUT_OF_RANGE
+        session = self._new_session(request, saved.parser)
         session.resume(saved, state.output_token_ids, state.output_chunk_lens)
-        return session
+        return session, None
 
     def _new_session(
         self, request: ChatStreamDerenderRequest, parser_state: ChatStreamState | None
@@ -508,7 +513,7 @@ class Derenderer:
                 last_tool_call_ids=pinned_ids,
                 logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
             )
-            session.answered = msgspec.structs.replace(request, stream_state=state)
+            session.answer(request, state)
         reply = _chat_chunk(request, model, choices, return_token_ids)
         return reply, state, session
 

@@ -17,7 +17,7 @@ from app.tokenizer import Tokenizer
 
 # Prompt ids read to seed the window: vLLM's offset of 5 plus 2 for special tokens.
 _SEED_OFFSET = 5
-_SEED_IDS = _SEED_OFFSET + 2
+SEED_IDS = _SEED_OFFSET + 2
 # Piece characters that hold at least one whole character (4 bytes) however pieces spell
 # bytes ("<0x80>" in byte-fallback vocabularies): see Detokenizer._unfinished_tail.
 _TAIL_CHARS = 32
@@ -42,7 +42,7 @@ class DecodeWindow:
         """
         if not prompt_token_ids:
             return cls([])
-        pieces = tokenizer.pieces(prompt_token_ids[-_SEED_IDS:], skip_special)
+        pieces = tokenizer.pieces(prompt_token_ids[-SEED_IDS:], skip_special)
         read = len(pieces)
         return cls(pieces, max(read - _SEED_OFFSET, 0), read)
 

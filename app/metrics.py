@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import tracemalloc
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -10,6 +19,15 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # process_resident_memory_bytes and friends: what the byte bounds are about.
+        ProcessCollector(registry=self.registry)
+        if tracemalloc.is_tracing():  # PYTHONTRACEMALLOC=1: what Python objects hold
+            traced = Gauge(
+                "derender_python_traced_bytes",
+                "Bytes of Python objects alive, as tracemalloc counts them.",
+                registry=self.registry,
+            )
+            traced.set_function(lambda: tracemalloc.get_traced_memory()[0])
         self.requests = Counter(
             "derender_requests",
             "Requests answered, by endpoint, mode and HTTP status.",
@@ -51,6 +69,12 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.request_id_collisions = Counter(
+            "derender_cache_request_id_collisions",
+            "Sessions kept next to another stream's under the same request id and choice "
+            "index (different chat_request or prompt); each keeps its own.",
+            registry=self.registry,
+        )
         self.replays = Counter(
             "derender_replays", "Sessions rebuilt by replaying history.", registry=self.registry
         )
@@ -61,7 +85,9 @@ class Metrics:
             "derender_cache_sessions", "Sessions kept between chunks.", registry=self.registry
         )
         self.cache_bytes = Gauge(
-            "derender_cache_bytes", "Estimated bytes of the kept sessions.", registry=self.registry
+            "derender_cache_bytes",
+            "Bytes the kept sessions keep alive (each measured when it is kept).",
+            registry=self.registry,
         )
 
         self.redis_hits = Counter(
@@ -72,6 +98,13 @@ class Metrics:
         self.redis_misses = Counter(
             "derender_redis_misses",
             "Redis lookups that restored nothing, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.redis_rejected = Counter(
+            "derender_redis_rejected",
+            "Redis values refused as untrustworthy, by reason: forged (MAC fails: written "
+            "without the secret, moved or damaged), oversized, corrupt, out_of_range.",
             ["reason"],
             registry=self.registry,
         )

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -65,6 +66,7 @@ from app.validation import (
     chat_free_form,
     check_chat_request,
     check_chat_request_bytes,
+    check_chat_request_utf8,
     check_choice_vocabulary,
     check_chunk_bounds,
     check_completion_request,
@@ -77,7 +79,16 @@ from app.validation import (
     check_tool_count,
     check_vocabulary,
 )
-from cache.redis_tier import CORRUPT, DELETED, TOO_LARGE, WRITTEN, RedisTier
+from cache.redis_tier import (
+    CORRUPT,
+    DELETED,
+    FORGED,
+    OUT_OF_RANGE,
+    OVERSIZED,
+    TOO_LARGE,
+    WRITTEN,
+    RedisTier,
+)
 from cache.redis_tier import ERROR as REDIS_ERROR
 from cache.sessions import ERROR, FINISHED, SessionCache
 from parsers.registry import ParserFactory
@@ -97,11 +108,12 @@ _chunk_decoder = msgspec.json.Decoder(GenerateChunk)
 _optional_str = msgspec.json.Decoder(str | None)
 _optional_int = msgspec.json.Decoder(int | None)
 
-# Session size estimate: a prompt or history token costs a list slot and an int
-# object, plus its share of parser text; the rest is the detokenizer window and
-# parser objects. The kept request bytes are counted as they are.
-_BYTES_PER_TOKEN = 48
-_SESSION_OVERHEAD = 4096
+# One-shot bodies up to this size are answered on the event loop (a few hundred
+# tokens); larger ones on the worker pool.
+_INLINE_BODY_BYTES = 4096
+
+# Redis values refused as untrustworthy: not ours, not whole, or not this stream's.
+UNTRUSTED = (FORGED, OVERSIZED, CORRUPT, OUT_OF_RANGE)
 
 # Where a parsed chunk's session came from: the ``x-derender-cache`` header.
 HIT = "hit"
@@ -173,6 +185,20 @@ def request_id_of(body: bytes) -> str:
     return (named.request_id if named is not None else None) or "?"
 
 
+def redis_secret(settings: Settings) -> bytes:
+    """The key of the snapshots' MAC: the replicas' shared secret, or without one a
+    random key of this process, so no snapshot another process wrote is ever used."""
+    if settings.redis_secret:
+        return settings.redis_secret.encode()
+    if settings.redis_url:
+        logger.warning(
+            "--redis-url without --redis-secret: snapshots are signed with a random key "
+            "of this process, so replicas cannot restore each other's. Give every "
+            "replica the same secret ($DERENDER_REDIS_SECRET) to share them."
+        )
+    return secrets.token_bytes(32)
+
+
 def json_response(value: Any) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
 
@@ -208,6 +234,7 @@ class DerenderService:
             settings.stream_cache_max_bytes,
             settings.stream_cache_ttl,
             on_evict=lambda reason: self.metrics.cache_evictions.labels(reason).inc(),
+            on_collision=self.metrics.request_id_collisions.inc,
         )
         parser_settings = (
             settings.tool_call_parser,
@@ -219,6 +246,7 @@ class DerenderService:
         self.redis = (
             RedisTier(
                 settings.redis_url,
+                secret=redis_secret(settings),
                 ttl=settings.redis_ttl,
                 timeout=settings.redis_timeout_ms / 1000,
                 max_snapshot_bytes=settings.redis_max_snapshot_bytes,
@@ -266,6 +294,29 @@ class DerenderService:
         if tokens <= self.settings.inline_tokens:
             return bounded()
         return await anyio.to_thread.run_sync(bounded, limiter=self._limiter)
+
+    async def _one_shot(self, body: bytes, answer: Callable[..., bytes], *args: Any) -> Response:
+        """A one-shot request, decoded, checked, derendered and encoded in one call:
+        off the event loop unless the body is small (a large one takes as long to
+        decode and its response to encode as it takes to derender), within the CPU
+        budget either way."""
+        bounded = functools.partial(run_within, self.settings.max_request_cpu_seconds, answer)
+        if len(body) <= _INLINE_BODY_BYTES:
+            encoded = bounded(*args)
+        else:
+            encoded = await anyio.to_thread.run_sync(bounded, *args, limiter=self._limiter)
+        return Response(encoded, media_type="application/json")
+
+    def _encoded(self, derender: Callable[..., Any], *args: Any) -> bytes:
+        body = encoder.encode(derender(*args))
+        limit = self.settings.max_response_bytes
+        if len(body) > limit:
+            raise BadRequest(
+                f"the response would be {len(body)} bytes, over the server limit of {limit} "
+                "bytes (--max-response-bytes). Send fewer choices or tokens per request, or "
+                "ask for fewer logprobs."
+            )
+        return body
 
     def _model_name(self, requested: str | None) -> str:
         served = self.settings.served_names
@@ -352,6 +403,7 @@ class DerenderService:
 
     def _check_chat_limits(self, request: ChatRequest, view: BodyView) -> None:
         check_chat_request_bytes(len(view.chat_request), self.settings.max_chat_request_bytes)
+        check_chat_request_utf8(view.chat_request)
         check_tool_count(request, self.settings.max_tools)
         check_depth(chat_free_form(request), self.settings.max_json_depth)
 
@@ -379,6 +431,9 @@ class DerenderService:
             )
             check_stream_id(stream_id, stream_request.generate_chunk.request_id)
             return await self._chat_stream(stream_request, view)
+        return await self._one_shot(body, self._chat_one_shot, body, view)
+
+    def _chat_one_shot(self, body: bytes, view: BodyView) -> bytes:
         request = decode_body(body, ChatDerenderRequest)
         if request.chat_request is not None:
             check_chat_request(request.chat_request)
@@ -396,8 +451,7 @@ class DerenderService:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
         check_token_ids_present([gen], completion=False)
         self._check_responses("generate_response", [gen], [request.prompt_token_ids])
-        tokens = sum(len(c.token_ids or ()) for c in gen.choices)
-        return json_response(await self._run(tokens, self.derenderer.chat, request, model))
+        return self._encoded(self.derenderer.chat, request, model)
 
     async def _chat_stream(self, request: ChatStreamDerenderRequest, view: BodyView) -> Response:
         chat_request = request.chat_request
@@ -528,10 +582,12 @@ class DerenderService:
         snapshot, outcome = await self.redis.take(key, fingerprint.digest, carried, history)
         session = None
         if snapshot is not None:
-            session = self.derenderer.restored_session(request, snapshot)
-            outcome = "hit" if session is not None else CORRUPT
+            session, problem = self.derenderer.restored_session(request, snapshot)
+            outcome = problem or "hit"
         if session is None:
             self.metrics.redis_misses.labels(outcome).inc()
+            if outcome in UNTRUSTED:
+                self.metrics.redis_rejected.labels(outcome).inc()
         else:
             self.metrics.redis_hits.inc()
         self._redis_outcome(outcome)
@@ -561,14 +617,14 @@ class DerenderService:
                 tokens, self.derenderer.chat_stream_parsed, request, model, session
             )
         except BaseException:
-            cache.release(key)
+            cache.release(key, fingerprint)
             if source == HIT:
                 self.metrics.cache_evictions.labels(ERROR).inc()
             raise
         carried = encoder.encode(state if session is None else _with_history_json(state, session))
         if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
-                cache.release(key)
+                cache.release(key, fingerprint)
                 self.metrics.cache_evictions.labels(FINISHED).inc()
                 if self.redis is not None:
                     self._redis_outcome(await self.redis.drop(key, fingerprint.digest))
@@ -576,14 +632,7 @@ class DerenderService:
                 if session.fingerprint is None:  # a hit's session holds an equal one
                     session.fingerprint = fingerprint.detached()
                 kept = session.fingerprint
-                tokens = len(session.output_token_ids) + len(session.prompt_token_ids)
-                size = (
-                    _SESSION_OVERHEAD
-                    + _BYTES_PER_TOKEN * tokens
-                    + 2 * len(carried)  # the bytes kept to match, and the state they encode
-                    + len(kept.chat_request)
-                    + len(kept.prompt_token_ids)
-                )
+                size = session.size(carried)
                 cache.checkin(key, session, kept, carried, size)
                 if self.redis is not None:
                     await self._offer_snapshot(key, kept, carried, session)
@@ -625,6 +674,9 @@ class DerenderService:
             stream_request = decode_stream_request(body, CompletionStreamDerenderRequest)
             check_stream_id(stream_id, stream_request.generate_chunk.request_id)
             return await self._completion_stream(stream_request)
+        return await self._one_shot(body, self._completion_one_shot, body)
+
+    def _completion_one_shot(self, body: bytes) -> bytes:
         request = decode_body(body, CompletionDerenderRequest)
         if request.completion_request is not None:
             check_completion_request(request.completion_request)
@@ -644,8 +696,7 @@ class DerenderService:
         check_token_ids_present(responses, completion=True)
         prompts = request.prompt_token_ids or [None] * len(responses)
         self._check_responses("generate_responses", responses, prompts)
-        tokens = sum(len(c.token_ids or ()) for gen in responses for c in gen.choices)
-        return json_response(await self._run(tokens, self.derenderer.completion, request, model))
+        return self._encoded(self.derenderer.completion, request, model)
 
     async def _completion_stream(self, request: CompletionStreamDerenderRequest) -> Response:
         completion_request = request.completion_request

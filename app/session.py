@@ -4,15 +4,18 @@ It holds the incremental detokenizer window (special tokens kept, seeded from
 the prompt), the parser with its stream-processor state, the history it has
 consumed (token ids and chunk lengths), and the last request it answered with the
 state its reply carried: a hit continues from that request without decoding it
-again. A session is built fresh for a stream's first chunk or rebuilt from the
-client-carried ``stream_state`` by replaying the history with its original chunk
-boundaries, which leaves it exactly where the previous chunk left it. Either way,
-the next chunk is fed the same way.
+again. What it keeps of a request is copied out of it (never a view that would pin
+the request body) and slimmed to what a hit reads, and ``size`` is what all of it
+really costs, so the cache's byte bound holds in RSS. A session is built fresh for a
+stream's first chunk or rebuilt from the client-carried ``stream_state`` by replaying
+the history with its original chunk boundaries, which leaves it exactly where the
+previous chunk left it. Either way, the next chunk is fed the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,8 +23,15 @@ import msgspec
 from msgspec import Raw
 
 from app import budget
-from app.detokenizer import DecodeWindow, Detokenizer
-from app.protocol import ChatStreamDerenderRequest, encoder
+from app.detokenizer import SEED_IDS, DecodeWindow, Detokenizer
+from app.memsize import deep_size, int_list_bytes
+from app.protocol import (
+    ChatRequest,
+    ChatStreamDerenderRequest,
+    GenerateChunk,
+    StreamState,
+    encoder,
+)
 from app.tokenizer import Tokenizer
 from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
@@ -42,10 +52,7 @@ class Fingerprint:
     def detached(self) -> Fingerprint:
         """A copy that does not keep the request body it was read from alive."""
         return Fingerprint(
-            self.settings,
-            Raw(bytes(self.chat_request)),
-            Raw(bytes(self.prompt_token_ids)),
-            self._digest,
+            self.settings, self.chat_request.copy(), self.prompt_token_ids.copy(), self._digest
         )
 
     @property
@@ -68,13 +75,56 @@ class SessionSnapshot(msgspec.Struct, array_like=True):
     prefix_offset: int
     read_offset: int
 
+    def problem(
+        self, tokenizer: Tokenizer, prompt_token_ids: Sequence[int], history: Sequence[int]
+    ) -> str | None:
+        """Why this snapshot cannot continue the stream the request carries, if it cannot.
+
+        Redis is shared, so a restored snapshot is checked against the request even
+        after its MAC: the parser has consumed exactly the carried history, and the
+        decode window is the pieces of the last ids of prompt and history (as a
+        session's window always is) with its offsets inside it.
+        """
+        if self.parser.output_tokens != len(history):
+            return "the parser consumed another history"
+        window = len(self.prev_tokens)
+        if window > len(history) + min(len(prompt_token_ids), SEED_IDS):
+            return "the decode window is longer than the ids it comes from"
+        if not 0 <= self.prefix_offset <= self.read_offset <= window:
+            return "the decode window's offsets are outside it"
+        tail = list(prompt_token_ids[-window:]) + list(history[-window:]) if window else []
+        if self.prev_tokens != tokenizer.pieces(tail[len(tail) - window :], False):
+            return "the decode window is not the pieces of the carried ids"
+        return None
+
 
 _snapshot_decoder = msgspec.msgpack.Decoder(SessionSnapshot)
+
+# What a session costs besides the data ``size`` walks: the session, detokenizer and
+# parser objects themselves (measured with tracemalloc, tests/test_memory.py).
+_OBJECTS_BYTES = 1200
+_NO_MESSAGES = msgspec.Raw(b"[]")
+_NO_CHUNK = GenerateChunk(choices=[], request_id="")
+
+
+def kept_chat_request(request: ChatRequest) -> ChatRequest:
+    """What a hit reads of the chat request (decode and logprob options), without the
+    messages (a ``Raw`` view pinning the whole body) or what the parser already took
+    (tools, template fields); the fingerprint keeps the exact bytes to compare."""
+    return msgspec.structs.replace(
+        request,
+        messages=_NO_MESSAGES,
+        tools=None,
+        documents=None,
+        chat_template=None,
+        chat_template_kwargs=None,
+        stream_options=None,
+    )
 
 
 class StreamSession:
     def __init__(
-        self, tokenizer: Tokenizer, parser: ChatStream, prompt_token_ids: Sequence[int]
+        self, tokenizer: Tokenizer, parser: ChatStream, prompt_token_ids: list[int]
     ) -> None:
         window = DecodeWindow.seeded(tokenizer, prompt_token_ids, skip_special=False)
         self.detokenizer = Detokenizer(tokenizer, window, skip_special=False)
@@ -85,8 +135,63 @@ class StreamSession:
         self._ids_json = bytearray(b"[")
         self._lens_json = bytearray(b"[")
         self.answered: ChatStreamDerenderRequest | None = None
+        self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
+        # Bytes of what stays put for the session's life, measured when first kept,
+        # and of what grows with it, as last walked (at that many history tokens).
+        self._fixed_bytes: int | None = None
+        self._walked_bytes = 0
+        self._walked_at: int | None = None
+
+    def answer(self, request: ChatStreamDerenderRequest, state: StreamState) -> None:
+        """Remember the request just answered, and the state its reply carried: only
+        what a hit reuses, and no request-owned object the session has its own of."""
+        if self.chat_request is None:
+            assert request.chat_request is not None
+            self.chat_request = kept_chat_request(request.chat_request)
+        self.answered = msgspec.structs.replace(
+            request,
+            generate_chunk=_NO_CHUNK,
+            stream_state=state,
+            chat_request=self.chat_request,
+            prompt_token_ids=self.prompt_token_ids,
+        )
+
+    def size(self, carried: bytes) -> int:
+        """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must
+        match). The history is counted from its lengths; what is walked (the request
+        parts once, the parser state whenever the history has grown by a quarter since
+        it was last walked) costs amortized O(1) per token, never a walk per chunk."""
+        assert self.fingerprint is not None and self.answered is not None
+        if self._fixed_bytes is None:
+            seen: set[int] = set()
+            self._fixed_bytes = (
+                _OBJECTS_BYTES
+                + deep_size(self.fingerprint, seen)
+                + deep_size(self.chat_request, seen)
+                + deep_size(self.parser.options, seen)
+                + int_list_bytes(self.prompt_token_ids)
+            )
+        tokens = len(self.output_token_ids)
+        if self._walked_at is None or tokens - self._walked_at >= max(64, self._walked_at // 4):
+            seen = {id(self.output_token_ids), id(self.output_chunk_lens)}
+            seen.add(id(self.prompt_token_ids))
+            self._walked_bytes = (
+                deep_size(self.parser.state, seen)
+                + deep_size(self.detokenizer.window, seen)
+                + deep_size(self.answered.stream_state, seen)
+            )
+            self._walked_at = tokens
+        return (
+            self._fixed_bytes
+            + self._walked_bytes
+            + sys.getsizeof(carried)
+            + int_list_bytes(self.output_token_ids)
+            + sys.getsizeof(self.output_chunk_lens)
+            + sys.getsizeof(self._ids_json)
+            + sys.getsizeof(self._lens_json)
+        )
 
     def snapshot(self) -> bytes:
         window = self.detokenizer.window

@@ -31,9 +31,11 @@ class Settings:
     stream_cache_max_bytes: int = 1024 * 1024 * 1024
     stream_cache_ttl: float = 300.0
     redis_url: str | None = None
+    redis_secret: str | None = None
     redis_ttl: int = 300
     redis_timeout_ms: float = 50.0
     redis_max_snapshot_bytes: int = 1024 * 1024
+    max_response_bytes: int = 64 * 1024 * 1024
 
     @property
     def served_names(self) -> tuple[str, ...]:

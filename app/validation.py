@@ -7,12 +7,13 @@ fails there.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from msgspec import UNSET
 
-from app.errors import BadRequest
+from app.errors import BadRequest, InvalidBody
 from app.protocol import (
     ChatRequest,
     CompletionRequest,
@@ -249,6 +250,18 @@ def check_chat_request_bytes(size: int, limit: int) -> None:
             "(--max-chat-request-bytes).",
             "chat_request",
         )
+
+
+def check_chat_request_utf8(raw: bytes) -> None:
+    """The chat request's messages are kept as raw JSON, which the decoder does not
+    check as text: refuse invalid UTF-8 there as it is refused everywhere else."""
+    try:
+        codecs.utf_8_decode(raw, "strict", True)
+    except UnicodeDecodeError:
+        raise InvalidBody(
+            "1 validation error:\n  JSON decode error: Invalid UTF-8 encoded string",
+            "body.chat_request",
+        ) from None
 
 
 def check_tool_count(request: ChatRequest, limit: int) -> None:

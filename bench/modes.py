@@ -54,7 +54,7 @@ def replicas_sharing_redis(count: int) -> Callable[[Setup], list[Command]]:
 
     def commands(setup: Setup) -> list[Command]:
         assert setup.redis_url is not None
-        return ours("--redis-url", setup.redis_url)(setup) * count
+        return ours("--redis-url", setup.redis_url, "--redis-secret", "bench")(setup) * count
 
     return commands
 

@@ -2,9 +2,13 @@
 
 A snapshot is opaque bytes here. It is stored in a versioned envelope that records
 what it is valid for (the request fingerprint, the length and digest of the state
-the client must send back) and a digest of the snapshot itself, so a restore is
-checked exactly as an in-process hit is and a snapshot damaged in place is never
-used. Snapshots are taken with ``GETDEL``: two replicas never restore the same one.
+the client must send back), so a restore is checked exactly as an in-process hit is.
+Redis is not trusted: the envelope is authenticated with an HMAC-SHA256 keyed with
+the replicas' shared secret and bound to its key, checked before anything in it is
+decoded, so a value written by anyone without the secret (or moved from another
+stream's key, or damaged in place) is never used. Values larger than a snapshot can
+be are deleted unread. Snapshots are taken with ``GETDEL``: two replicas never
+restore the same one.
 
 Redis is best effort. Every call is bounded by one timeout, any error is a miss,
 nothing is retried, and after consecutive errors a circuit breaker stops asking
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,14 +34,21 @@ from redis.exceptions import RedisError
 
 logger = logging.getLogger("derender_server.redis")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KEY_PREFIX = "derender:session:"
+MAC_BYTES = hashlib.sha256().digest_size
+# Room for the envelope's own fields around a snapshot of the largest size written.
+ENVELOPE_OVERHEAD = 256
 
 # Outcomes of a take, besides a hit.
 ABSENT = "absent"
 FINGERPRINT = "fingerprint"
 HISTORY = "history"
 CORRUPT = "corrupt"
+FORGED = "forged"
+OVERSIZED = "oversized"
+# A snapshot its user found does not continue the request (reported by the user).
+OUT_OF_RANGE = "out_of_range"
 ERROR = "error"
 BREAKER_OPEN = "breaker_open"
 # Outcomes of a put or drop, besides those.
@@ -46,19 +58,36 @@ TOO_LARGE = "too_large"
 
 
 class Envelope(msgspec.Struct, array_like=True):
+    """What a stored value holds after its MAC."""
+
     version: int
     fingerprint: bytes
     history_len: int
     state_digest: bytes
-    snapshot_digest: bytes
     snapshot: bytes
 
 
 _envelope_decoder = msgspec.msgpack.Decoder(Envelope)
 
+# GETDEL, unless the value is larger than any envelope written: then it is deleted
+# unread (its length comes back instead), so a planted value costs no transfer.
+_TAKE_SCRIPT = """
+local size = redis.call('STRLEN', KEYS[1])
+if size > tonumber(ARGV[1]) then
+    redis.call('DEL', KEYS[1])
+    return size
+end
+return redis.call('GETDEL', KEYS[1])
+"""
+
 
 def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def envelope_mac(secret: bytes, key: str, body: bytes) -> bytes:
+    """HMAC-SHA256 of an envelope under the key it is stored at."""
+    return hmac.new(secret, key.encode() + b"\x00" + body, hashlib.sha256).digest()
 
 
 def redis_key(stream: tuple[str, int], fingerprint: bytes) -> str:
@@ -111,12 +140,14 @@ class RedisTier:
         self,
         url: str,
         *,
+        secret: bytes,
         ttl: int,
         timeout: float,
         max_snapshot_bytes: int,
         max_connections: int = 32,
         breaker: CircuitBreaker | None = None,
     ) -> None:
+        self.secret = secret
         self.ttl = ttl
         self.timeout = timeout
         self.max_snapshot_bytes = max_snapshot_bytes
@@ -129,6 +160,7 @@ class RedisTier:
             socket_connect_timeout=timeout,
         )
         self._redis = Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
+        self._take = self._redis.register_script(_TAKE_SCRIPT)
 
     async def take(
         self, stream: tuple[str, int], fingerprint: bytes, state: bytes, history_len: int
@@ -136,14 +168,21 @@ class RedisTier:
         """Check out the snapshot that continues ``state``: (snapshot, "hit") or (None, why)."""
         if not self.breaker.allows():
             return None, BREAKER_OPEN
+        key = redis_key(stream, fingerprint)
+        limit = MAC_BYTES + ENVELOPE_OVERHEAD + self.max_snapshot_bytes
         try:
-            raw = await self._call(self._redis.getdel(redis_key(stream, fingerprint)))
+            raw = await self._call(self._take(keys=[key], args=[limit]))
         except (RedisError, OSError, TimeoutError):
             return None, ERROR
         if raw is None:
             return None, ABSENT
+        if isinstance(raw, int):
+            return None, OVERSIZED
+        mac, body = raw[:MAC_BYTES], raw[MAC_BYTES:]
+        if not hmac.compare_digest(mac, envelope_mac(self.secret, key, body)):
+            return None, FORGED
         try:
-            envelope = _envelope_decoder.decode(raw)
+            envelope = _envelope_decoder.decode(body)
         except msgspec.DecodeError:
             return None, CORRUPT
         if envelope.version != SCHEMA_VERSION:
@@ -152,8 +191,6 @@ class RedisTier:
             return None, FINGERPRINT
         if envelope.history_len != history_len or envelope.state_digest != _digest(state):
             return None, HISTORY
-        if envelope.snapshot_digest != _digest(envelope.snapshot):
-            return None, CORRUPT
         return envelope.snapshot, "hit"
 
     async def put(
@@ -169,14 +206,12 @@ class RedisTier:
             return TOO_LARGE
         if not self.breaker.allows():
             return BREAKER_OPEN
-        envelope = Envelope(
-            SCHEMA_VERSION, fingerprint, history_len, _digest(state), _digest(snapshot), snapshot
-        )
+        key = redis_key(stream, fingerprint)
+        envelope = Envelope(SCHEMA_VERSION, fingerprint, history_len, _digest(state), snapshot)
+        body = msgspec.msgpack.encode(envelope)
         try:
             await self._call(
-                self._redis.set(
-                    redis_key(stream, fingerprint), msgspec.msgpack.encode(envelope), ex=self.ttl
-                )
+                self._redis.set(key, envelope_mac(self.secret, key, body) + body, ex=self.ttl)
             )
         except (RedisError, OSError, TimeoutError):
             return ERROR

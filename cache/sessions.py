@@ -7,10 +7,15 @@ the last reply carried). A lookup hits only when both equal the request's; anyth
 else is a miss, and the caller rebuilds the session from the client's state. Entries
 are checked out (removed) while a chunk is processed, so two concurrent calls never
 share one; they are bounded by count, bytes and idle time, least recently used first.
+
+A key holds up to ``variants`` sessions of different fingerprints, so streams that
+share a request id (by accident or on purpose) do not evict each other's sessions; a
+lookup compares the request's fingerprint with at most that many.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -43,6 +48,10 @@ class _Entry(Generic[S]):
     used: float
 
 
+# An entry's place: the stream key and a serial number telling its variants apart.
+_Slot = tuple[Hashable, int]
+
+
 class SessionCache(Generic[S]):
     """LRU of checked-in sessions; ``max_entries`` 0 turns caching off."""
 
@@ -52,16 +61,22 @@ class SessionCache(Generic[S]):
         max_bytes: int,
         ttl: float,
         *,
+        variants: int = 4,
         on_evict: Callable[[str], None] = lambda reason: None,
+        on_collision: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.ttl = ttl
+        self.variants = variants
         self._on_evict = on_evict
+        self._on_collision = on_collision
         self._clock = clock
-        self._entries: OrderedDict[Hashable, _Entry[S]] = OrderedDict()
-        self._out: set[Hashable] = set()
+        self._entries: OrderedDict[_Slot, _Entry[S]] = OrderedDict()
+        self._slots: dict[Hashable, list[_Slot]] = {}  # a key's variants, oldest first
+        self._out: dict[Hashable, list[object]] = {}  # fingerprints checked out, by key
+        self._serials = itertools.count()
         self.bytes = 0
 
     @property
@@ -71,48 +86,55 @@ class SessionCache(Generic[S]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def _find(self, key: Hashable, fingerprint: object) -> _Slot | None:
+        for slot in self._slots.get(key, ()):
+            if self._entries[slot].fingerprint == fingerprint:
+                return slot
+        return None
+
     def peek(self, key: Hashable, fingerprint: object, state: bytes) -> S | None:
         """The session ``checkout`` would return now, left where it is.
 
         Lets a caller check the request against the session before committing to it.
         """
-        entry = self._entries.get(key)
-        if (
-            entry is None
-            or self._clock() - entry.used > self.ttl
-            or entry.fingerprint != fingerprint
-            or entry.state != state
-        ):
+        slot = self._find(key, fingerprint)
+        if slot is None:
+            return None
+        entry = self._entries[slot]
+        if self._clock() - entry.used > self.ttl or entry.state != state:
             return None
         return entry.session
 
     def checkout(
         self, key: Hashable, fingerprint: object, state: bytes
     ) -> tuple[S | None, str | None]:
-        """Take the session for ``key`` if it is exactly the one the request needs.
+        """Take the session for ``key`` and ``fingerprint`` if it continues ``state``.
 
         Returns the session (None on a miss) and the miss reason (None on a hit).
-        Any entry found is removed either way: a mismatched one is stale.
+        The entry found is removed either way: a mismatched one is stale. Sessions of
+        the key under other fingerprints stay.
         """
-        if key in self._out:
+        if fingerprint in self._out.get(key, ()):
             return None, CHECKED_OUT
-        entry = self._entries.pop(key, None)
-        if entry is None:
-            return None, ABSENT
-        self.bytes -= entry.size
+        slot = self._find(key, fingerprint)
+        if slot is None:
+            return None, (FINGERPRINT if key in self._slots else ABSENT)
+        entry = self._remove(slot)
         if self._clock() - entry.used > self.ttl:
             self._on_evict(TTL)
             return None, EXPIRED
-        if entry.fingerprint != fingerprint:
-            return None, FINGERPRINT
         if entry.state != state:
             return None, HISTORY
-        self._out.add(key)
+        self._out.setdefault(key, []).append(fingerprint)
         return entry.session, None
 
-    def release(self, key: Hashable) -> None:
-        """The caller is done with ``key``'s session without checking it back in."""
-        self._out.discard(key)
+    def release(self, key: Hashable, fingerprint: object) -> None:
+        """The caller is done with the checked-out session without checking it back in."""
+        out = self._out.get(key)
+        if out is not None and fingerprint in out:
+            out.remove(fingerprint)
+            if not out:
+                del self._out[key]
 
     def checkin(
         self,
@@ -123,13 +145,24 @@ class SessionCache(Generic[S]):
         size: int,
     ) -> None:
         """Keep ``session`` until the client sends ``state`` back, then enforce the bounds."""
-        self._out.discard(key)
+        continued = fingerprint in self._out.get(key, ())
+        self.release(key, fingerprint)
         if not self.enabled or size > self.max_bytes:
             return
-        old = self._entries.pop(key, None)
+        old = self._find(key, fingerprint)
         if old is not None:
-            self.bytes -= old.size
-        self._entries[key] = _Entry(session, fingerprint, state, size, self._clock())
+            self._remove(old)
+        slots = self._slots.setdefault(key, [])
+        if slots and old is None:
+            if not continued:
+                self._on_collision()  # a new stream under this request id
+            if len(slots) >= self.variants:
+                self._remove(slots[0])
+                self._on_evict(CAPACITY)
+                slots = self._slots.setdefault(key, [])
+        slot = (key, next(self._serials))
+        slots.append(slot)
+        self._entries[slot] = _Entry(session, fingerprint, state, size, self._clock())
         self.bytes += size
         while len(self._entries) > self.max_entries:
             self._evict_oldest(CAPACITY)
@@ -153,9 +186,19 @@ class SessionCache(Generic[S]):
 
     def clear(self) -> None:
         self._entries.clear()
+        self._slots.clear()
         self.bytes = 0
 
-    def _evict_oldest(self, reason: str) -> None:
-        _, entry = self._entries.popitem(last=False)
+    def _remove(self, slot: _Slot) -> _Entry[S]:
+        entry = self._entries.pop(slot)
         self.bytes -= entry.size
+        key = slot[0]
+        slots = self._slots[key]
+        slots.remove(slot)
+        if not slots:
+            del self._slots[key]
+        return entry
+
+    def _evict_oldest(self, reason: str) -> None:
+        self._remove(next(iter(self._entries)))
         self._on_evict(reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -17,12 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager
-def serving(*flags: str) -> Iterator[str]:
-    """A real server process on a free port, with ``flags``; yields its base URL."""
+def serving(*flags: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A real server process on a free port, with ``flags`` (and ``env`` added to the
+    environment); yields its base URL."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning", *flags],
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
     )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -38,10 +38,10 @@ class Clock:
 def make_cache(**kwargs: Any) -> tuple[SessionCache[str], list[str], Clock]:
     evicted: list[str] = []
     clock = Clock()
-    options = {"max_entries": 3, "max_bytes": 1000, "ttl": 10.0, **kwargs}
+    options = {"max_entries": 3, "max_bytes": 1000, "ttl": 10.0, "variants": 4, **kwargs}
     cache: SessionCache[str] = SessionCache(
         options["max_entries"], options["max_bytes"], options["ttl"],
-        on_evict=evicted.append, clock=clock,
+        variants=options["variants"], on_evict=evicted.append, clock=clock,
     )  # fmt: skip
     return cache, evicted, clock
 
@@ -74,7 +74,7 @@ def test_a_checked_out_session_is_not_shared() -> None:
     cache.checkin("k", "session", b"fp", b"s", 10)
     assert cache.checkout("k", b"fp", b"s") == ("session", None)
     assert cache.checkout("k", b"fp", b"s") == (None, CHECKED_OUT)
-    cache.release("k")
+    cache.release("k", b"fp")
     assert cache.checkout("k", b"fp", b"s") == (None, ABSENT)
 
 
@@ -186,7 +186,8 @@ def test_a_bad_chunk_on_a_kept_session_gets_the_full_paths_error(make_app: AppFa
 
 def test_streams_sharing_a_request_id_never_share_a_session(make_app: AppFactory) -> None:
     """RL rollouts resend one id: the same tokens under another chat_request or prompt
-    must give that request's replies, never the other stream's session."""
+    must give that request's replies, never the other stream's session; and each keeps
+    its own session (none evicts the others), counted as request-id collisions."""
     cached = TestClient(make_app(FLAGS))
     plain = TestClient(make_app([*FLAGS, "--stream-cache-size", "0"]))
     case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
@@ -197,7 +198,7 @@ def test_streams_sharing_a_request_id_never_share_a_session(make_app: AppFactory
         dict(case, prompt_token_ids=case["prompt_token_ids"][:-1]),
     ]
     states: list[Any] = [None] * len(variants)
-    sources = []
+    sources: list[list[str]] = [[] for _ in variants]
     for chunk in case["chunks"]:
         for i, variant in enumerate(variants):
             body = stream_body(variant, chunk, states[i])
@@ -206,8 +207,20 @@ def test_streams_sharing_a_request_id_never_share_a_session(make_app: AppFactory
                 plain.post(case["endpoint"], json=body).json()
             )
             states[i] = reply.json()["stream_state"]
-            sources.append(reply.headers["x-derender-cache"])
-    assert "hit" not in sources  # each variant evicts the other's session on its turn
+            sources[i].append(reply.headers["x-derender-cache"])
+    assert all(s == ["miss"] + ["hit"] * (len(s) - 1) for s in sources), sources
+    metrics = cached.get("/metrics").text
+    assert "derender_cache_request_id_collisions_total 2.0" in metrics
+
+
+def test_a_request_id_keeps_a_few_variants_at_most() -> None:
+    cache, evicted, _ = make_cache(max_entries=10, variants=2)
+    for fingerprint in (b"one", b"two", b"three"):
+        cache.checkin("k", fingerprint.decode(), fingerprint, b"s", 10)
+    assert len(cache) == 2 and evicted == [CAPACITY]
+    assert cache.checkout("k", b"one", b"s") == (None, FINGERPRINT)
+    assert cache.checkout("k", b"two", b"s") == ("two", None)
+    assert cache.checkout("k", b"three", b"s") == ("three", None)
 
 
 @settings(

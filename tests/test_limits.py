@@ -211,3 +211,15 @@ def test_api_key(make_app: AppFactory) -> None:
         for path in ("/v1/models", "/metrics", "/openapi.json"):
             assert client.get(path, headers=good).status_code == 200
         assert client.get("/no/such/route", headers=good).status_code == 404
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["one-shot", "streamed"])
+def test_invalid_utf8_in_chat_request_messages(parsed: TestClient, stream: bool) -> None:
+    """``messages`` is kept as raw JSON; invalid UTF-8 in it is refused like anywhere else."""
+    body = chunk("u", HELLO) if stream else one_shot(HELLO, chat_request=CHAT_REQUEST)
+    content = json.dumps(body).encode().replace(b'"Hi"', b'"H\xffi"')
+    assert b"\xff" in content
+    message = error(parsed, CHAT, content)
+    assert message == "1 validation error:\n  JSON decode error: Invalid UTF-8 encoded string"
+    elsewhere = json.dumps(body).encode().replace(b'"r"', b'"\xff"').replace(b'"u"', b'"\xff"')
+    assert error(parsed, CHAT, elsewhere) == message

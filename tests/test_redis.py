@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import re
@@ -17,29 +18,37 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from app.session import SessionSnapshot
 from bench.servers import RedisServer, redis_server
 from cache.redis_tier import (
     ABSENT,
     BREAKER_OPEN,
-    CORRUPT,
     ERROR,
+    FORGED,
     HISTORY,
     KEY_PREFIX,
+    MAC_BYTES,
     TOO_LARGE,
     WRITTEN,
     CircuitBreaker,
+    Envelope,
     RedisTier,
+    envelope_mac,
 )
+from parsers.stream import ChatStreamState
 from tests.conftest import AppFactory
 from tests.golden import load_cases, stream_body
 from tests.processes import serving
 
 TIMEOUT_MS = 50
+# Replicas that share a Redis share the key of its snapshots' MAC.
+SECRET = "test-redis-secret"
 CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6")
 ALL_STREAMS = [
     c
@@ -74,7 +83,9 @@ def test_a_snapshot_is_taken_once_and_only_by_the_state_it_continues(
     shared_redis: RedisServer,
 ) -> None:
     async def scenario() -> list[Any]:
-        tier = RedisTier(shared_redis.url, ttl=60, timeout=1.0, max_snapshot_bytes=64)
+        tier = RedisTier(
+            shared_redis.url, secret=SECRET.encode(), ttl=60, timeout=1.0, max_snapshot_bytes=64
+        )
         stream = ("tier-test", 0)
         seen: list[Any] = []
         try:
@@ -110,7 +121,13 @@ def test_a_snapshot_damaged_in_place_is_refused(
     client = shared_redis.client()
 
     async def scenario() -> list[Any]:
-        tier = RedisTier(shared_redis.url, ttl=60, timeout=1.0, max_snapshot_bytes=1 << 20)
+        tier = RedisTier(
+            shared_redis.url,
+            secret=SECRET.encode(),
+            ttl=60,
+            timeout=1.0,
+            max_snapshot_bytes=1 << 20,
+        )
         stream = ("damaged", 0)
         seen: list[Any] = []
         try:
@@ -125,7 +142,7 @@ def test_a_snapshot_damaged_in_place_is_refused(
             client.flushdb()
         return seen
 
-    assert asyncio.run(scenario()) == [(None, CORRUPT), (None, CORRUPT)]
+    assert asyncio.run(scenario()) == [(None, FORGED), (None, FORGED)]
 
 
 def test_the_breaker_stops_asking_a_dead_redis_and_tries_again_after_the_cooldown() -> None:
@@ -135,7 +152,12 @@ def test_the_breaker_stops_asking_a_dead_redis_and_tries_again_after_the_cooldow
     async def scenario() -> list[Any]:
         breaker = CircuitBreaker(threshold=2, cooldown=5.0, clock=lambda: now[0])
         tier = RedisTier(
-            server.url, ttl=60, timeout=TIMEOUT_MS / 1000, max_snapshot_bytes=1024, breaker=breaker
+            server.url,
+            secret=SECRET.encode(),
+            ttl=60,
+            timeout=TIMEOUT_MS / 1000,
+            max_snapshot_bytes=1024,
+            breaker=breaker,
         )
         stream = ("breaker", 0)
         seen: list[Any] = []
@@ -172,7 +194,19 @@ def replicas(make_app: AppFactory, flags: list[str], url: str) -> Iterator[list[
     with contextlib.ExitStack() as stack:
         clients = [
             stack.enter_context(
-                TestClient(make_app([*flags, "--redis-url", url, "--redis-timeout-ms", "1000"]))
+                TestClient(
+                    make_app(
+                        [
+                            *flags,
+                            "--redis-url",
+                            url,
+                            "--redis-secret",
+                            SECRET,
+                            "--redis-timeout-ms",
+                            "1000",
+                        ]
+                    )
+                )
             )
             for _ in range(2)
         ]
@@ -252,8 +286,8 @@ def test_two_processes_behind_round_robin_restore_from_redis(shared_redis: Redis
     cases = [c for c in ALL_STREAMS if c["config"] == "C1"]
     flags = list(cases[0]["server_flags"])
     with (
-        serving(*flags, "--redis-url", shared_redis.url) as first,
-        serving(*flags, "--redis-url", shared_redis.url) as second,
+        serving(*flags, "--redis-url", shared_redis.url, "--redis-secret", SECRET) as first,
+        serving(*flags, "--redis-url", shared_redis.url, "--redis-secret", SECRET) as second,
         serving(*flags, "--stream-cache-size", "0") as plain,
         httpx.Client(timeout=60) as client,
     ):
@@ -295,6 +329,8 @@ def _fault_stream(
         *case["server_flags"],
         "--redis-url",
         server.url,
+        "--redis-secret",
+        SECRET,
         "--redis-timeout-ms",
         str(TIMEOUT_MS),
     ]
@@ -379,4 +415,113 @@ def test_a_snapshot_corrupted_in_place(make_app: AppFactory, private_redis: Redi
 
     sources, _, metrics = _fault_stream(make_app, private_redis, {4: corrupt})
     assert sources[4] == "miss" and sources[5] == "redis"
-    assert 'derender_redis_misses_total{reason="corrupt"} 1.0' in metrics
+    assert 'derender_redis_misses_total{reason="forged"} 1.0' in metrics
+    assert 'derender_redis_rejected_total{reason="forged"} 1.0' in metrics
+
+
+# ----------------------------------------------------------------------------- forgeries
+
+
+def _forge(
+    change: Callable[[SessionSnapshot], SessionSnapshot] | None = None,
+    *,
+    key_of_mac: bytes = b"a guessed secret",
+    raw: bytes | None = None,
+    unkeyed: bool = False,
+) -> Callable[[RedisServer], None]:
+    """A fault that rewrites the stream's stored value as a Redis writer could: its
+    snapshot changed by ``change`` and signed with ``key_of_mac`` (or an unkeyed digest),
+    or replaced by ``raw``."""
+
+    def fault(server: RedisServer) -> None:
+        client = server.client()
+        (key,) = client.keys(KEY_PREFIX + "*")
+        value = raw
+        if value is None:
+            stored = client.get(key)
+            envelope = msgspec.msgpack.decode(stored[MAC_BYTES:], type=Envelope)
+            if change is not None:
+                saved = msgspec.msgpack.decode(envelope.snapshot, type=SessionSnapshot)
+                snapshot = msgspec.msgpack.encode(change(saved))
+                envelope = msgspec.structs.replace(envelope, snapshot=snapshot)
+            body = msgspec.msgpack.encode(envelope)
+            mac = (
+                hashlib.sha256(body).digest()
+                if unkeyed
+                else envelope_mac(key_of_mac, key.decode(), body)
+            )
+            value = mac + body
+        client.set(key, value)
+
+    return fault
+
+
+def _injected(saved: SessionSnapshot) -> SessionSnapshot:
+    pieces = [*saved.prev_tokens, "ĠINJECTED"]
+    return msgspec.structs.replace(
+        saved, prev_tokens=pieces, prefix_offset=len(pieces) - 1, read_offset=len(pieces) - 1
+    )
+
+
+def _out_of_range(saved: SessionSnapshot) -> SessionSnapshot:
+    return msgspec.structs.replace(saved, prefix_offset=10**6, read_offset=10**6)
+
+
+def _reset(saved: SessionSnapshot) -> SessionSnapshot:
+    return msgspec.structs.replace(saved, parser=ChatStreamState())
+
+
+FORGERIES = {
+    # Without the secret: the MAC fails, whatever the forger recomputes.
+    "recomputed unkeyed digest": (_forge(_injected, unkeyed=True), "forged"),
+    "injected text": (_forge(_injected), "forged"),
+    "out-of-range offsets": (_forge(_out_of_range), "forged"),
+    "reset parser state": (_forge(_reset), "forged"),
+    "the value unchanged, signed with another secret": (_forge(), "forged"),
+    "garbage": (_forge(raw=b"\x00" * 100), "forged"),
+    "oversized value": (_forge(raw=b"x" * (2 << 20)), "oversized"),
+    # With the secret (leaked, or a bug of ours): the range checks still refuse.
+    "injected text, signed": (_forge(_injected, key_of_mac=SECRET.encode()), "out_of_range"),
+    "out-of-range offsets, signed": (
+        _forge(_out_of_range, key_of_mac=SECRET.encode()),
+        "out_of_range",
+    ),
+    "reset parser state, signed": (_forge(_reset, key_of_mac=SECRET.encode()), "out_of_range"),
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+def test_a_forged_snapshot_is_a_counted_miss_never_a_different_reply(
+    make_app: AppFactory, private_redis: RedisServer, forgery: str
+) -> None:
+    """A Redis writer rewrites the snapshot between two chunks; the chunk replays (every
+    reply equals the cache-off server's) and the refusal is counted by reason."""
+    fault, reason = FORGERIES[forgery]
+    sources, _, metrics = _fault_stream(make_app, private_redis, {4: fault})
+    assert sources[4] == "miss" and sources[5] == "redis"
+    assert f'derender_redis_rejected_total{{reason="{reason}"}} 1.0' in metrics
+    assert f'derender_redis_misses_total{{reason="{reason}"}} 1.0' in metrics
+
+
+def test_replicas_with_different_secrets_never_use_each_others_snapshots(
+    make_app: AppFactory, shared_redis: RedisServer
+) -> None:
+    case = FAULT_CASE
+    flags = [*case["server_flags"], "--redis-url", shared_redis.url, "--redis-timeout-ms", "1000"]
+    with contextlib.ExitStack() as stack:
+        pair = [
+            stack.enter_context(TestClient(make_app([*flags, "--redis-secret", secret])))
+            for secret in ("one secret", "another secret")
+        ]
+        state = None
+        sources = []
+        for i, chunk in enumerate(case["chunks"]):
+            reply = pair[i % 2].post(case["endpoint"], json=stream_body(case, chunk, state))
+            assert reply.status_code == 200
+            sources.append(reply.headers["x-derender-cache"])
+            state = reply.json()["stream_state"]
+        forged = sum(
+            _metric(client.get("/metrics").text, "derender_redis_rejected_total") for client in pair
+        )
+    assert "redis" not in sources
+    assert forged == len(case["chunks"]) - 1  # every take: each chunk but the first

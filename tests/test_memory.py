@@ -1,0 +1,153 @@
+"""Memory bounds in real bytes: a kept session's accounted size is what it costs, and
+the cache's byte cap bounds the process's RSS against padded, adversarial bodies."""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import tracemalloc
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from tests.conftest import AppFactory
+from tests.golden import load_cases, stream_body
+from tests.processes import serving
+
+MiB = 1024 * 1024
+FLAGS = [
+    "--reasoning-parser",
+    "qwen3",
+    "--tool-call-parser",
+    "hermes",
+    "--enable-auto-tool-choice",
+    "--max-model-len",
+    "40960",
+]
+CASE = next(c for c in load_cases("C1") if c["id"] == "C1.tool_single/chat_stream#t3")
+JSON = {"content-type": "application/json"}
+
+
+def _variant(
+    prompt: int = 100, tools: int = 0, message: int = 100, padding: int = 0
+) -> dict[str, Any]:
+    """The golden stream with a prompt of ``prompt`` ids, ``tools`` tools, a user message
+    of ``message`` characters and an ignored top-level field of ``padding`` characters."""
+    chat_request = dict(CASE["chat_request"], messages=[{"role": "user", "content": "x" * message}])
+    declared = CASE["chat_request"]["tools"]
+    chat_request["tools"] = [declared[i % len(declared)] for i in range(tools)] or None
+    ids = CASE["prompt_token_ids"] * (prompt // len(CASE["prompt_token_ids"]) + 1)
+    return dict(CASE, chat_request=chat_request, prompt_token_ids=ids[:prompt], padding=padding)
+
+
+def _first_chunk_body(variant: dict[str, Any], request_id: str, chunk: int = 0) -> dict[str, Any]:
+    source = CASE["chunks"][chunk % len(CASE["chunks"])]
+    choice = dict(source["choices"][0], finish_reason=None)
+    body = stream_body(variant, dict(source, request_id=request_id, choices=[choice]), None)
+    if variant["padding"]:
+        body["padding"] = "p" * variant["padding"]
+    return body
+
+
+SHAPES = {
+    "small": _variant(prompt=20, message=50),
+    "long prompt": _variant(prompt=8000),
+    "128 tools": _variant(tools=128),
+    "2 MB of messages": _variant(message=2 * MiB),
+    "4 MB ignored field": _variant(padding=4 * MiB),
+}
+
+
+@pytest.mark.parametrize("chunks", [1, 60], ids=["first chunk", "60 chunks"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_sessions_accounted_size_is_what_it_costs(
+    make_app: AppFactory, shape: str, chunks: int
+) -> None:
+    """tracemalloc counts what dropping the kept sessions frees; the cache's byte count
+    must be within 25% of it (a session that pinned its request body would be far off)."""
+    if chunks > 1 and shape in ("2 MB of messages", "4 MB ignored field"):
+        pytest.skip("the large-body shapes are measured on their first chunk")
+    app = make_app(FLAGS)
+    client = TestClient(app)
+    streams = 4
+    tracemalloc.start()
+    try:
+        for stream in range(streams):
+            state = None
+            for chunk in range(chunks):
+                body = _first_chunk_body(SHAPES[shape], f"{shape}-{stream}", chunk)
+                body["stream_state"] = state
+                reply = client.post(CASE["endpoint"], content=json.dumps(body), headers=JSON)
+                assert reply.status_code == 200, reply.text
+                state = reply.json()["stream_state"]
+        del body, reply, state
+        gc.collect()
+        accounted = app.service.sessions.bytes
+        held = tracemalloc.get_traced_memory()[0]
+        app.service.sessions.clear()
+        gc.collect()
+        measured = held - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    print(f"{shape}, {chunks} chunk(s): accounted {accounted / streams:.0f} B/session, "
+          f"measured {measured / streams:.0f} B/session")  # fmt: skip
+    assert measured > 0
+    assert abs(accounted / measured - 1) <= 0.25
+
+
+def _metric(base: str, name: str) -> float:
+    text = httpx.get(f"{base}/metrics").text
+    return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+
+def test_rss_stays_within_the_cache_cap_under_padded_bodies() -> None:
+    """A real server, cache capped at 256 MiB, fed 8 MiB first chunks that never finish:
+    messages cost what is accounted, an ignored field costs nothing once answered, and
+    past the cap sessions are evicted, so RSS grows by at most cap + 150 MiB."""
+    cap = 256 * MiB
+    with (
+        serving(
+            *FLAGS, "--stream-cache-max-bytes", str(cap), env={"PYTHONTRACEMALLOC": "1"}
+        ) as base,
+        httpx.Client(base_url=base, timeout=60) as client,
+    ):
+
+        def send(variant: dict[str, Any], request_id: str) -> None:
+            body = json.dumps(_first_chunk_body(variant, request_id)).encode()
+            reply = client.post(CASE["endpoint"], content=body, headers=JSON)
+            assert reply.status_code == 200, reply.text
+
+        rss = lambda: _metric(base, "process_resident_memory_bytes")  # noqa: E731
+        cached = lambda: _metric(base, "derender_cache_bytes")  # noqa: E731
+        # RSS does not show what a session holds while the heap has room left over from
+        # start-up; the Python objects alive, as tracemalloc counts them, do.
+        traced = lambda: _metric(base, "derender_python_traced_bytes")  # noqa: E731
+        send(_variant(), "warm-up")
+        start, start_traced = rss(), traced()
+        heavy = _variant(message=8 * MiB - 8192)
+        for i in range(24):  # about 192 MiB: under the cap, nothing evicted
+            send(heavy, f"heavy-{i}")
+        measured, accounted = traced() - start_traced, cached()
+        grown = rss() - start
+        print(f"24 sessions of 8 MiB messages: {measured / MiB:.0f} MiB more traced "
+              f"(RSS +{grown / MiB:.0f} MiB), accounted {accounted / MiB:.0f} MiB")  # fmt: skip
+        assert abs(accounted / measured - 1) <= 0.25
+
+        before_padding = cached()
+        for i in range(60):
+            send(_variant(padding=8 * MiB), f"padded-{i}")
+        print(f"60 sessions from 8 MiB bodies, ignored field: RSS +{(rss() - start) / MiB:.0f} "
+              f"MiB, accounted +{(cached() - before_padding) / MiB:.1f} MiB")  # fmt: skip
+        assert cached() - before_padding < 60 * 16384  # the 8 MiB are not kept
+
+        for i in range(24, 60):  # past the cap: the oldest go
+            send(heavy, f"heavy-{i}")
+        peak = rss()
+        print(f"36 more sessions of 8 MiB messages: RSS +{(peak - start) / MiB:.0f} MiB over "
+              f"the start, accounted {cached() / MiB:.0f} MiB (cap {cap / MiB:.0f})")  # fmt: skip
+        assert cached() <= cap
+        assert _metric(base, "derender_cache_evictions_total") > 0
+        assert peak - start < cap + 150 * MiB
