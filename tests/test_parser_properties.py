@@ -103,6 +103,29 @@ def run(
     return folded, deltas
 
 
+def run_restored_at(
+    tokenizer: Tokenizer,
+    factory: ParserFactory,
+    chunks: list[list[int]],
+    split: int,
+    finish: str,
+) -> list[Delta | None]:
+    """The stream's deltas when its session is snapshotted and restored before chunk
+    ``split``: the parser state through msgpack, the decode window as it was."""
+    prompt = tokenizer._hf.encode(PROMPT)
+    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), prompt)
+    deltas: list[Delta | None] = []
+    for i, chunk in enumerate(chunks):
+        if i == split:
+            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
+            window = session.detokenizer.window
+            stream = factory.stream_for_request(options(), "seed", state)
+            session = StreamSession(tokenizer, stream, prompt)
+            session.detokenizer.window = window
+        deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
+    return deltas
+
+
 def factory_for(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> ParserFactory:
     return ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
 
@@ -245,20 +268,7 @@ def test_snapshot_and_restore_continue_identically(
     ids = tokenizer._hf.encode(output)
     chunks = chunked(ids, cuts)
     _, expected = run(tokenizer, factory, options(), ids, chunks, finish)
-    split = cut % (len(chunks) + 1)
-    prompt = tokenizer._hf.encode(PROMPT)
-    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), prompt)
-    deltas: list[Delta | None] = []
-    for i, chunk in enumerate(chunks):
-        if i == split:
-            snapshot = session.parser.snapshot()
-            state = msgspec.msgpack.decode(snapshot, type=ChatStreamState)
-            window = session.detokenizer.window
-            session = StreamSession(
-                tokenizer, factory.stream_for_request(options(), "seed", state), prompt
-            )
-            session.detokenizer.window = window
-        deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
+    deltas = run_restored_at(tokenizer, factory, chunks, cut % (len(chunks) + 1), finish)
     assert deltas == expected
 
 

@@ -14,15 +14,12 @@ import json
 import re
 from datetime import timedelta
 
-import msgspec
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.pythonic import PythonicTools, starts_with_call_list
-from parsers.stream import ChatStreamState
 from parsers.types import Delta
 from tests.test_parser_properties import (
     PROMPT,
@@ -31,6 +28,7 @@ from tests.test_parser_properties import (
     factory_for,
     options,
     run,
+    run_restored_at,
 )
 
 # vLLM 0.33.0's pattern (pythonic_tool_parser.py), kept only as the reference.
@@ -208,19 +206,7 @@ def test_snapshots_continue_identically(
     ids = tokenizer._hf.encode(output)
     chunks = chunked(ids, cuts)
     _, expected = run(tokenizer, factory, options(), ids, chunks, "length")
-    split = at % (len(chunks) + 1)
-    prompt = tokenizer._hf.encode(PROMPT)
-    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), prompt)
-    deltas: list[Delta | None] = []
-    for i, chunk in enumerate(chunks):
-        if i == split:
-            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
-            window = session.detokenizer.window
-            stream = factory.stream_for_request(options(), "seed", state)
-            session = StreamSession(tokenizer, stream, prompt)
-            session.detokenizer.window = window
-        delta, _ = session.feed(chunk, chunk, "length" if i == len(chunks) - 1 else None)
-        deltas.append(delta)
+    deltas = run_restored_at(tokenizer, factory, chunks, at % (len(chunks) + 1), "length")
     assert deltas == expected
 
 

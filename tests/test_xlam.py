@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import json
 
-import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
-from parsers.stream import ChatStreamState
-from parsers.types import Delta
 from parsers.xlam import XlamStream, split_calls
-from tests.test_parser_properties import PROMPT, Assembled, chunked, options, run
+from tests.test_parser_properties import PROMPT, Assembled, chunked, options, run, run_restored_at
 
 HOSTILE = settings(
     max_examples=60,
@@ -138,19 +134,7 @@ def test_snapshot_and_restore_continue_identically(
     ids = tokenizer._hf.encode(output)
     chunks = chunked(ids, cuts)
     _, expected = run(tokenizer, factory, options(), ids, chunks, "length")
-    prompt = tokenizer._hf.encode(PROMPT)
-    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), prompt)
-    split = cut % (len(chunks) + 1)
-    deltas: list[Delta | None] = []
-    for i, chunk in enumerate(chunks):
-        if i == split:
-            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
-            window = session.detokenizer.window
-            stream = factory.stream_for_request(options(), "seed", state)
-            session = StreamSession(tokenizer, stream, prompt)
-            session.detokenizer.window = window
-        delta, _ = session.feed(chunk, chunk, "length" if i == len(chunks) - 1 else None)
-        deltas.append(delta)
+    deltas = run_restored_at(tokenizer, factory, chunks, cut % (len(chunks) + 1), "length")
     assert deltas == expected
 
 
