@@ -52,14 +52,16 @@ def test_start_up_log_names_the_settings_and_warns_of_an_inactive_tool_parser(
     text = start_up_log(
         tmp_path,
         "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
-        "--redis-url", "redis://user:redis-secret@127.0.0.1:1/0", "--api-key", "key-secret",
+        "--redis-url", "redis://user:redis-password@127.0.0.1:1/0",
+        "--redis-secret", "snapshot-secret", "--api-key", "key-secret",
     )  # fmt: skip
     assert "INFO derender_server: model: qwen3, served as qwen3, max model len 40960" in text
     assert "parsers: reasoning qwen3, tool calls hermes (inactive)" in text
     assert "stream cache: up to 4096 sessions" in text
     assert "redis: redis://user:***@127.0.0.1:1/0" in text
     assert "api key: required" in text
-    assert "redis-secret" not in text and "key-secret" not in text
+    for secret in ("redis-password", "snapshot-secret", "key-secret"):
+        assert secret not in text
     warnings = [line for line in text.splitlines() if " WARNING " in line]
     assert len(warnings) == 1
     assert "--tool-call-parser hermes" in warnings[0]
