@@ -338,7 +338,7 @@ def test_nameless_calls(head: list[str], tail: list[str], tag: bool, cuts: list[
     assert_same_deltas(pieces_of(output, cuts))
 
 
-@settings(PROPS, max_examples=6)
+@settings(PROPS, max_examples=2)
 @given(
     opening=st.sampled_from(
         ['{"name": "f", "parameters": {"body": ', '{"a": ', '{"name": "f", "parameters": ']
