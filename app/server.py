@@ -617,6 +617,8 @@ class DerenderService:
                 tokens, self.derenderer.chat_stream_parsed, request, model, session
             )
         except BaseException:
+            # Any failure or cancellation drops the checked-out session; the error itself
+            # is re-raised and answered by _respond (a failure of ours: a logged 500).
             cache.release(key, fingerprint)
             if source == HIT:
                 self.metrics.cache_evictions.labels(ERROR).inc()

@@ -102,6 +102,20 @@ def _common_prefix(a: str, b: str) -> str:
 _STRUCTURAL = frozenset('"[]{}')
 
 
+def _split_at_mark(text: str, mark: str) -> tuple[str, str] | None:
+    """The call's arguments read with ``mark`` appended, dumped and split around it:
+    what the dump holds before the open end and the closers after it (None unless the
+    mark lands exactly once)."""
+    marked, _ = _loads_partial(text + mark, Allow.ALL)
+    if "parameters" in marked:
+        marked["arguments"] = marked["parameters"]
+    marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
+    if marked_dump.count(mark) != 1:
+        return None
+    head, closer = marked_dump.split(mark)
+    return head, closer
+
+
 class Llama3JsonState(Struct, tag="llama3_json"):
     text: str = ""
     passthrough: bool = False
@@ -454,13 +468,10 @@ class Llama3JsonStream:
             return
         raw = s.text[opened:]
         cut, end = _units(raw)
-        marked, _ = _loads_partial(s.text[start : opened + cut] + _MARK, Allow.ALL)
-        if "parameters" in marked:
-            marked["arguments"] = marked["parameters"]
-        marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
-        if marked_dump.count(_MARK) != 1:
+        split = _split_at_mark(s.text[start : opened + cut], _MARK)
+        if split is None:
             return
-        head, closer = marked_dump.split(_MARK)
+        head, closer = split
         tail_dump = _dump_content(raw[cut:end])
         sent = len(s.streamed[s.current])
         if head + tail_dump + closer != dump or sent > len(head):
@@ -486,13 +497,10 @@ class Llama3JsonStream:
         if not arguments or not isinstance(arguments, dict | list) or s.scan is not None:
             return
         probe = '"\ue000"' if scanned.phase == "first_item" else '"\ue000": 0'
-        marked, _ = _loads_partial(s.text[start:] + probe, Allow.ALL)
-        if "parameters" in marked:
-            marked["arguments"] = marked["parameters"]
-        marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
-        if marked_dump.count(probe) != 1:
+        split = _split_at_mark(s.text[start:], probe)
+        if split is None:
             return
-        head, closer = marked_dump.split(probe)
+        head, closer = split
         sent = len(s.streamed[s.current])
         if head + closer != json.dumps(arguments, ensure_ascii=False) or sent > len(head):
             return

@@ -728,11 +728,7 @@ class PythonicStream:
                 self._end_string_json()
                 frame.expect = "value"
                 self._append(": ")
-            elif ch in _QUOTES and s.string_open:
-                self._string_start(ch, "", new=False)
-            elif ch in _NAME_CHARS and s.string_open:
-                s.token, s.token_kind = ch, "prefix"
-            else:
+            elif not self._concatenated(ch):
                 self._to_opaque()
         else:
             self._to_opaque()
@@ -745,12 +741,21 @@ class PythonicStream:
             frame.expect = "key" if frame.kind in ("call", "dict") else "value"
         elif ch == _FRAME_CLOSERS[frame.kind]:
             self._close_frame()
-        elif ch in _QUOTES and s.string_open:
+        elif not self._concatenated(ch):
+            self._to_opaque()
+
+    def _concatenated(self, ch: str) -> bool:
+        """Whether ``ch`` opens a string (or its prefix) joined to the one just closed."""
+        s = self.s
+        if not s.string_open:
+            return False
+        if ch in _QUOTES:
             self._string_start(ch, "", new=False)
-        elif ch in _NAME_CHARS and s.string_open:
+        elif ch in _NAME_CHARS:
             s.token, s.token_kind = ch, "prefix"
         else:
-            self._to_opaque()
+            return False
+        return True
 
     def _close_frame(self) -> None:
         s = self.s
