@@ -2,11 +2,20 @@
 
 Every failure a client can cause becomes one of these before any response is
 written, so no traceback, repr or file path can reach the wire.
+
+``type`` says who refused the request, as in vLLM 0.33.0 (whose golden transcripts
+pin it): the HTTP layer, before any derender check ran, answers with the status's
+reason phrase (``Bad Request`` for a body that does not fit the endpoint's schema: not
+JSON, wrong types, or failing vLLM's field bounds and validators; ``Request Entity Too
+Large``; ``Method Not Allowed``; ``Not Found`` for a path); a check on a decoded
+request answers with the OpenAI SDK's exception name for the status
+(``BadRequestError``, ``AuthenticationError``, ``NotFoundError``,
+``UnprocessableEntityError``, ``InternalServerError``).
 """
 
 from __future__ import annotations
 
-import re
+from http import HTTPStatus
 
 from starlette.responses import Response
 
@@ -33,25 +42,36 @@ class BadRequest(DerenderError):
     """A request that is well formed but asks for something invalid (vLLM's handler 400)."""
 
 
+class InvalidParameter(BadRequest):
+    """vLLM's VLLMValidationError, for the original request's fields: its text ends by
+    naming the parameter and the value it refuses, e.g. ``... (parameter=tool_choice)``."""
+
+    def __init__(self, message: str, param: str | None = None, value: object = None) -> None:
+        named = [f"parameter={param}"] if param is not None else []
+        if value is not None:
+            named.append(f"value={value}")
+        super().__init__(f"{message} ({', '.join(named)})" if named else message, param)
+
+
 class InvalidBody(DerenderError):
     """A body that fails decoding or type validation (vLLM's request-validation 400)."""
 
     type = "Bad Request"
 
-    @classmethod
-    def from_validation(cls, detail: str) -> InvalidBody:
-        """Wrap a msgspec message; its ``$.a[0].b`` path becomes ``body.a.0.b``."""
-        match = re.search(r" - at `\$(.*)`$", detail)
-        param = None
-        if match:
-            path = re.sub(r"\[(\d+)\]", r".\1", match.group(1))
-            param = "body" + path
-        return cls(f"1 validation error:\n  {detail}", param)
-
 
 class BodyTooLarge(DerenderError):
     status = 413
-    type = "RequestEntityTooLarge"
+    type = "Request Entity Too Large"
+
+
+class RoutingError(DerenderError):
+    """A request no route takes (unknown path, wrong method), typed like vLLM's
+    HTTPException handler types it: by the status's reason phrase."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = HTTPStatus(status).phrase
 
 
 class NotFound(DerenderError):

@@ -75,6 +75,13 @@ class Metrics:
             "index (different chat_request or prompt); each keeps its own.",
             registry=self.registry,
         )
+        self.stream_restarts = Counter(
+            "derender_stream_restarts",
+            "Chunks without stream_state that found a live stream of the same request_id, "
+            "choice index, chat_request and prompt: answered as a first chunk (as vLLM "
+            "does), with an x-derender-warning header.",
+            registry=self.registry,
+        )
         self.replays = Counter(
             "derender_replays", "Sessions rebuilt by replaying history.", registry=self.registry
         )

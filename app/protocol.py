@@ -296,12 +296,13 @@ class CompletionDerenderRequest(Struct):
         if self.prompt_tokens is not None and len(self.prompt_tokens) != count:
             raise ValueError(
                 f"prompt_tokens length ({len(self.prompt_tokens)}) must equal "
-                f"generate_responses length ({count})"
+                f"generate_responses length ({count}): send one count per generate response"
             )
         if self.prompt_token_ids is not None and len(self.prompt_token_ids) != count:
             raise ValueError(
                 f"prompt_token_ids length ({len(self.prompt_token_ids)}) must equal "
-                f"generate_responses length ({count})"
+                f"generate_responses length ({count}): send one id list (or null) per "
+                "generate response"
             )
 
 

@@ -22,11 +22,13 @@ import anyio.to_thread
 import msgspec
 from msgspec import Raw
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app import body_errors
 from app.auth import ApiKeyGuard
 from app.budget import CpuBudgetExceeded, run_within
 from app.derender import Derenderer
@@ -38,6 +40,7 @@ from app.errors import (
     InternalError,
     InvalidBody,
     NotFound,
+    RoutingError,
 )
 from app.metrics import Metrics
 from app.openapi import openapi_document
@@ -90,7 +93,7 @@ from cache.redis_tier import (
     RedisTier,
 )
 from cache.redis_tier import ERROR as REDIS_ERROR
-from cache.sessions import ERROR, FINISHED, SessionCache
+from cache.sessions import ERROR, FINISHED, HISTORY, SessionCache
 from parsers.registry import ParserFactory
 
 logger = logging.getLogger("derender_server")
@@ -115,27 +118,44 @@ _INLINE_BODY_BYTES = 4096
 # Redis values refused as untrustworthy: not ours, not whole, or not this stream's.
 UNTRUSTED = (FORGED, OVERSIZED, CORRUPT, OUT_OF_RANGE)
 
+# Set on a reply to a chunk that started its live stream over (see _report_restart).
+WARNING_HEADER = "x-derender-warning"
+RESTART_WARNING = (
+    "restarted: this chunk has no stream_state, but its request_id and choice index had a "
+    "live stream, so it started over. To continue a stream, send the stream_state of its "
+    "previous reply."
+)
+
 # Where a parsed chunk's session came from: the ``x-derender-cache`` header.
 HIT = "hit"
 RESTORED = "redis"
 MISS = "miss"
 
 
-def decode_body(body: bytes, kind: type[T]) -> T:
-    """Decode and type-check a JSON body; any failure is the client's 400."""
+# The endpoint each request body belongs to, and whether it is the streamed one.
+_BODY_KINDS: dict[type[Any], tuple[str, bool]] = {
+    ChatDerenderRequest: (body_errors.CHAT, False),
+    ChatStreamDerenderRequest: (body_errors.CHAT, True),
+    CompletionDerenderRequest: (body_errors.COMPLETIONS, False),
+    CompletionStreamDerenderRequest: (body_errors.COMPLETIONS, True),
+}
+
+
+def decode_body(body: bytes, kind: type[T], endpoint: str = body_errors.CHAT) -> T:
+    """Decode and type-check a JSON body; any failure is the client's 400, whose message
+    says what to send (``endpoint`` names the path for a ``BodyView``)."""
     decoder = _decoders.get(kind)
     if decoder is None:
         decoder = _decoders[kind] = msgspec.json.Decoder(kind)
     try:
         result: T = decoder.decode(body)
     except msgspec.ValidationError as exc:
-        raise InvalidBody.from_validation(str(exc)) from None
+        endpoint, streamed = _BODY_KINDS.get(kind, (endpoint, False))
+        raise body_errors.invalid(body, str(exc), endpoint, streamed) from None
     except msgspec.DecodeError as exc:
-        raise InvalidBody(f"1 validation error:\n  JSON decode error: {exc}") from None
+        raise body_errors.malformed(body, str(exc), _BODY_KINDS.get(kind, (endpoint,))[0]) from None
     except RecursionError:
-        raise InvalidBody(
-            "1 validation error:\n  JSON decode error: the body nests too deeply to decode"
-        ) from None
+        raise body_errors.too_deep() from None
     return result
 
 
@@ -146,10 +166,12 @@ def check_history(state: StreamState | None) -> None:
         return
     problem = state.history_error()
     if problem is not None:
-        raise InvalidBody(f"1 validation error:\n  {problem}", "body.stream_state")
+        raise InvalidBody(
+            f"1 validation error:\n  {problem}. Send {body_errors.STATE}.", "body.stream_state"
+        )
     problem = state.window_error()
     if problem is not None:
-        raise BadRequest(problem, "stream_state")
+        raise BadRequest(f"{problem}. Send {body_errors.STATE}.", "stream_state")
 
 
 def decode_stream_request(body: bytes, kind: type[S], *, history_checked: bool = True) -> S:
@@ -197,6 +219,13 @@ def redis_secret(settings: Settings) -> bytes:
             "replica the same secret ($DERENDER_REDIS_SECRET) to share them."
         )
     return secrets.token_bytes(32)
+
+
+def _too_large(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(
+        f"request body exceeds the server limit of {limit} bytes (--max-request-bytes). "
+        "Send fewer choices, tokens or logprobs per request, or raise the limit."
+    )
 
 
 def json_response(value: Any) -> Response:
@@ -267,7 +296,7 @@ class DerenderService:
         limit = self.settings.max_request_bytes
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise BodyTooLarge(f"request body exceeds the server limit of {limit} bytes")
+            raise _too_large(limit)
         content_type = headers.get(b"content-type", b"").decode("latin-1")
         if content_type.lower().split(";", 1)[0].strip() != "application/json":
             raise InvalidBody(
@@ -282,7 +311,7 @@ class DerenderService:
             part = message.get("body", b"")
             size += len(part)
             if size > limit:
-                raise BodyTooLarge(f"request body exceeds the server limit of {limit} bytes")
+                raise _too_large(limit)
             parts.append(part)
             if not message.get("more_body", False):
                 return b"".join(parts)
@@ -343,7 +372,7 @@ class DerenderService:
         try:
             headers = dict(scope["headers"])
             body = await self._read_body(headers, receive)
-            view = decode_body(body, BodyView)
+            view = decode_body(body, BodyView, endpoint)
             mode = "stream" if view.stream else "oneshot"
             stream_id = headers.get(_STREAM_ID_KEY)
             response = await handle(
@@ -543,6 +572,7 @@ class DerenderService:
         fingerprint = None
         session = None
         source = MISS
+        restarted = False
         # A usage-only chunk needs no session.
         if chunk.choices and (self.sessions.enabled or self.redis is not None):
             fingerprint = Fingerprint(
@@ -553,6 +583,8 @@ class DerenderService:
                 session, miss = self.sessions.checkout(key, fingerprint, carried)
                 if session is None:
                     self.metrics.cache_misses.labels(miss).inc()
+                    # No state, same request, live stream: a restart or a forgotten state.
+                    restarted = miss == HISTORY and request.stream_state is None
                 else:
                     self.metrics.cache_hits.inc()
                     source = HIT
@@ -567,7 +599,29 @@ class DerenderService:
                 self.metrics.replays.inc()
                 self.metrics.replayed_tokens.inc(history)
         tokens = delta if session else delta + history
-        return await self._answer(request, model, key, fingerprint, session, source, tokens)
+        response = await self._answer(request, model, key, fingerprint, session, source, tokens)
+        if restarted:
+            self._report_restart(key, response)
+        return response
+
+    def _report_restart(self, key: tuple[str, int], response: Response) -> None:
+        """Say that a chunk without ``stream_state`` started a live stream over.
+
+        It is answered as a first chunk, as vLLM answers it (not refused): a restart or a
+        retried first chunk under the same request id is legitimate, and a refusal would
+        make the reply depend on what this replica's cache holds. The lookup dropped the
+        kept session; its Redis snapshot, if any, serves only a chunk carrying its exact
+        state, and this stream's own snapshot replaces it under the same key. A client
+        that meant to continue is told here.
+        """
+        self.metrics.stream_restarts.inc()
+        response.headers[WARNING_HEADER] = RESTART_WARNING
+        logger.warning(
+            "request %r choice %d: a chunk without stream_state started a live stream over. "
+            "To continue a stream send the stream_state its previous reply returned; give a "
+            "new stream a new request_id.",
+            *key,
+        )
 
     async def _restore(
         self,
@@ -809,7 +863,9 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
         Route("/openapi.json", _openapi(settings), methods=["GET"]),
         Route("/docs", docs_endpoint(secured=bool(settings.api_key)), methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _routing_error}
+    )
     app.state.service = service
     return DerenderApp(service, app)
 
@@ -821,6 +877,27 @@ def _openapi(settings: Settings) -> Callable[[Request], Awaitable[Response]]:
         return Response(document, media_type="application/json")
 
     return openapi
+
+
+async def _routing_error(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 and 405 as OpenAI-style errors that name the routes to use."""
+    assert isinstance(exc, HTTPException)
+    method, path = request.method, request.url.path
+    headers = exc.headers or {}
+    if exc.status_code == 405 and path in (CHAT_PATH, COMPLETIONS_PATH):
+        message = f"{method} is not allowed on {path}: send a POST with a JSON body."
+    elif exc.status_code == 405:
+        message = f"{method} is not allowed on {path}: use {headers.get('Allow', 'GET')}."
+    elif exc.status_code == 404:
+        message = (
+            f"there is no route {path}: the derender endpoints are POST {CHAT_PATH} and "
+            f"POST {COMPLETIONS_PATH}."
+        )
+    else:
+        message = exc.detail
+    response = RoutingError(exc.status_code, message).response()
+    response.headers.update(headers)
+    return response
 
 
 async def _post_only(request: Request) -> Response:

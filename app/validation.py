@@ -13,7 +13,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from app.errors import BadRequest, InvalidBody
+from app import body_errors
+from app.errors import BadRequest, InvalidParameter
 from app.protocol import (
     ChatRequest,
     CompletionRequest,
@@ -122,35 +123,43 @@ def _check_logprob_fields(options: DecodeOptions) -> None:
     prompt_logprobs = options.prompt_logprobs
     if prompt_logprobs is not None:
         if options.stream and (prompt_logprobs > 0 or prompt_logprobs == -1):
-            raise BadRequest(
+            raise InvalidParameter(
                 "`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs"
             )
         if prompt_logprobs < -1:
-            raise BadRequest("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs")
+            raise InvalidParameter(
+                "`prompt_logprobs` must be a positive value or -1.",
+                "prompt_logprobs",
+                prompt_logprobs,
+            )
     if options.stream_options and not options.stream:
-        raise BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
+        raise InvalidParameter(
+            "Stream options can only be defined when `stream=True`.", "stream_options"
+        )
 
 
 def check_chat_request(request: ChatRequest) -> None:
     """The validators of vLLM's ChatCompletionRequest that a client can trip."""
     if not bytes(request.messages).startswith(b"["):
-        raise BadRequest("`messages` must be a list of messages.", "messages")
+        raise InvalidParameter("`messages` must be a list of messages.", "messages")
     _check_logprob_fields(request)
     if request.logprob_token_ids and not request.logprobs:
-        raise BadRequest(
+        raise InvalidParameter(
             "when using `logprob_token_ids`, `logprobs` must be set to true.",
             "logprob_token_ids",
         )
     top = request.top_logprobs
     if top is not None:
         if top < -1:
-            raise BadRequest("`top_logprobs` must be a positive value or -1.", "top_logprobs")
+            raise InvalidParameter(
+                "`top_logprobs` must be a positive value or -1.", "top_logprobs", top
+            )
         if (top == -1 or top > 0) and not request.logprobs:
-            raise BadRequest(
+            raise InvalidParameter(
                 "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
             )
     if request.tools is not None and not request.tools:
-        raise BadRequest(
+        raise InvalidParameter(
             "`tools` must not be an empty array. Either provide at least one tool or omit "
             "the field entirely.",
             "tools",
@@ -158,9 +167,9 @@ def check_chat_request(request: ChatRequest) -> None:
     choice = request.tool_choice
     if choice is not UNSET and choice is not None and choice != "none":
         if request.tools is None:
-            raise BadRequest("When using `tool_choice`, `tools` must be set.", "tool_choice")
+            raise InvalidParameter("When using `tool_choice`, `tools` must be set.", "tool_choice")
         if isinstance(choice, str) and choice not in ("auto", "required"):
-            raise BadRequest(
+            raise InvalidParameter(
                 f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", '
                 '"auto" or "required" are supported.',
                 "tool_choice",
@@ -168,12 +177,12 @@ def check_chat_request(request: ChatRequest) -> None:
         if not isinstance(choice, str) and all(
             tool.function.name != choice.function.name for tool in request.tools
         ):
-            raise BadRequest(
+            raise InvalidParameter(
                 "The tool specified in `tool_choice` does not match any of the specified `tools`",
                 "tool_choice",
             )
     if request.continue_final_message and request.add_generation_prompt is True:
-        raise BadRequest(
+        raise InvalidParameter(
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
         )
 
@@ -183,14 +192,18 @@ def check_completion_request(request: CompletionRequest) -> None:
     prompt_empty = bytes(request.prompt) in (b"null", b'""')
     embeds_empty = bytes(request.prompt_embeds) in (b"null", b"[]")
     if prompt_empty and embeds_empty:
-        raise BadRequest("Either prompt or prompt_embeds must be provided and non-empty.", "prompt")
+        raise InvalidParameter(
+            "Either prompt or prompt_embeds must be provided and non-empty.", "prompt"
+        )
     _check_logprob_fields(request)
     if request.logprob_token_ids and request.logprobs is None:
-        raise BadRequest(
+        raise InvalidParameter(
             "when using `logprob_token_ids`, `logprobs` must be set.", "logprob_token_ids"
         )
     if request.logprobs is not None and request.logprobs < -1:
-        raise BadRequest("`logprobs` must be a positive value or -1.", "logprobs")
+        raise InvalidParameter(
+            "`logprobs` must be a positive value or -1.", "logprobs", request.logprobs
+        )
 
 
 # --------------------------------------------------------------------------- our limits
@@ -258,10 +271,7 @@ def check_chat_request_utf8(raw: bytes) -> None:
     try:
         codecs.utf_8_decode(raw, "strict", True)
     except UnicodeDecodeError:
-        raise InvalidBody(
-            "1 validation error:\n  JSON decode error: Invalid UTF-8 encoded string",
-            "body.chat_request",
-        ) from None
+        raise body_errors.not_utf8("body.chat_request") from None
 
 
 def check_tool_count(request: ChatRequest, limit: int) -> None:
