@@ -153,7 +153,8 @@ def decode_body(body: bytes, kind: type[T], endpoint: str = body_errors.CHAT) ->
         endpoint, streamed = _BODY_KINDS.get(kind, (endpoint, False))
         raise body_errors.invalid(body, str(exc), endpoint, streamed) from None
     except msgspec.DecodeError as exc:
-        raise body_errors.malformed(body, str(exc), _BODY_KINDS.get(kind, (endpoint,))[0]) from None
+        endpoint, _ = _BODY_KINDS.get(kind, (endpoint, False))
+        raise body_errors.malformed(body, str(exc), endpoint) from None
     except RecursionError:
         raise body_errors.too_deep() from None
     return result

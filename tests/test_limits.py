@@ -220,6 +220,9 @@ def test_invalid_utf8_in_chat_request_messages(parsed: TestClient, stream: bool)
     content = json.dumps(body).encode().replace(b'"Hi"', b'"H\xffi"')
     assert b"\xff" in content
     message = error(parsed, CHAT, content)
-    assert message == "1 validation error:\n  JSON decode error: Invalid UTF-8 encoded string"
+    assert message == (
+        "1 validation error:\n  JSON decode error: Invalid UTF-8 encoded string. Send the body "
+        "as UTF-8 text."
+    )
     elsewhere = json.dumps(body).encode().replace(b'"r"', b'"\xff"').replace(b'"u"', b'"\xff"')
     assert error(parsed, CHAT, elsewhere) == message
