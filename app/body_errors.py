@@ -44,15 +44,16 @@ _SEND = {
     "token_ids": "the ids the engine generated: a list of integers >= 0",
     "prompt_token_ids": "the prompt's ids as /render returned them: a list of integers >= 0",
     "output_mode": '"tokens" or leave it out: derender reads token ids, not text',
-    "chat_request": "the chat request that was sent to /render: an object with `messages`",
-    "completion_request": "the completion request that was sent to /render: an object with "
-    "`prompt`",
-    "messages": "the chat request's `messages`, a list",
+    "chat_request": "the chat request that was sent to /render, unchanged: an object with "
+    "`messages`",
+    "completion_request": "the completion request that was sent to /render, unchanged: an "
+    "object with `prompt`",
     "prompt_tokens": "the prompt's token count: an integer (on /v1/completions/derender a "
     "list, one count per prompt)",
     "model": "a served model name (GET /v1/models lists them), or leave it out",
     "logprobs": "the engine's logprobs: an object with `content`, or null",
 }
+_ORIGINAL = ("chat_request", "completion_request")
 STATE = (
     "the `stream_state` the previous chunk's reply returned, unchanged (leave it out on a "
     "stream's first chunk)"
@@ -118,15 +119,15 @@ def invalid(body: bytes, problem: str, endpoint: str, streamed: bool) -> Invalid
     path = match.group(1)
     param = "body" + re.sub(r"\[(\d+)\]", r".\1", path)
     missing = _MISSING.match(problem)
-    field = missing.group(1) if missing else _last_name(path)
-    hint = STATE if path.startswith(".stream_state") else _SEND.get(field)
+    names = _NAME.findall(path) or [""]
+    if names[0] == "stream_state":
+        hint: str | None = STATE
+    elif names[0] in _ORIGINAL:  # OpenAI's fields, whose names clash with the engine's
+        hint = _SEND[names[0]]
+    else:
+        hint = _SEND.get(missing.group(1) if missing else names[-1])
     detail = f"{problem}. Send {hint}." if hint else problem
     return InvalidBody(f"1 validation error:\n  {detail}", param)
-
-
-def _last_name(path: str) -> str:
-    names = _NAME.findall(path)
-    return names[-1] if names else ""
 
 
 def _top_level_problem(body: bytes, problem: str, endpoint: str, streamed: bool) -> InvalidBody:

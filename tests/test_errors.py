@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from starlette.testclient import TestClient
@@ -23,6 +24,7 @@ from starlette.testclient import TestClient
 from app.server import RESTART_WARNING, WARNING_HEADER
 from tests.conftest import AppFactory, internal_errors
 from tests.golden import load_cases
+from tests.processes import serving
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"
@@ -202,7 +204,14 @@ CASES = [
     ),
     Case(
         "chat_request without messages", {"generate_response": REPLY, "chat_request": {}}, 400,
-        "Bad Request", "required field `messages`", "the chat request's `messages`, a list",
+        "Bad Request", "required field `messages`",
+        "the chat request that was sent to /render, unchanged",
+    ),
+    Case(
+        "chat_request.stream a string",
+        {"generate_response": REPLY, "chat_request": {**CHAT_REQUEST, "stream": "yes"}}, 400,
+        "Bad Request", "`$.chat_request.stream`",
+        "the chat request that was sent to /render, unchanged",
     ),
     Case(
         "prompt_tokens per response", {"generate_responses": [REPLY], "prompt_tokens": [1, 2]},
@@ -486,3 +495,22 @@ def test_a_restart_replaces_the_streams_redis_snapshot(make_app: AppFactory) -> 
         assert abandoned.headers["x-derender-cache"] == "miss"
         reference = send(fresh, stream_chunk(request_id, THINKING[2:], stale))
         assert comparable(abandoned) == comparable(reference)
+
+
+def test_a_real_server_says_so_too() -> None:
+    """Through uvicorn: the warning header, its counter, an empty body, a GET."""
+    with serving(*PARSED) as base, httpx.Client(base_url=base, timeout=30) as http:
+        headers = {"content-type": "application/json"}
+        first = http.post(CHAT, content=stream_chunk("real", THINKING[:3]), headers=headers)
+        forgot = http.post(CHAT, content=stream_chunk("real", THINKING[3:]), headers=headers)
+        assert (first.status_code, forgot.status_code) == (200, 200)
+        assert WARNING_HEADER not in first.headers
+        assert forgot.headers[WARNING_HEADER] == RESTART_WARNING
+        metrics = http.get("/metrics").text
+        assert re.search(r"^derender_stream_restarts_total 1\.0$", metrics, re.M)
+        empty = http.post(COMPLETIONS, content=b"", headers=headers)
+        assert empty.status_code == 400
+        assert "request body is empty" in empty.json()["error"]["message"]
+        get = http.get(CHAT)
+        assert get.status_code == 405
+        assert get.json()["error"]["type"] == "Method Not Allowed"
