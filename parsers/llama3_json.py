@@ -165,6 +165,19 @@ class Llama3JsonState(Struct, tag="llama3_json"):
 _WS = " \t\n\r"
 # Below this nesting a reading never meets the recursion limit (no stack walk needed).
 _SHALLOW = 100
+# Whether json fails at a nesting and stack depth (keys: what, nesting, frames).
+_DEEP: dict[tuple[str, int, int], bool] = {}
+
+
+def _nested_text(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _nested_list(depth: int) -> list[Any]:
+    nested: list[Any] = []
+    for _ in range(depth - 1):
+        nested = [nested]
+    return nested
 # Frames a reading adds to the caller's before json's own nesting count (with room).
 _FRAME_MARGIN = 40
 
@@ -334,12 +347,11 @@ class Llama3JsonStream:
         assert r is not None
         reader = CallReader(r)
         named = s.name_sent  # the flags of this step's reading
+        limit = sys.getrecursionlimit()
+        if r.max_depth > limit + _DEPTH_MARGIN:
+            return False, None  # every reading fails from now on (json's nesting)
         try:
             reader.read(s.text)
-            if r.max_depth > _SHALLOW and (
-                r.max_depth + _frames() + _FRAME_MARGIN >= sys.getrecursionlimit()
-            ):
-                raise Irregular  # json's nesting may meet the recursion limit
             if r.done:
                 rest = s.text[r.end :]
                 if rest.startswith("; {"):
@@ -347,15 +359,51 @@ class Llama3JsonStream:
                     return False, self._calls()
                 if not _SEPARATOR.startswith(rest):
                     raise Irregular
-            if not s.name_sent:
-                if not r.name:
-                    r.read_named = False
-                    return False, None
-                if not r.done and reader.in_argument_string():
-                    raise Irregular  # that reading (strings dropped) is not this one
+            if not s.name_sent and r.name and not r.done and reader.in_argument_string():
+                raise Irregular  # that reading (strings dropped) is not this one
         except Irregular:
             self._leave_reading(before)
             return True, None
+        complete = r.done
+        truthy = reader.arguments_truthy()
+        if r.max_depth > limit + _DEPTH_MARGIN:
+            return False, None
+        if r.max_depth > _SHALLOW and r.max_depth + _frames() + _FRAME_MARGIN >= limit:
+            # Near the recursion limit the reading may fail: ask json at the depth the
+            # reading would (these calls mirror ``_calls``'), once per nesting and stack.
+            frames = _frames()
+            key = ("loads", r.max_depth, frames)
+            if key not in _DEEP:
+                try:
+                    _loads_partial(_nested_text(r.max_depth), Allow.ALL)
+                    _DEEP[key] = False
+                except RecursionError:
+                    _DEEP[key] = True
+            if complete:
+                key = ("complete", r.max_depth, frames)
+                if key not in _DEEP:
+                    _DEEP[key] = not _complete(_nested_text(r.max_depth))
+                complete = not _DEEP[key]
+            depths = []
+            if s.name_sent and truthy:
+                depths.append(r.args_max_depth)
+                if not complete and r.truthy:
+                    depths.append(r.read_args_depth)
+            failed = _DEEP[("loads", r.max_depth, frames)]
+            for depth in depths:
+                key = ("dumps", depth, frames)
+                if key not in _DEEP:
+                    try:
+                        json.dumps(_nested_list(depth), ensure_ascii=False)
+                        _DEEP[key] = False
+                    except RecursionError:
+                        _DEEP[key] = True
+                failed = failed or _DEEP[key]
+            if failed:
+                return False, None  # as the reading's own failure: nothing changes
+        if not s.name_sent and not r.name:
+            r.read_named = False
+            return False, None
         added = "".join(r.pieces)
         r.pieces.clear()
         old_len = r.settled_len
@@ -363,7 +411,6 @@ class Llama3JsonStream:
         sent = len(s.streamed[s.current])
         unsent = r.unsent + added if sent <= old_len else added[sent - old_len :]
         volatile = reader.volatile()
-        truthy = reader.arguments_truthy()
         delta = None
         if not s.name_sent:
             assert r.name
@@ -372,7 +419,7 @@ class Llama3JsonStream:
         elif truthy:
             ahead = unsent + volatile[max(0, sent - r.settled_len) :]
             piece: str | None = None
-            if r.done:
+            if complete:
                 piece = ahead
             elif r.truthy:
                 grown = added + volatile
@@ -383,7 +430,7 @@ class Llama3JsonStream:
                 delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
                 s.streamed[s.current] += piece
                 unsent = unsent[len(piece) :]
-        r.read_named = named
+        r.read_named, r.read_args_depth = named, r.args_max_depth
         r.unsent, r.volatile, r.truthy = unsent, volatile, truthy
         return False, delta
 

@@ -105,7 +105,8 @@ class CallReading(Struct):
     stack: list[str] = field(default_factory=list)  # '{' or '['
     keys: list[list[str]] = field(default_factory=list)  # per frame in the arguments
     kept: list[int] = field(default_factory=list)  # per frame: members or items kept
-    max_depth: int = 0
+    max_depth: int = 0  # the deepest nesting read, the call's object counted
+    args_max_depth: int = 0  # the deepest nesting in the arguments
     token: int = 0  # where the open string's content, number or literal starts
     pending: str = ""  # a literal's rest, or the hex digits \\u still owes
     role: str = ""  # of the open string: "key", "name", "args" or "" (ignored)
@@ -134,6 +135,7 @@ class CallReading(Struct):
     volatile: str = ""
     truthy: bool = False
     read_named: bool = False
+    read_args_depth: int = 0
 
 
 class Irregular(Exception):
@@ -353,6 +355,8 @@ class CallReader:
         r.keys.append([])
         r.kept.append(0)
         r.max_depth = max(r.max_depth, len(r.stack))
+        if r.args_depth >= 0:
+            r.args_max_depth = max(r.args_max_depth, len(r.stack) - 1)
         r.phase = "first_key" if opener == "{" else "first_item"
 
     def _close(self, opener: str) -> None:
