@@ -178,6 +178,8 @@ def _nested_list(depth: int) -> list[Any]:
     for _ in range(depth - 1):
         nested = [nested]
     return nested
+
+
 # Frames a reading adds to the caller's before json's own nesting count (with room).
 _FRAME_MARGIN = 40
 
@@ -303,7 +305,9 @@ class Llama3JsonStream:
                 s.passthrough, s.text = True, ""
             return Delta(content=text)
         try:
-            again, delta = self._read_step(len(s.text) - len(text)) if self._reading() else (True, None)
+            again, delta = (
+                self._read_step(len(s.text) - len(text)) if self._reading() else (True, None)
+            )
             if again:
                 delta = self._in_string(text) if s.scan is not None else None
                 if s.nesting:

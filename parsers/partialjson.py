@@ -390,7 +390,7 @@ class CallReader:
         if role == "key":
             key = json.loads('"' + raw + '"')
             if len(r.stack) == 1:
-                if key == "name" and r.name_seen or key in _ARGUMENT_KEYS and r.args_seen:
+                if (key == "name" and r.name_seen) or (key in _ARGUMENT_KEYS and r.args_seen):
                     raise Irregular
                 r.name_seen = r.name_seen or key == "name"
                 r.args_seen = r.args_seen or key in _ARGUMENT_KEYS

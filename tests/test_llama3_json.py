@@ -441,8 +441,9 @@ json_values = st.recursive(
     | st.floats(allow_nan=False)
     | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
     | st.sampled_from(["", " ", "a  ", "\u3000", "\ud83d\ude00", "\\", '"', "\u00e9"]),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
     max_leaves=14,
 )
 
