@@ -4,10 +4,12 @@ Several calls are separated by ``; ``. One-shot, every ``{`` that starts a JSON
 object with a name and arguments (or parameters) is a call. Streamed, the output
 so far is read as partial JSON with ``partial-json-parser``, as vLLM does: a
 call's name once complete, then its arguments as their JSON grows (holding back
-what a later character could still change). Where the reading of the current
-call provably follows from the last one (inside a string value, while containers
-only open, or when nothing can come of it) a step costs the chunk; otherwise the
-call is read again, as vLLM does on every chunk.
+what a later character could still change). While the current call's text is
+regular JSON, that reading is kept incrementally (``parsers.partialjson``) and a step
+costs the chunk; a call whose text leaves it (malformed, a key twice, a number over
+64 characters, an odd separator) is read again on each step, as vLLM does, with the
+older fast paths (inside a string value, while containers only open, or when nothing
+can come of it).
 """
 
 from __future__ import annotations
