@@ -12,12 +12,15 @@ non-JSON whitespace at the ends first, as ``str.strip`` does).
 
 from __future__ import annotations
 
+import re
+
 from msgspec import Struct, field
 
 _WS = " \t\n\r"
 _DIGITS = "0123456789"
 _HEX = "0123456789abcdefABCDEF"
 _ESCAPES = '"\\/bfnrt'
+_PLAIN = re.compile(r'[^"\\\x00-\x1f]+')  # string content with nothing to decide
 _LITERALS = {"t": "true", "f": "false", "n": "null", "N": "NaN", "I": "Infinity"}
 
 # Phases.
@@ -75,9 +78,19 @@ class JsonScanner:
 
     def feed(self, text: str) -> None:
         s = self.s
-        for ch in text:
-            if s.phase == _ERROR:
+        i, size = 0, len(text)
+        while i < size:
+            phase = s.phase
+            if phase == _ERROR:
                 return
+            if phase == _STRING:
+                # A run of plain string content changes nothing: skip it at once.
+                plain = _PLAIN.match(text, i)
+                if plain is not None:
+                    i = plain.end()
+                    continue
+            ch = text[i]
+            i += 1
             if not s.started:
                 if ch.isspace():
                     continue

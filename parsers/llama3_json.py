@@ -4,10 +4,12 @@ Several calls are separated by ``; ``. One-shot, every ``{`` that starts a JSON
 object with a name and arguments (or parameters) is a call. Streamed, the output
 so far is read as partial JSON with ``partial-json-parser``, as vLLM does: a
 call's name once complete, then its arguments as their JSON grows (holding back
-what a later character could still change). Where the reading of the current
-call provably follows from the last one (inside a string value, while containers
-only open, or when nothing can come of it) a step costs the chunk; otherwise the
-call is read again, as vLLM does on every chunk.
+what a later character could still change). While the current call's text is
+regular JSON, that reading is kept incrementally (``parsers.partialjson``) and a step
+costs the chunk; a call whose text leaves it (malformed, a key twice, a number over
+64 characters, an odd separator) is read again on each step, as vLLM does, with the
+older fast paths (inside a string value, while containers only open, or when nothing
+can come of it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ from partial_json_parser.core.options import Allow
 
 from parsers.ids import opening_call_delta
 from parsers.jsonscan import JsonScanner, JsonScanState
+from parsers.partialjson import (
+    CallReader,
+    CallReading,
+    Irregular,
+    common_length,
+    dump_content,
+    string_units,
+)
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 BOT_TOKEN = "<|python_tag|>"
@@ -148,9 +158,30 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     nesting: bool = False
     nest_unsent: str = ""
     nest_key: str = ""
+    # The current call read incrementally (see ``_read_step``), and the call it was
+    # tried for (once: after it leaves, that call is read again each step).
+    reading: CallReading | None = None
+    read_call: int = -1
 
 
 _WS = " \t\n\r"
+# Below this nesting a reading never meets the recursion limit (no stack walk needed).
+_SHALLOW = 100
+# Whether json fails at a nesting and stack depth (keys: what, nesting, frames).
+_DEEP: dict[tuple[str, int, int], bool] = {}
+
+
+def _nested_text(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _nested_list(depth: int) -> list[Any]:
+    nested: list[Any] = []
+    for _ in range(depth - 1):
+        nested = [nested]
+    return nested
+
+
 # Frames a reading adds to the caller's before json's own nesting count (with room).
 _FRAME_MARGIN = 40
 
@@ -184,43 +215,6 @@ def _spoils(phase: str, char: str) -> bool:
     """
     after_item = phase in ("obj_next", "arr_next")
     return after_item and char not in _NUMBER_CHARS and not char.isspace()
-
-
-def _units(raw: str) -> tuple[int, int]:
-    """Where ``raw`` (valid string content) may be cut for good, and where its last
-    complete escape or character ends.
-
-    A ``\\uD800``-``\\uDBFF`` escape may pair with the next one, so a cut never
-    falls right after it; trailing whitespace and then an unfinished escape are left
-    out, as partial_json_parser does (it strips the text it completes).
-    """
-    raw = raw.rstrip()
-    cut = end = i = 0
-    size = len(raw)
-    while i < size:
-        if raw[i] != "\\":
-            i += 1
-            cut = end = i
-            continue
-        if i + 1 == size:
-            break
-        if raw[i + 1] != "u":
-            i += 2
-            cut = end = i
-            continue
-        if i + 6 > size:
-            break
-        high = raw[i + 2] in "dD" and raw[i + 3] in "89abAB"
-        i += 6
-        end = i
-        if not high:
-            cut = i
-    return cut, end
-
-
-def _dump_content(raw: str) -> str:
-    """The dump of a string's complete escapes and characters, without its quotes."""
-    return json.dumps(json.loads('"' + raw + '"'), ensure_ascii=False)[1:-1]
 
 
 class Llama3JsonStream:
@@ -313,11 +307,15 @@ class Llama3JsonStream:
                 s.passthrough, s.text = True, ""
             return Delta(content=text)
         try:
-            delta = self._in_string(text) if s.scan is not None else None
-            if s.nesting:
-                delta = self._in_nest()
-            if s.scan is None and not s.nesting and not self._idle():
-                delta = self._calls()
+            again, delta = (
+                self._read_step(len(s.text) - len(text)) if self._reading() else (True, None)
+            )
+            if again:
+                delta = self._in_string(text) if s.scan is not None else None
+                if s.nesting:
+                    delta = self._in_nest()
+                if s.scan is None and not s.nesting and not self._idle():
+                    delta = self._calls()
         except _UNPARSABLE:
             return None
         for call in delta.tool_calls if delta is not None else ():
@@ -326,6 +324,134 @@ class Llama3JsonStream:
             if call.arguments is not None:
                 s.sent[call.index] = s.sent.get(call.index, "") + call.arguments
         return delta
+
+    def _reading(self) -> bool:
+        """Whether this step reads the current call incrementally (starting if it may)."""
+        s = self.s
+        if s.reading is not None:
+            return True
+        if s.current < 0 or s.name_sent or s.read_call == s.current or s.scan is not None:
+            return False
+        start = self._window()
+        if s.nesting or s.window_index != s.current or not s.text.startswith("{", start):
+            return False
+        s.read_call, s.reading = s.current, CallReading(start=start, pos=start)
+        return True
+
+    def _read_step(self, before: int) -> tuple[bool, Delta | None]:
+        """One step from the incremental reading: what reading the call again would send.
+
+        While the call's text is regular (``parsers.partialjson``) and followed by nothing
+        but the start of ``"; {"``, the reading is known without partial_json_parser: the
+        name once its string closes, the arguments' dump as a settled head, a volatile
+        end and closers, so a step costs the chunk. Where the next call starts, the step
+        reads as before (once per call). Otherwise the reading leaves for good (True
+        first): the call is read again on this and every later step.
+        """
+        s = self.s
+        r = s.reading
+        assert r is not None
+        reader = CallReader(r)
+        named = s.name_sent  # the flags of this step's reading
+        limit = sys.getrecursionlimit()
+        if r.max_depth > limit + _DEPTH_MARGIN:
+            return False, None  # every reading fails from now on (json's nesting)
+        try:
+            reader.read(s.text)
+            if r.done:
+                rest = s.text[r.end :]
+                if rest.startswith("; {"):
+                    s.reading = None
+                    return False, self._calls()
+                if not _SEPARATOR.startswith(rest):
+                    raise Irregular
+            if not s.name_sent and r.name and not r.done and reader.in_argument_string():
+                raise Irregular  # that reading (strings dropped) is not this one
+        except Irregular:
+            self._leave_reading(before)
+            return True, None
+        complete = r.done
+        truthy = reader.arguments_truthy()
+        if r.max_depth > limit + _DEPTH_MARGIN:
+            return False, None
+        if r.max_depth > _SHALLOW and r.max_depth + _frames() + _FRAME_MARGIN >= limit:
+            # Near the recursion limit the reading may fail: ask json at the depth the
+            # reading would (these calls mirror ``_calls``'), once per nesting and stack.
+            frames = _frames()
+            key = ("loads", r.max_depth, frames)
+            if key not in _DEEP:
+                try:
+                    _loads_partial(_nested_text(r.max_depth), Allow.ALL)
+                    _DEEP[key] = False
+                except RecursionError:
+                    _DEEP[key] = True
+            if complete:
+                key = ("complete", r.max_depth, frames)
+                if key not in _DEEP:
+                    _DEEP[key] = not _complete(_nested_text(r.max_depth))
+                complete = not _DEEP[key]
+            depths = []
+            if s.name_sent and truthy:
+                depths.append(r.args_max_depth)
+                if not complete and r.truthy:
+                    depths.append(r.read_args_depth)
+            failed = _DEEP[("loads", r.max_depth, frames)]
+            for depth in depths:
+                key = ("dumps", depth, frames)
+                if key not in _DEEP:
+                    try:
+                        json.dumps(_nested_list(depth), ensure_ascii=False)
+                        _DEEP[key] = False
+                    except RecursionError:
+                        _DEEP[key] = True
+                failed = failed or _DEEP[key]
+            if failed:
+                return False, None  # as the reading's own failure: nothing changes
+        if not s.name_sent and not r.name:
+            r.read_named = False
+            return False, None
+        added = "".join(r.pieces)
+        r.pieces.clear()
+        old_len = r.settled_len
+        r.settled_len += len(added)
+        sent = len(s.streamed[s.current])
+        unsent = r.unsent + added if sent <= old_len else added[sent - old_len :]
+        volatile = reader.volatile()
+        delta = None
+        if not s.name_sent:
+            assert r.name
+            delta = Delta(tool_calls=[opening_call_delta(self.id_seed, s.current, r.name)])
+            s.name_sent = True
+        elif truthy:
+            ahead = unsent + volatile[max(0, sent - r.settled_len) :]
+            piece: str | None = None
+            if complete:
+                piece = ahead
+            elif r.truthy:
+                grown = added + volatile
+                if grown != r.volatile:
+                    common = old_len + common_length(r.volatile, grown)
+                    piece = ahead[: max(0, common - sent)]
+            if piece is not None:
+                delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
+                s.streamed[s.current] += piece
+                unsent = unsent[len(piece) :]
+        r.read_named, r.read_args_depth = named, r.args_max_depth
+        r.unsent, r.volatile, r.truthy = unsent, volatile, truthy
+        return False, delta
+
+    def _leave_reading(self, before: int) -> None:
+        """Read the call again from now on, against the last step's reading."""
+        s = self.s
+        r = s.reading
+        assert r is not None
+        s.reading = None
+        if s.name_sent:
+            flags = Allow.ALL if r.read_named else Allow.ALL & ~Allow.STR
+            previous, _ = _loads_partial(s.text[self._window() : before], flags)
+            if "parameters" in previous:
+                previous["arguments"] = previous["parameters"]
+            s.previous = previous
 
     def _calls(self) -> Delta | None:
         s = self.s
@@ -467,12 +593,12 @@ class Llama3JsonStream:
         if scanner.s.phase not in _IN_STRING or scanner.s.is_key:
             return
         raw = s.text[opened:]
-        cut, end = _units(raw)
+        cut, end = string_units(raw)
         split = _split_at_mark(s.text[start : opened + cut], _MARK)
         if split is None:
             return
         head, closer = split
-        tail_dump = _dump_content(raw[cut:end])
+        tail_dump = dump_content(raw[cut:end])
         sent = len(s.streamed[s.current])
         if head + tail_dump + closer != dump or sent > len(head):
             return
@@ -578,9 +704,9 @@ class Llama3JsonStream:
             s.previous = previous
             return None
         raw = s.raw_tail + text
-        cut, end = _units(raw)
-        settled = _dump_content(raw[:cut])
-        new_end = settled + _dump_content(raw[cut:end])
+        cut, end = string_units(raw)
+        settled = dump_content(raw[:cut])
+        new_end = settled + dump_content(raw[cut:end])
         old_end = s.tail_dump
         sent = len(s.streamed[s.current])
         # The head with this step's settled text, from what was sent on.

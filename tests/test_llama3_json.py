@@ -413,3 +413,83 @@ def test_openings_only(opening: str, parts: list[str], cuts: list[int]) -> None:
     output = "<|python_tag|>" + opening + "".join(parts)
     assert_same_deltas(list(output))
     assert_same_deltas(pieces_of(output, cuts))
+
+
+def _spaced(value: Any, draw: st.DrawFn) -> str:
+    """``value`` as JSON text with whitespace drawn around its tokens, escapes varied."""
+    space = st.sampled_from(["", " ", "  ", "\n", "\t ", " \r\n"])
+    if isinstance(value, dict):
+        members = [
+            _spaced(key, draw) + draw(space) + ":" + draw(space) + _spaced(item, draw)
+            for key, item in value.items()
+        ]
+        return "{" + draw(space) + ("," + draw(space)).join(members) + draw(space) + "}"
+    if isinstance(value, list):
+        items = [_spaced(item, draw) + draw(space) for item in value]
+        return "[" + draw(space) + ",".join(items) + "]"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=draw(st.booleans()))
+    return json.dumps(value)
+
+
+NUMBER_TEXTS = ["0", "-0", "-0.0", "1.5e3", "1E-2", "12345678901234567890", "1e400", "-1e400"]
+NUMBER_TEXTS += ["0.1000000000000000055511151231257827", "1e-400", "2.5E+10", "-7", "3.0"]
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+    | st.sampled_from(["", " ", "a  ", "\u3000", "\ud83d\ude00", "\\", '"', "\u00e9"]),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=14,
+)
+
+
+@st.composite
+def regular_calls(draw: st.DrawFn) -> str:
+    """Calls of generated JSON arguments, spaced and escaped every way, joined by "; "."""
+    calls = []
+    for _ in range(draw(st.integers(1, 3))):
+        arguments = _spaced(draw(json_values), draw)
+        if draw(st.integers(0, 5)) == 0:
+            arguments = draw(st.sampled_from(NUMBER_TEXTS))
+        key = draw(st.sampled_from(["arguments", "parameters"]))
+        name = json.dumps(draw(st.sampled_from(["f", "get_weather", "", "n\u00e9"])))
+        head = [f'"name": {name}', f'"{key}": {arguments}']
+        if draw(st.integers(0, 4)) == 0:
+            head.reverse()
+        if draw(st.integers(0, 4)) == 0:
+            head.insert(1, '"other": [1, {"x": "y"}]')
+        calls.append("{" + ", ".join(head) + "}")
+    output = ("<|python_tag|>" if draw(st.booleans()) else "") + "; ".join(calls)
+    if draw(st.booleans()):  # cut anywhere, or garbage after
+        output = output[: draw(st.integers(1, len(output)))]
+    if draw(st.integers(0, 5)) == 0:
+        output += draw(st.sampled_from(HOSTILE_PARTS))
+    return output
+
+
+@settings(PROPS, max_examples=400)
+@given(output=regular_calls(), cuts=st.lists(st.integers(0, 900), max_size=40))
+def test_generated_calls(output: str, cuts: list[int]) -> None:
+    """The incremental reading of whole JSON values: same deltas as read again."""
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
+
+
+@settings(PROPS, max_examples=3)
+@given(
+    unit=st.sampled_from(['[{"a": ', "[", '{"a": ']),
+    ending=st.sampled_from(["", "1", '"x"', " ", "]}" * 3, "}"]),
+)
+def test_through_the_recursion_limit(unit: str, ending: str) -> None:
+    """Each step through the nesting where json meets the recursion limit, as read again."""
+    levels = unit.count("[") + unit.count("{")
+    below = (sys.getrecursionlimit() - 200) // levels
+    prefix = '<|python_tag|>{"name": "f", "parameters": {"a": ' + unit * below
+    pieces = [prefix[i : i + 997] for i in range(0, len(prefix), 997)]
+    tail = unit * (300 // levels) + ending + "  " + ending
+    assert_same_deltas(pieces + list(tail))
