@@ -148,7 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="flags for the server, after all others (e.g. --server-flags --replay-workers 4)",
     )
     he.add_argument(
-        "--check", action="store_true", help=f"exit 1 unless every max is under {health.BUDGET_MS:g} ms"
+        "--check",
+        action="store_true",
+        help=f"exit 1 unless every max is under {health.BUDGET_MS:g} ms",
     )
     return parser
 

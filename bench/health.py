@@ -1,4 +1,4 @@
-"""``python -m bench health``: /health latency while slow clients and an amplifying request load one server.
+"""``python -m bench health``: /health latency under slow clients and an amplifying request.
 
 A load balancer's liveness probe must keep getting a quick answer whatever else the
 server is doing, or a busy replica is taken for a dead one. Each scenario runs for
@@ -268,7 +268,15 @@ def render(result: HealthResult) -> str:
          "yes" if r.max_ms < BUDGET_MS else "**no**", r.load]
         for r in result.runs
     ]  # fmt: skip
-    columns = ["scenario", "probes", "p50 ms", "p99 ms", "max ms", f"max < {BUDGET_MS:g} ms", "load"]
+    columns = [
+        "scenario",
+        "probes",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        f"max < {BUDGET_MS:g} ms",
+        "load",
+    ]
     lines = [
         f"# /health under load ({result.seconds:g} s a scenario, a probe every "
         f"{1e3 * result.interval_s:g} ms on a new connection)",
