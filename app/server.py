@@ -31,7 +31,6 @@ from app.auth import ApiKeyGuard
 from app.budget import CpuBudgetExceeded, run_within
 from app.derender import Derenderer, Lazy
 from app.docs_page import docs_endpoint
-from app.encoding import encode_response
 from app.errors import (
     BadRequest,
     BodyTooLarge,
@@ -42,6 +41,7 @@ from app.errors import (
 )
 from app.metrics import Metrics
 from app.openapi import openapi_document
+from app.pieces import encode_response, free_in_slices
 from app.protocol import (
     BodyView,
     ChatDerenderRequest,
@@ -311,7 +311,7 @@ class DerenderService:
     def _encoded(self, response: Lazy[Any, Any]) -> bytes:
         """The response's bytes, encoded a choice (and a slice of a long list) at a time
         as each choice is derendered, so neither one encode call nor the objects alive
-        at once grow with the whole response (see app/encoding.py)."""
+        at once grow with the whole response (see app/pieces.py)."""
         body = b"".join(encode_response(response.envelope, response.choices))
         limit = self.settings.max_response_bytes
         if len(body) > limit:
@@ -455,7 +455,9 @@ class DerenderService:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
         check_token_ids_present([gen], completion=False)
         self._check_responses("generate_response", [gen], [request.prompt_token_ids])
-        return self._encoded(self.derenderer.chat_lazily(request, model))
+        encoded = self._encoded(self.derenderer.chat_lazily(request, model))
+        free_in_slices([gen])
+        return encoded
 
     async def _chat_stream(self, request: ChatStreamDerenderRequest, view: BodyView) -> Response:
         chat_request = request.chat_request
@@ -702,7 +704,9 @@ class DerenderService:
         check_token_ids_present(responses, completion=True)
         prompts = request.prompt_token_ids or [None] * len(responses)
         self._check_responses("generate_responses", responses, prompts)
-        return self._encoded(self.derenderer.completion_lazily(request, model))
+        encoded = self._encoded(self.derenderer.completion_lazily(request, model))
+        free_in_slices(responses)
+        return encoded
 
     async def _completion_stream(self, request: CompletionStreamDerenderRequest) -> Response:
         completion_request = request.completion_request

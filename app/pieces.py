@@ -1,10 +1,12 @@
-"""Large responses encoded a piece at a time, each piece by one short encode call.
+"""Large one-shot responses handled in pieces, so no single C call holds the GIL long.
 
-msgspec encodes a value in one C call that holds the GIL throughout: a 24 MB one-shot
-response takes about 80 ms, during which no other thread runs, the event loop that
-answers ``/health`` included. Here a struct's nested structs and lists of structs are
-encoded apart, and long lists in slices of ``SLICE`` entries; the pieces join to the
-very bytes that encoding the whole value at once gives.
+msgspec encodes a value in one C call that holds the GIL throughout (a 24 MB response:
+about 80 ms), and a decoded request is freed in one C call when its last reference
+goes (16 x 16,384 logprob entries: about 30 ms); meanwhile no other thread runs, the
+event loop that answers ``/health`` included. Here a struct's nested structs and long
+lists are encoded apart, long lists in slices of ``SLICE`` entries, and the pieces join
+to the very bytes that encoding the whole value at once gives; decoded logprobs are
+freed a slice at a time.
 
 A struct is encoded with each part to encode apart replaced by a marker, a NUL byte
 that msgspec never emits (it escapes control characters inside strings), and the
@@ -19,7 +21,7 @@ from typing import Any
 import msgspec
 from msgspec import Raw, Struct
 
-from app.protocol import encoder
+from app.protocol import GenerateResponse, encoder
 
 # Entries of a list encoded per call: about 0.1 MB of logprobs (2 MB with 20 top
 # logprobs each), well under a millisecond's hold of the GIL.
@@ -47,6 +49,19 @@ def encode_response(envelope: Struct, choices: Iterable[Struct]) -> list[bytes]:
         _encode_into(choice, pieces)
     pieces += [b"]", tail]
     return pieces
+
+
+def free_in_slices(responses: list[GenerateResponse]) -> None:
+    """Free decoded logprobs a slice at a time, before the request goes.
+
+    A request's objects are freed in one C call when its last reference goes, holding
+    the GIL as long as an encode: 16 x 16,384 logprob entries take about 30 ms.
+    """
+    for gen in responses:
+        for choice in gen.choices:
+            content = choice.logprobs.content if choice.logprobs is not None else None
+            while content:
+                del content[-SLICE:]
 
 
 def _encode_into(value: Any, pieces: list[bytes]) -> None:
