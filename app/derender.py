@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -129,6 +130,27 @@ def _stream_usage(chunk: GenerateChunk, prompt_tokens: int | None) -> Usage | No
     return Usage.of(prompt, chunk.usage.completion_tokens or 0)
 
 
+R = TypeVar("R", bound=msgspec.Struct)
+C = TypeVar("C")
+
+
+@dataclass(frozen=True, slots=True)
+class Lazy(Generic[R, C]):
+    """A one-shot response whose choices are derendered as they are iterated.
+
+    The server encodes each choice as it comes, so a large response never has all its
+    objects alive at once (millions of them make the garbage collector's full passes,
+    which hold the GIL, last hundreds of milliseconds).
+    """
+
+    envelope: R  # the response with no choices
+    choices: Iterator[C]
+
+    def finished(self) -> R:
+        """The whole response, every choice derendered."""
+        return msgspec.structs.replace(self.envelope, choices=list(self.choices))
+
+
 class Derenderer:
     """The derender operations over one tokenizer and the server's parsers."""
 
@@ -212,6 +234,35 @@ class Derenderer:
 
     def chat(self, request: ChatDerenderRequest, model: str) -> ChatCompletion:
         """A one-shot chat completion, parsed when the server has parsers."""
+        return self.chat_lazily(request, model).finished()
+
+    def chat_lazily(
+        self, request: ChatDerenderRequest, model: str
+    ) -> Lazy[ChatCompletion, ChatChoice]:
+        """``chat``, its choices derendered one by one as they are iterated."""
+        gen = request.generate_response
+        chat_request = request.chat_request
+        return_token_ids = bool(chat_request is not None and chat_request.return_token_ids)
+        completion_tokens = sum(len(c.token_ids) for c in gen.choices if c.token_ids)
+        envelope = ChatCompletion(
+            id=gen.request_id,
+            object="chat.completion",
+            created=int(time.time()),
+            model=model,
+            choices=[],
+            service_tier=None,
+            system_fingerprint=None,
+            usage=Usage.of(request.prompt_tokens or 0, completion_tokens),
+            prompt_logprobs=gen.prompt_logprobs,
+            prompt_token_ids=gen.prompt_token_ids if return_token_ids else None,
+            prompt_text=None,
+            kv_transfer_params=gen.kv_transfer_params,
+            ec_transfer_params=None,
+            metrics=gen.metrics,
+        )
+        return Lazy(envelope, self._chat_choices(request))
+
+    def _chat_choices(self, request: ChatDerenderRequest) -> Iterator[ChatChoice]:
         gen = request.generate_response
         chat_request = request.chat_request
         parser = None
@@ -227,7 +278,6 @@ class Derenderer:
         hide_metadata = parser is not None and not parser.options.include_reasoning
         return_token_ids = bool(chat_request is not None and chat_request.return_token_ids)
         top_limit = chat_top_logprobs(chat_request)
-        choices = []
         for choice in gen.choices:
             token_ids = choice.token_ids or []
             logprobs = None
@@ -254,48 +304,59 @@ class Derenderer:
                 forced_name = parser.options.named_tool is not None
                 if message.tool_calls and finish_reason == "stop" and not forced_name:
                     finish_reason = "tool_calls"
-            choices.append(
-                ChatChoice(
-                    index=choice.index,
-                    message=message,
-                    logprobs=logprobs,
-                    finish_reason=finish_reason,
-                    stop_reason=stop_reason,
-                    token_ids=token_ids if return_token_ids and not hide_metadata else None,
-                )
+            yield ChatChoice(
+                index=choice.index,
+                message=message,
+                logprobs=logprobs,
+                finish_reason=finish_reason,
+                stop_reason=stop_reason,
+                token_ids=token_ids if return_token_ids and not hide_metadata else None,
             )
-        completion_tokens = sum(len(c.token_ids) for c in gen.choices if c.token_ids)
-        return ChatCompletion(
-            id=gen.request_id,
-            object="chat.completion",
-            created=int(time.time()),
-            model=model,
-            choices=choices,
-            service_tier=None,
-            system_fingerprint=None,
-            usage=Usage.of(request.prompt_tokens or 0, completion_tokens),
-            prompt_logprobs=gen.prompt_logprobs,
-            prompt_token_ids=gen.prompt_token_ids if return_token_ids else None,
-            prompt_text=None,
-            kv_transfer_params=gen.kv_transfer_params,
-            ec_transfer_params=None,
-            metrics=gen.metrics,
-        )
 
     def completion(self, request: CompletionDerenderRequest, model: str) -> Completion:
         """A one-shot text completion over one generate response per prompt."""
+        return self.completion_lazily(request, model).finished()
+
+    def completion_lazily(
+        self, request: CompletionDerenderRequest, model: str
+    ) -> Lazy[Completion, CompletionChoice]:
+        """``completion``, its choices derendered one by one as they are iterated."""
         responses = request.generate_responses
         count = len(responses)
         prompt_tokens = request.prompt_tokens or [0] * count
-        prompt_ids = request.prompt_token_ids or [None] * count
+        completion_tokens = sum(
+            len(choice.token_ids or ()) for gen in responses for choice in gen.choices
+        )
+        first = responses[0]
+        kv_params = first.kv_transfer_params
+        if any(r.kv_transfer_params != kv_params for r in responses[1:]):
+            kv_params = None
+        envelope = Completion(
+            id=first.request_id,
+            object="text_completion",
+            created=int(time.time()),
+            model=model,
+            choices=[],
+            service_tier=None,
+            system_fingerprint=None,
+            usage=Usage.of(sum(prompt_tokens), completion_tokens),
+            kv_transfer_params=kv_params,
+            ec_transfer_params=None,
+            # Metrics describe one prompt; several cannot be merged.
+            metrics=first.metrics if count == 1 else None,
+        )
+        return Lazy(envelope, self._completion_choices(request))
+
+    def _completion_choices(self, request: CompletionDerenderRequest) -> Iterator[CompletionChoice]:
+        responses = request.generate_responses
+        prompt_ids = request.prompt_token_ids or [None] * len(responses)
         completion_request = request.completion_request
         skip = skip_special_tokens(completion_request)
         top_limit = completion_top_logprobs(completion_request)
         return_token_ids = bool(
             completion_request is not None and completion_request.return_token_ids
         )
-        choices: list[CompletionChoice] = []
-        completion_tokens = 0
+        index = 0
         for gen, seed_override in zip(responses, prompt_ids, strict=True):
             seed_ids = seed_override if seed_override is not None else gen.prompt_token_ids
             seed = DecodeWindow.seeded(self.tokenizer, seed_ids, skip)
@@ -314,37 +375,17 @@ class Derenderer:
                 if choice.logprobs is not None:
                     resolved = LogprobResolver(self.tokenizer).resolve(choice.logprobs, top_limit)
                     logprobs = to_completion_logprobs(resolved, choice.logprobs)
-                choices.append(
-                    CompletionChoice(
-                        index=len(choices),
-                        text=text,
-                        logprobs=logprobs,
-                        finish_reason=choice.finish_reason,
-                        stop_reason=stop_reason,
-                        token_ids=token_ids if return_token_ids else None,
-                        prompt_logprobs=None,
-                        prompt_token_ids=gen.prompt_token_ids if return_token_ids else None,
-                    )
+                yield CompletionChoice(
+                    index=index,
+                    text=text,
+                    logprobs=logprobs,
+                    finish_reason=choice.finish_reason,
+                    stop_reason=stop_reason,
+                    token_ids=token_ids if return_token_ids else None,
+                    prompt_logprobs=None,
+                    prompt_token_ids=gen.prompt_token_ids if return_token_ids else None,
                 )
-                completion_tokens += len(token_ids)
-        first = responses[0]
-        kv_params = first.kv_transfer_params
-        if any(r.kv_transfer_params != kv_params for r in responses[1:]):
-            kv_params = None
-        return Completion(
-            id=first.request_id,
-            object="text_completion",
-            created=int(time.time()),
-            model=model,
-            choices=choices,
-            service_tier=None,
-            system_fingerprint=None,
-            usage=Usage.of(sum(prompt_tokens), completion_tokens),
-            kv_transfer_params=kv_params,
-            ec_transfer_params=None,
-            # Metrics describe one prompt; several cannot be merged.
-            metrics=first.metrics if count == 1 else None,
-        )
+                index += 1
 
     # ------------------------------------------------------------------ streaming
 

@@ -74,13 +74,15 @@ class LogprobResolver:
             for top in tops:
                 top_token, top_bytes = self._token_string(top)
                 top_resolved.append(ChatLogProb(top_token, top.logprob, top_bytes))
-            content.append(ChatLogProbsContent(token, entry.logprob, token_bytes, top_resolved))
+            content.append(
+                ChatLogProbsContent(token, entry.logprob, token_bytes, tuple(top_resolved))
+            )
             token_id = _entry_id(entry)
             if token_id is not None:
                 self.context.append(token_id)
         return ChatLogProbs(content)
 
-    def _token_string(self, entry: GenerateLogProb) -> tuple[str, list[int] | None]:
+    def _token_string(self, entry: GenerateLogProb) -> tuple[str, tuple[int, ...] | None]:
         token_id = _entry_id(entry)
         if token_id is None:  # a non-placeholder string is kept verbatim
             return entry.token or "", None
@@ -89,7 +91,7 @@ class LogprobResolver:
         text = self._tokenizer.decode_one(token_id)
         if text.endswith(_REPLACEMENT):
             text = self._repair(token_id)
-        return text, list(text.encode("utf-8", errors="replace"))
+        return text, tuple(text.encode("utf-8", errors="replace"))
 
     def _repair(self, token_id: int) -> str:
         """Decode ``token_id`` behind the shortest context that completes its bytes."""

@@ -50,7 +50,9 @@ class GenerateLogProb(Struct):
 
 
 class GenerateLogProbsContent(GenerateLogProb):
-    top_logprobs: list[GenerateLogProb] = []
+    # A tuple, so an entry without candidates holds no container and is not tracked
+    # by the garbage collector: a long one-shot output has hundreds of thousands.
+    top_logprobs: tuple[GenerateLogProb, ...] = ()
 
 
 class GenerateLogProbs(Struct):
@@ -329,17 +331,20 @@ class CompletionStreamDerenderRequest(Struct):
 # --------------------------------------------------------------------------- responses
 
 
-class ChatLogProb(Struct):
+# A long one-shot output has a logprob entry per token, hundreds of thousands: they
+# hold tuples and are never tracked by the garbage collector (they cannot form a
+# cycle), so its full passes, which hold the GIL, stay short (docs/limits.md).
+class ChatLogProb(Struct, gc=False):
     token: str
     logprob: float
-    bytes: list[int] | None
+    bytes: tuple[int, ...] | None
 
 
-class ChatLogProbsContent(Struct):
+class ChatLogProbsContent(Struct, gc=False):
     token: str
     logprob: float
-    bytes: list[int] | None
-    top_logprobs: list[ChatLogProb]
+    bytes: tuple[int, ...] | None
+    top_logprobs: tuple[ChatLogProb, ...]
 
 
 class ChatLogProbs(Struct):

@@ -31,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 from app import body_errors
 from app.auth import ApiKeyGuard
 from app.budget import CpuBudgetExceeded, run_within
-from app.derender import Derenderer
+from app.derender import Derenderer, Lazy
 from app.docs_page import docs_endpoint
 from app.errors import (
     BadRequest,
@@ -44,6 +44,7 @@ from app.errors import (
 )
 from app.metrics import Metrics
 from app.openapi import openapi_document
+from app.pieces import encode_response, free_in_slices
 from app.protocol import (
     BodyView,
     ChatDerenderRequest,
@@ -337,8 +338,11 @@ class DerenderService:
             encoded = await anyio.to_thread.run_sync(bounded, *args, limiter=self._limiter)
         return Response(encoded, media_type="application/json")
 
-    def _encoded(self, derender: Callable[..., Any], *args: Any) -> bytes:
-        body = encoder.encode(derender(*args))
+    def _encoded(self, response: Lazy[Any, Any]) -> bytes:
+        """The response's bytes, encoded a choice (and a slice of a long list) at a time
+        as each choice is derendered, so neither one encode call nor the objects alive
+        at once grow with the whole response (see app/pieces.py)."""
+        body = b"".join(encode_response(response.envelope, response.choices))
         limit = self.settings.max_response_bytes
         if len(body) > limit:
             raise BadRequest(
@@ -481,7 +485,9 @@ class DerenderService:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
         check_token_ids_present([gen], completion=False)
         self._check_responses("generate_response", [gen], [request.prompt_token_ids])
-        return self._encoded(self.derenderer.chat, request, model)
+        encoded = self._encoded(self.derenderer.chat_lazily(request, model))
+        free_in_slices([gen])
+        return encoded
 
     async def _chat_stream(self, request: ChatStreamDerenderRequest, view: BodyView) -> Response:
         chat_request = request.chat_request
@@ -753,7 +759,9 @@ class DerenderService:
         check_token_ids_present(responses, completion=True)
         prompts = request.prompt_token_ids or [None] * len(responses)
         self._check_responses("generate_responses", responses, prompts)
-        return self._encoded(self.derenderer.completion, request, model)
+        encoded = self._encoded(self.derenderer.completion_lazily(request, model))
+        free_in_slices(responses)
+        return encoded
 
     async def _completion_stream(self, request: CompletionStreamDerenderRequest) -> Response:
         completion_request = request.completion_request

@@ -4,6 +4,7 @@
     python -m bench hostile                              # cost per token on adversarial output
     python -m bench stream --tokens 4096                 # one stream over HTTP, per mode
     python -m bench load --streams 32 --tokens 1024      # concurrent streams, per mode
+    python -m bench health                               # /health under slowloris and amplification
     python -m bench stream --vllm-python /tmp/oracle/venv/bin/python   # vLLM beside ours
 
 Absolute times hold for the machine that measured them; ratios from one run are the
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from app.cli import DefaultsHelpFormatter
 from app.cli import _positive_int as positive
-from bench import hostile, load, micro, stream
+from bench import health, hostile, load, micro, stream
 from bench.modes import MODES, Setup, selected
 from bench.report import DEFAULT_OUT
 from bench.workload import PARSER_CONFIGS
@@ -122,6 +123,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens per second per stream, as an engine decodes (0: as fast as answered)",
     )
     lo.add_argument("--ramp", type=float, default=0.0, help="seconds over which the streams start")
+
+    he = commands.add_parser(
+        "health",
+        parents=[common],
+        help=summary(health.__doc__),
+        formatter_class=DefaultsHelpFormatter,
+    )
+    he.add_argument("--seconds", type=float, default=10.0, help="length of each scenario")
+    he.add_argument("--interval", type=float, default=0.02, help="seconds between probes")
+    he.add_argument(
+        "--scenarios",
+        nargs="+",
+        choices=["idle", "slowloris", "amplifying"],
+        help="scenarios to run (default: all)",
+    )
+    he.add_argument("--slow-sockets", type=positive, default=200, help="slowloris sockets")
+    he.add_argument("--choices", type=positive, default=16, help="amplifying request's choices")
+    he.add_argument("--tokens", type=positive, default=16384, help="token ids per choice")
+    he.add_argument(
+        "--server-flags",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="flags for the server, after all others (e.g. --server-flags --replay-workers 4)",
+    )
+    he.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit 1 unless every max is under {health.BUDGET_MS:g} ms",
+    )
     return parser
 
 
@@ -141,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return micro.main(args)
     if args.command == "hostile":
         return hostile.main(args)
+    if args.command == "health":
+        return health.main(args)
     setup = setup_of(args, args.tokens)
     modes = selected(args.modes, setup)
     if args.command == "stream":

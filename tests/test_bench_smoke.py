@@ -86,3 +86,15 @@ def test_load_smoke(tmp_path: Path) -> None:
     assert all(r["hit_ratio"] > 0.5 for r in runs if r["mode"] in KEEPS_SESSIONS)
     assert all(r["hit_ratio"] == 0 for r in runs if r["mode"] == "cache-off")
     assert (tmp_path / "load-latency.png").stat().st_size > 0
+
+
+def test_health_smoke(tmp_path: Path) -> None:
+    argv = ["--seconds", "1", "--interval", "0.1", "--slow-sockets", "5", "--choices", "2"]
+    runs = run(tmp_path, "health", *argv, "--tokens", "64")["runs"]
+    assert [r["scenario"].split()[0] for r in runs] == ["idle", "slowloris", "amplifying"]
+    for r in runs:
+        assert r["probes"] == len(r["latencies_ms"]) == len(r["at_s"]) >= 2
+        assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
+    assert runs[1]["load"].startswith("5 slow sockets held")
+    assert "requests of" in runs[2]["load"] and "answered with" in runs[2]["load"]
+    assert (tmp_path / "health.png").stat().st_size > 0
