@@ -239,6 +239,8 @@ class DeepSeekToolState(Struct, tag="deepseek"):
     # V3: the fence read so far, and argument text that may be the closing fence.
     fence: str = ""
     held: str = ""
+    # Argument text that came with its call's name, by call: sent with the next chunk.
+    pending: list[tuple[int, str]] = field(default_factory=list)
 
 
 class DeepSeekToolStream:
@@ -246,7 +248,8 @@ class DeepSeekToolStream:
 
     A chunk outside any call, with no call markup in it, is content even when empty
     (vLLM answers such a chunk with ``content: ""``); otherwise a chunk carries its
-    text, names and argument pieces, or nothing.
+    text, names and argument pieces, or nothing. As in vLLM, a name goes alone and
+    argument text that shared its chunk follows with the next chunk.
     """
 
     engine_based = False
@@ -266,26 +269,41 @@ class DeepSeekToolStream:
         self.s = state if state is not None else DeepSeekToolState()
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        carried = self._carried()
         engine = MarkerEngine(self.grammar, self.s.engine)
         events = engine.feed(text, token_ids or [])
-        delta = self._delta(events)
-        quiet = not any(e.kind in _TOOL_EVENTS for e in events)
+        delta = self._delta(events, carried)
+        quiet = not carried and not any(e.kind in _TOOL_EVENTS for e in events)
         if quiet and self.s.engine.state not in DEEPSEEK_FORMAT.call_states:
             return delta or Delta(content="")
         return delta
 
     def finish(self) -> Delta | None:
-        """Release a deferred marker's text; an unclosed call's held text stays unsent."""
+        """Release a deferred marker's text and argument text still waiting for a chunk.
+
+        An unclosed call's held text (a possible closing fence) stays unsent.
+        """
+        carried = self._carried()
         events = MarkerEngine(self.grammar, self.s.engine).finish()
-        return self._delta([e for e in events if e.kind != CALL_END])
+        delta = self._delta([e for e in events if e.kind != CALL_END], carried)
+        carried = self._carried()
+        if carried:
+            delta = delta or Delta()
+            delta.tool_calls += carried
+        return delta
 
     def remaining_arguments(self) -> str:
         """Nothing: argument text is sent as it arrives."""
         return ""
 
-    def _delta(self, events: list[Event]) -> Delta | None:
+    def _carried(self) -> list[DeltaToolCall]:
+        s = self.s
+        calls = [DeltaToolCall(index=index, arguments=text) for index, text in s.pending]
+        s.pending = []
+        return calls
+
+    def _delta(self, events: list[Event], calls: list[DeltaToolCall]) -> Delta | None:
         content: list[str] = []
-        calls: list[DeltaToolCall] = []
         for event in events:
             if event.kind == TEXT:
                 content.append(event.value)
@@ -327,11 +345,16 @@ class DeepSeekToolStream:
     def _send(self, arguments: str, calls: list[DeltaToolCall]) -> None:
         if not arguments:
             return
-        index = self.s.index
-        if calls and calls[-1].index == index:
-            calls[-1].arguments = (calls[-1].arguments or "") + arguments
+        s = self.s
+        if calls and calls[-1].index == s.index:
+            if calls[-1].id is None:
+                calls[-1].arguments = (calls[-1].arguments or "") + arguments
+            elif s.pending and s.pending[-1][0] == s.index:
+                s.pending[-1] = (s.index, s.pending[-1][1] + arguments)
+            else:
+                s.pending.append((s.index, arguments))
         else:
-            calls.append(DeltaToolCall(index=index, arguments=arguments))
+            calls.append(DeltaToolCall(index=s.index, arguments=arguments))
 
     def _arguments(self, text: str, calls: list[DeltaToolCall]) -> None:
         s = self.s
