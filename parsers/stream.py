@@ -55,12 +55,7 @@ class ToolStream(Protocol):
 
 ReasoningState = Qwen3ReasoningState | ThinkTagStreamState
 ToolState = (
-    HermesState
-    | Qwen3CoderState
-    | PythonicState
-    | XlamState
-    | Llama3JsonState
-    | DeepSeekToolState
+    HermesState | Qwen3CoderState | PythonicState | XlamState | Llama3JsonState | DeepSeekToolState
 )
 
 

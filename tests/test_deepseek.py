@@ -250,7 +250,7 @@ STRINGS = ["Paris", "東京 👩‍👩‍👧", 'say "hi"', "{not json}", "```"
 text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map("".join)
 call_args = st.sampled_from(
     [("get_weather", json.dumps({"city": s}, ensure_ascii=False)) for s in STRINGS]
-    + [("count", '{"n": 3}'), ("count", "{\n  \"n\": 3\n}"), ("count", ""), ("count", "{n: 3")]
+    + [("count", '{"n": 3}'), ("count", '{\n  "n": 3\n}'), ("count", ""), ("count", "{n: 3")]
 )
 
 
@@ -285,9 +285,7 @@ def case(draw: st.DrawFn) -> tuple[str, bool, str, list[int], list[int], str]:
     return config, thinking, output, cuts_a, cuts_b, finish
 
 
-def _setup(
-    tokenizer: Tokenizer, config: str, thinking: bool
-) -> tuple[ParserFactory, ParseOptions]:
+def _setup(tokenizer: Tokenizer, config: str, thinking: bool) -> tuple[ParserFactory, ParseOptions]:
     factory = ParserFactory(CONFIGS[config][0], "deepseek_v3", True, tokenizer.vocabulary)
     return factory, THINKING if thinking else options()
 
