@@ -44,7 +44,8 @@ from app.tokenizer import Tokenizer
 from bench.micro import derenderer
 from bench.plots import plt  # with the backend chosen
 from bench.report import machine, progress, table, write
-from bench.workload import CHAT_REQUEST, SENTENCE, encode, prompt_ids, qwen3, repeat_to
+from bench.workload import CHAT_REQUEST, SENTENCE, encode, prompt_ids, repeat_to, tokenizer_for
+from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, SEP
 
 SIZES = (256, 1024, 4096, 16384)
 MODES = ("one-shot", "stream")
@@ -67,6 +68,8 @@ class Config:
     call_open: str = ""
     # One whole call in this format, and what separates calls.
     call: str = ""
+    # What opens a run of calls, where the format has one.
+    section: str = ""
 
 
 _NAMED = {"type": "function", "function": {"name": "save_note"}}
@@ -133,6 +136,20 @@ CONFIGS: dict[str, Config] = {
         call_open='{"name": "save_note", "parameters": {"body": ',
         call='{"name": "save_note", "parameters": {"body": "x"}}; ',
     ),
+    "deepseek_v3+deepseek_v31": Config(
+        "deepseek_v31",
+        "deepseek_v3",
+        call_open=f'{CALLS_BEGIN}{CALL_BEGIN}save_note{SEP}{{"body": ',
+        call=f'{CALL_BEGIN}save_note{SEP}{{"body": "x"}}{CALL_FINISH}',
+        section=CALLS_BEGIN,
+    ),
+    "deepseek_v3+deepseek_v3": Config(
+        "deepseek_v3",
+        "deepseek_v3",
+        call_open=f'{CALLS_BEGIN}{CALL_BEGIN}function{SEP}save_note\n```json\n{{"body": ',
+        call=f'{CALL_BEGIN}function{SEP}save_note\n```json\n{{"body": "x"}}\n```{CALL_FINISH}',
+        section=CALLS_BEGIN,
+    ),
 }
 
 
@@ -178,7 +195,12 @@ FAMILIES: dict[str, Family] = {
     "nested brackets in a call": Family(_in_call(""), _fixed('[{"a": ')),
     "quote/backslash storm": Family(_in_call('"'), _fixed('\\"\\\\\'"')),
     "long argument string": Family(_in_call('"'), _fixed(SENTENCE)),
-    "many calls": Family(lambda c: "[" if c.call.endswith(", ") else "", lambda c: c.call),
+    "many calls": Family(
+        lambda c: c.section or ("[" if c.call.endswith(", ") else ""), lambda c: c.call
+    ),
+    "DeepSeek call-begin storm": Family(_fixed(CALLS_BEGIN), _fixed(CALL_BEGIN + "f")),
+    "DeepSeek separator storm": Family(_fixed(CALLS_BEGIN + CALL_BEGIN + "f"), _fixed(SEP)),
+    "fence storm in a call": Family(_in_call(""), _fixed("\n```")),
 }
 
 
@@ -310,15 +332,14 @@ def in_child(
         child.join()
 
 
-def measure(
-    tokenizer: Tokenizer, configs: list[str], families: list[str], sizes: list[int]
-) -> list[Measurement]:
-    prompt = prompt_ids(tokenizer, 100)
+def measure(configs: list[str], families: list[str], sizes: list[int]) -> list[Measurement]:
     results: list[Measurement] = []
     total = len(configs) * len(families) * len(MODES)
     done = 0
     for name in configs:
         config = CONFIGS[name]
+        tokenizer = tokenizer_for(config.tool)
+        prompt = prompt_ids(tokenizer, 100)
         derender = derenderer(tokenizer, config.tool, config.reasoning)
         for family in families:
             longest = output_ids(tokenizer, config, family, max(sizes))
@@ -490,10 +511,9 @@ def draw(results: list[Measurement], out: Path) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the children are forked
-    tokenizer = qwen3()
     sizes = sorted(args.sizes)
     configs = args.configs or list(CONFIGS)
-    results = measure(tokenizer, configs, args.families or list(FAMILIES), sizes)
+    results = measure(configs, args.families or list(FAMILIES), sizes)
     text = render(results, sizes)
     figure = draw(results, args.out)
     write(args.out, "hostile", {"machine": machine(), "results": results}, text, [figure])

@@ -25,7 +25,13 @@ from app.tokenizer import Tokenizer
 from bench import plots
 from bench.report import machine, progress, table, write
 from bench.stats import checkpoints, window
-from bench.workload import CHAT_REQUEST, PARSER_CONFIGS, parser_output, prompt_ids, qwen3
+from bench.workload import (
+    CHAT_REQUEST,
+    PARSER_CONFIGS,
+    parser_output,
+    prompt_ids,
+    tokenizer_for,
+)
 from parsers.llama3_json import BOT_TOKEN
 from parsers.registry import ParserFactory
 from parsers.types import Vocabulary
@@ -147,10 +153,10 @@ def draw(runs: list[ConfigRun], out: Path) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    tokenizer = qwen3()
     runs = []
     for config in args.configs or PARSER_CONFIGS:
         progress(f"micro: {config}")
+        tokenizer = tokenizer_for(PARSER_CONFIGS[config][0])
         runs.append(measure(tokenizer, config, args.positions, args.repeats))
     figure = draw(runs, args.out)
     write(args.out, "micro", {"machine": machine(), "runs": runs}, render(runs), [figure])

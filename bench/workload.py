@@ -8,9 +8,11 @@ a long stretch in the section each parser configuration works hardest on.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from app.tokenizer import Tokenizer, load_tokenizer
+from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
 
 SERVER_FLAGS = (
     "--reasoning-parser",
@@ -55,11 +57,34 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "xlam": ("xlam", None, "content"),
     "pythonic": ("pythonic", None, "content"),
     "llama3_json": ("llama3_json", None, "content"),
+    "deepseek_v3+deepseek_v31": ("deepseek_v31", "deepseek_v3", "deepseek_v31_call"),
+    "deepseek_v3+deepseek_v3": ("deepseek_v3", "deepseek_v3", "deepseek_v3_call"),
 }
+DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
 
 def qwen3() -> Tokenizer:
     return load_tokenizer("qwen3")
+
+
+@cache
+def qwen3_with_deepseek_markers() -> Tokenizer:
+    """A test tokenizer: Qwen3's vocabulary plus DeepSeek's tool markers as tokens.
+
+    DeepSeek's parsers find markers by id; the added ids follow Qwen3's, so every
+    other id means what it means to Qwen3.
+    """
+    from tokenizers import AddedToken
+
+    hf = load_tokenizer("qwen3")._hf
+    markers = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
+    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in markers])
+    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+
+
+def tokenizer_for(tool: str | None) -> Tokenizer:
+    """The tokenizer a parser configuration is benched with."""
+    return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
 def encode(tokenizer: Tokenizer, text: str) -> list[int]:
@@ -91,6 +116,9 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         '"arguments": {"body": "',
         "coder_call": "Short thought.\n</think>\n\n<tool_call>\n<function=save_note>\n"
         "<parameter=body>\n",
+        "deepseek_v31_call": f'{CALLS_BEGIN}{CALL_BEGIN}save_note{SEP}{{"body": "',
+        "deepseek_v3_call": f"{CALLS_BEGIN}{CALL_BEGIN}function{SEP}save_note\n```json\n"
+        '{"body": "',
     }[kind]
     return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
 

@@ -1,4 +1,4 @@
-"""The streaming marker engine behind Qwen3's parsers, as vLLM 0.33.0 runs it.
+"""The streaming marker engine behind the marker-format parsers (Qwen3, DeepSeek).
 
 Three stages turn ``(delta_text, delta_token_ids)`` into events:
 
@@ -8,6 +8,10 @@ Three stages turn ``(delta_text, delta_token_ids)`` into events:
   grow into one (``<``, ``</thi``);
 - the state machine maps markers to transitions (reasoning, content, tool call
   name, arguments) and text to the current state's events.
+
+A format is a declaration (``Format``): its transition table, which states' text
+becomes which events, and in which states a call is open. Qwen3's is the one vLLM
+0.33.0's engine runs; others declare their own table on the same three stages.
 
 Everything that survives between deltas is in ``EngineState``: plain data, so an
 engine can be snapshotted and restored mid-stream. Work per delta is proportional
@@ -89,10 +93,32 @@ TRANSITIONS: dict[tuple[str, str], Transition] = {
     (TOOL_BETWEEN, FUNC_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
 }
 
-TOOL_TERMINALS = frozenset(
-    t for (s, t), tr in TRANSITIONS.items() if tr.next_state in TOOL_STATES or s in TOOL_STATES
-)
 REASONING_MARKUP = frozenset({THINK_START, THINK_END})
+
+
+class Format:
+    """A marker format's state machine as data: one table per family, no code.
+
+    ``call_states`` are the states in which ``finish`` closes an open call.
+    """
+
+    def __init__(
+        self,
+        transitions: dict[tuple[str, str], Transition],
+        state_events: dict[str, str],
+        call_states: frozenset[str],
+    ) -> None:
+        self.transitions = transitions
+        self.state_events = state_events
+        self.call_states = call_states
+        self.tool_terminals = frozenset(
+            t
+            for (s, t), tr in transitions.items()
+            if tr.next_state in call_states or s in call_states
+        )
+
+
+QWEN3_FORMAT = Format(TRANSITIONS, _STATE_EVENTS, TOOL_STATES)
 
 
 class Event(NamedTuple):
@@ -102,7 +128,12 @@ class Event(NamedTuple):
 
 
 class Grammar:
-    """Literals and marker ids of the grammar for one tokenizer, computed once."""
+    """A format's literals and marker ids for one tokenizer, computed once.
+
+    Literals are lexed from text; ``token_terminals`` are found by token id. A
+    format whose markers are all tokens passes no literals, and then text is never
+    held back as a possible marker.
+    """
 
     def __init__(
         self,
@@ -111,7 +142,9 @@ class Grammar:
         drops: Iterable[str],
         token_ids: dict[str, int],
         token_text: Callable[[int], str],
+        markup: Format = QWEN3_FORMAT,
     ) -> None:
+        self.format = markup
         table = [(text, name) for name, text in literals.items()]
         table += [(text, DROP) for text in sorted(set(drops))]
         self.literals = table
@@ -228,7 +261,7 @@ class MarkerEngine:
                 events += self._lexed(self._lex("", final=True))
                 events += self._terminal(piece.terminal, piece.text)
         events += self._lexed(self._lex("", final=True))
-        if s.state in TOOL_STATES:
+        if s.state in self.grammar.format.call_states:
             if s.tool_index >= 0:
                 events.append(Event(CALL_END, "", s.tool_index))
             s.state = CONTENT
@@ -421,19 +454,19 @@ class MarkerEngine:
     # ------------------------------------------------------------------ state machine
 
     def _text(self, text: str) -> list[Event]:
-        kind = _STATE_EVENTS.get(self.s.state)
+        kind = self.grammar.format.state_events.get(self.s.state)
         return [Event(kind, text, self.s.tool_index)] if kind is not None else []
 
     def _terminal(self, terminal: str, text: str) -> list[Event]:
         s = self.s
-        transition = TRANSITIONS.get((s.state, terminal))
+        transition = self.grammar.format.transitions.get((s.state, terminal))
         if transition is None:
             if terminal == DROP:
                 return []
             return self._text(text)
         if self.skip_reasoning and terminal in REASONING_MARKUP:
             return self._text(text)
-        if self.skip_tools and terminal in TOOL_TERMINALS:
+        if self.skip_tools and terminal in self.grammar.format.tool_terminals:
             if REASONING_END in transition.events:
                 s.state = CONTENT
                 return [Event(REASONING_END, text, s.tool_index), Event(TEXT, text, s.tool_index)]

@@ -5,6 +5,16 @@ from __future__ import annotations
 from typing import TypeVar
 
 from parsers.chat import ChatParser, ReasoningParser, ToolParser
+from parsers.deepseek import (
+    DeepSeekToolState,
+    DeepSeekToolStream,
+    DeepSeekUnavailable,
+    DeepSeekV3Tools,
+    DeepSeekV31Tools,
+    deepseek_grammar,
+    thinking_requested,
+)
+from parsers.engine import Grammar
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
@@ -15,7 +25,7 @@ from parsers.think import ParserUnavailable, ThinkTagReasoning, ThinkTagStream, 
 from parsers.types import ParseOptions, Vocabulary
 from parsers.xlam import XlamState, XlamStream, XlamTools
 
-REASONING_PARSERS = frozenset({"qwen3", "deepseek_r1"})
+REASONING_PARSERS = frozenset({"qwen3", "deepseek_r1", "deepseek_v3"})
 
 # Aliases map to the parser they share an implementation with.
 TOOL_PARSERS = {
@@ -26,7 +36,10 @@ TOOL_PARSERS = {
     "xlam": "xlam",
     "pythonic": "pythonic",
     "llama3_json": "llama3_json",
+    "deepseek_v3": "deepseek_v3",
+    "deepseek_v31": "deepseek_v31",
 }
+_DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
 # Parsers built on vLLM's declarative engine rather than its legacy classes; the
 # difference shows in how tool_choice "none" and unparsed markup are handled.
@@ -85,6 +98,19 @@ class ParserFactory:
                 self._think = ThinkTagReasoning(vocab)
             except ParserUnavailable as exc:
                 raise ParserConfigError(f"--reasoning-parser deepseek_r1: {exc}") from None
+        elif reasoning_parser == "deepseek_v3":
+            # vLLM builds deepseek_r1 only for a request that asks for thinking; without
+            # the think tokens such a request reads as one without thinking.
+            try:
+                self._think = ThinkTagReasoning(vocab)
+            except ParserUnavailable:
+                self._think = None
+        self._deepseek: Grammar | None = None
+        if tool in _DEEPSEEK_TOOLS:
+            try:
+                self._deepseek = deepseek_grammar(vocab)
+            except DeepSeekUnavailable as exc:
+                raise ParserConfigError(f"--tool-call-parser {tool_parser}: {exc}") from None
         active = [n for n in (self.reasoning_name, self.tool_name) if n is not None]
         self.engine_based = all(name in _ENGINE_BASED for name in active)
 
@@ -97,12 +123,18 @@ class ParserFactory:
     def has_tool_parser(self) -> bool:
         return self.tool_name is not None
 
+    def _think_parser(self, options: ParseOptions) -> ThinkTagReasoning | None:
+        """The think-tag parser this request reads with (``deepseek_v3``: if it asks)."""
+        if self.reasoning_name == "deepseek_v3" and not thinking_requested(options):
+            return None
+        return self._think
+
     def for_request(self, options: ParseOptions) -> ChatParser:
         reasoning: ReasoningParser | None = None
         if self.reasoning_name == "qwen3":
             reasoning = Qwen3Reasoning(self._grammar, options)
-        elif self.reasoning_name == "deepseek_r1":
-            reasoning = self._think
+        elif self.reasoning_name in ("deepseek_r1", "deepseek_v3"):
+            reasoning = self._think_parser(options)
         tools: ToolParser | None = None
         if self.tool_name == "hermes":
             tools = HermesTools()
@@ -116,6 +148,10 @@ class ParserFactory:
             tools = PythonicTools()
         elif self.tool_name == "llama3_json":
             tools = Llama3JsonTools()
+        elif self.tool_name == "deepseek_v3":
+            tools = DeepSeekV3Tools()
+        elif self.tool_name == "deepseek_v31":
+            tools = DeepSeekV31Tools()
         return ChatParser(options, reasoning, tools, engine_based=self.engine_based)
 
     def stream_for_request(
@@ -127,9 +163,9 @@ class ParserFactory:
         if self.reasoning_name == "qwen3":
             state.reasoning = _reuse(state.reasoning, Qwen3ReasoningState)
             reasoning = Qwen3Reasoning(self._grammar, options, state.reasoning)
-        elif self._think is not None:
+        elif (think := self._think_parser(options)) is not None:
             state.reasoning = _reuse(state.reasoning, ThinkTagStreamState)
-            reasoning = ThinkTagStream(self._think, state.reasoning)
+            reasoning = ThinkTagStream(think, state.reasoning)
         tools: ToolStream | None = None
         if self.tool_name == "hermes":
             state.tools = _reuse(state.tools, HermesState)
@@ -152,6 +188,14 @@ class ParserFactory:
         elif self.tool_name == "llama3_json":
             state.tools = _reuse(state.tools, Llama3JsonState)
             tools = Llama3JsonStream(id_seed, state.tools)
+        elif self._deepseek is not None and self.tool_name is not None:
+            state.tools = _reuse(state.tools, DeepSeekToolState)
+            tools = DeepSeekToolStream(
+                self._deepseek,
+                id_seed,
+                fenced=self.tool_name == "deepseek_v3",
+                state=state.tools,
+            )
         keep = options.forces_tool_calls or (
             tools is not None and options.tool_choice == "auto" and bool(options.tools)
         )

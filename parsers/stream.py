@@ -16,6 +16,7 @@ from typing import Protocol
 import msgspec
 from msgspec import Struct
 
+from parsers.deepseek import DeepSeekToolState
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.hermes import HermesState
 from parsers.llama3_json import Llama3JsonState
@@ -53,7 +54,9 @@ class ToolStream(Protocol):
 
 
 ReasoningState = Qwen3ReasoningState | ThinkTagStreamState
-ToolState = HermesState | Qwen3CoderState | PythonicState | XlamState | Llama3JsonState
+ToolState = (
+    HermesState | Qwen3CoderState | PythonicState | XlamState | Llama3JsonState | DeepSeekToolState
+)
 
 
 class ChatStreamState(Struct):
