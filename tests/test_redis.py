@@ -46,7 +46,7 @@ from tests.conftest import AppFactory
 from tests.golden import load_cases, stream_body
 from tests.processes import serving
 
-TIMEOUT_MS = 50
+TIMEOUT_MS = 200  # well under the 2 s faults, well over a loaded machine's Redis round trip
 # Replicas that share a Redis share the key of its snapshots' MAC.
 SECRET = "test-redis-secret"
 CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6")
@@ -283,7 +283,9 @@ def test_any_chunking_through_round_robin_replicas_is_byte_identical(
 
 
 def test_two_processes_behind_round_robin_restore_from_redis(shared_redis: RedisServer) -> None:
-    cases = [c for c in ALL_STREAMS if c["config"] == "C1"]
+    # Every third C1 stream: real processes and sockets are what this adds to the
+    # in-process test over every configuration above.
+    cases = [c for c in ALL_STREAMS if c["config"] == "C1"][::3]
     flags = list(cases[0]["server_flags"])
     with (
         serving(*flags, "--redis-url", shared_redis.url, "--redis-secret", SECRET) as first,
