@@ -148,8 +148,9 @@ def test_rss_stays_within_the_cache_cap_under_padded_bodies() -> None:
         before_padding = cached()
         for i in range(PADDED):
             send(_variant(padding=8 * MiB), f"padded-{i}")
-        print(f"{PADDED} sessions from 8 MiB bodies, ignored field: RSS +{(rss() - start) / MiB:.0f} "
-              f"MiB, accounted +{(cached() - before_padding) / MiB:.1f} MiB")  # fmt: skip
+        print(f"{PADDED} sessions from 8 MiB bodies, ignored field: "
+              f"RSS +{(rss() - start) / MiB:.0f} MiB, "
+              f"accounted +{(cached() - before_padding) / MiB:.1f} MiB")  # fmt: skip
         assert cached() - before_padding < PADDED * 16384  # the 8 MiB are not kept
 
         for i in range(24, 48):  # 128 MiB past the cap: the oldest go
