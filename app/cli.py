@@ -14,6 +14,7 @@ from typing import Any
 
 from app.bundled_qwen3 import BUNDLED_NAME
 from app.settings import Settings
+from app.tokenizer import BUNDLED
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 
 _DEFAULTS = Settings()
@@ -76,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         default=BUNDLED_NAME,
-        help=f"a local model/tokenizer directory, a hub id already in the local cache, "
-        f"or the bundled {BUNDLED_NAME!r}",
+        help="a local model/tokenizer directory, a hub id already in the local cache, "
+        f"or a bundled tokenizer: {', '.join(BUNDLED)}",
     )
     parser.add_argument(
         "--tokenizer", help="where the tokenizer comes from, if not --model (default: --model)"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.bundled_qwen3 import BUNDLED_NAME, bundled_qwen3_dir
+from app import bundled_deepseek, bundled_qwen3
 from parsers.types import Vocabulary
 
 # transformers announces at import that PyTorch is missing; this server never needs it.
@@ -30,6 +30,13 @@ _CONTEXT_LENGTH_KEYS = (
     "max_seq_length",
     "seq_len",
 )
+
+
+# Names that load a tokenizer built from an installed package, not a directory.
+BUNDLED: dict[str, Callable[[], Path]] = {
+    bundled_qwen3.BUNDLED_NAME: bundled_qwen3.bundled_qwen3_dir,
+    bundled_deepseek.BUNDLED_NAME: bundled_deepseek.bundled_deepseek_dir,
+}
 
 
 class TokenizerLoadError(Exception):
@@ -136,8 +143,9 @@ def _leading_space_marker(backend: Any) -> str | None:
 
 def resolve_model_dir(name: str) -> Path:
     """A local directory for a model name: bundled, a path, or the local hub cache."""
-    if name == BUNDLED_NAME:
-        return bundled_qwen3_dir()
+    bundled = BUNDLED.get(name)
+    if bundled is not None:
+        return bundled()
     path = Path(name).expanduser()
     if path.is_dir():
         return path
@@ -148,8 +156,8 @@ def resolve_model_dir(name: str) -> Path:
         return Path(snapshot_download(name, local_files_only=True))
     except (LocalEntryNotFoundError, HFValidationError, OSError) as exc:
         raise TokenizerLoadError(
-            f"{name!r} is neither the bundled {BUNDLED_NAME!r}, a local directory, nor a "
-            "model in the local Hugging Face cache (this server never downloads)."
+            f"{name!r} is neither a bundled tokenizer ({', '.join(BUNDLED)}), a local "
+            "directory, nor a model in the local Hugging Face cache (this server never downloads)."
         ) from exc
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -40,18 +41,25 @@ def no_internal_errors() -> Iterator[None]:
     assert not failed, f"{len(failed)} app(s) answered internal errors; see the ERROR log"
 
 
+@functools.cache
+def bundled_tokenizer(name: str) -> Tokenizer:
+    """A bundled tokenizer (``qwen3``, ``deepseek``), loaded once per test session."""
+    return load_tokenizer(name)
+
+
 @pytest.fixture(scope="session")
 def tokenizer() -> Tokenizer:
-    return load_tokenizer("qwen3")
+    return bundled_tokenizer("qwen3")
+
+
+def build_app(model: str, flags: Sequence[str]) -> DerenderApp:
+    """An app from command-line flags around a bundled tokenizer, checked after tests."""
+    app = create_app(parse_options(list(flags)).settings, bundled_tokenizer(model))
+    built_apps.append(app)
+    return app
 
 
 @pytest.fixture(scope="session")
-def make_app(tokenizer: Tokenizer) -> AppFactory:
-    """Build an app from command-line flags around the session's tokenizer."""
-
-    def build(flags: Sequence[str]) -> DerenderApp:
-        app = create_app(parse_options(list(flags)).settings, tokenizer)
-        built_apps.append(app)
-        return app
-
-    return build
+def make_app() -> AppFactory:
+    """Build an app from command-line flags around the bundled Qwen3 tokenizer."""
+    return functools.partial(build_app, "qwen3")

