@@ -47,6 +47,20 @@ DEVIATIONS = {
         )
         for chunking in chunkings
     },
+    **{
+        f"{config}.{scenario}/chat_stream#{chunking}": "deepseek-multi-token-chunk"
+        for config, scenario, chunkings in (
+            ("D1", "reason_two_calls", ("r16",)),
+            ("D1", "content_then_call_no_thinking", ("t3", "r16")),
+            ("D1", "malformed_arguments", ("r16",)),
+            ("D1", "multibyte", ("r16",)),
+            ("D2", "reason_two_calls", ("r16",)),
+            ("D2", "content_then_call_no_thinking", ("t3", "r16")),
+            ("D2", "malformed_arguments", ("t3", "r16")),
+            ("D2", "multibyte", ("t3", "r16")),
+        )
+        for chunking in chunkings
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 

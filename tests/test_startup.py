@@ -8,8 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from bench.servers import free_port
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 from tests.processes import ROOT
@@ -97,10 +95,6 @@ def test_the_bundled_deepseek_tokenizer_is_built_on_a_fresh_machine(tmp_path: Pa
     assert "parsers: reasoning deepseek_r1" in again
 
 
-@pytest.mark.skipif(
-    "deepseek_v31" not in TOOL_PARSERS or "deepseek_v3" not in REASONING_PARSERS,
-    reason="the DeepSeek V3.x parsers are not registered in this build",
-)
 def test_the_deepseek_command_of_the_readme_starts(tmp_path: Path) -> None:
     text = start_up_log(
         tmp_path, "--model", "deepseek", "--reasoning-parser", "deepseek_v3",
