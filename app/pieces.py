@@ -15,7 +15,7 @@ parts are spliced in where the markers stand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -38,17 +38,17 @@ def encode_pieces(value: Any) -> list[bytes]:
     return pieces
 
 
-def encode_response(envelope: Struct, choices: Iterable[Struct]) -> list[bytes]:
+def encode_response(envelope: Struct, choices: Iterable[Struct]) -> Iterator[bytes]:
     """The JSON of ``envelope`` with ``choices`` as its ``choices``, in pieces; each
-    choice is encoded as it comes out of ``choices`` (and can be freed after)."""
+    choice is derendered, encoded and yielded in turn (so a caller that counts the
+    bytes can stop before the rest is built)."""
     head, tail = _marked(envelope, ["choices"])
-    pieces = [head, b"["]
+    yield head + b"["
     for index, choice in enumerate(choices):
-        if index:
-            pieces.append(b",")
+        pieces = [b","] if index else []
         _encode_into(choice, pieces)
-    pieces += [b"]", tail]
-    return pieces
+        yield from pieces
+    yield b"]" + tail
 
 
 def free_in_slices(responses: list[GenerateResponse]) -> None:

@@ -342,15 +342,18 @@ class DerenderService:
         """The response's bytes, encoded a choice (and a slice of a long list) at a time
         as each choice is derendered, so neither one encode call nor the objects alive
         at once grow with the whole response (see app/pieces.py)."""
-        body = b"".join(encode_response(response.envelope, response.choices))
         limit = self.settings.max_response_bytes
-        if len(body) > limit:
-            raise BadRequest(
-                f"the response would be {len(body)} bytes, over the server limit of {limit} "
-                "bytes (--max-response-bytes). Send fewer choices or tokens per request, or "
-                "ask for fewer logprobs."
-            )
-        return body
+        pieces, size = [], 0
+        for piece in encode_response(response.envelope, response.choices):
+            size += len(piece)
+            if size > limit:  # refused before the rest is derendered and encoded
+                raise BadRequest(
+                    f"the response would be over the server limit of {limit} bytes "
+                    "(--max-response-bytes). Send fewer choices or tokens per request, or "
+                    "ask for fewer logprobs."
+                )
+            pieces.append(piece)
+        return b"".join(pieces)
 
     def _model_name(self, requested: str | None) -> str:
         served = self.settings.served_names
@@ -485,9 +488,10 @@ class DerenderService:
             raise BadRequest(CHAT_REQUEST_REQUIRED)
         check_token_ids_present([gen], completion=False)
         self._check_responses("generate_response", [gen], [request.prompt_token_ids])
-        encoded = self._encoded(self.derenderer.chat_lazily(request, model))
-        free_in_slices([gen])
-        return encoded
+        try:
+            return self._encoded(self.derenderer.chat_lazily(request, model))
+        finally:  # refused or failed too: the request is as large either way
+            free_in_slices([gen])
 
     async def _chat_stream(self, request: ChatStreamDerenderRequest, view: BodyView) -> Response:
         chat_request = request.chat_request
@@ -623,7 +627,7 @@ class DerenderService:
         """
         self.metrics.stream_restarts.inc()
         response.headers[WARNING_HEADER] = RESTART_WARNING
-        logger.warning(
+        logger.info(  # not a warning: any client can cause it, as often as it likes
             "request %r choice %d: a chunk without stream_state started a live stream over. "
             "To continue a stream send the stream_state its previous reply returned; give a "
             "new stream a new request_id.",
@@ -759,9 +763,10 @@ class DerenderService:
         check_token_ids_present(responses, completion=True)
         prompts = request.prompt_token_ids or [None] * len(responses)
         self._check_responses("generate_responses", responses, prompts)
-        encoded = self._encoded(self.derenderer.completion_lazily(request, model))
-        free_in_slices(responses)
-        return encoded
+        try:
+            return self._encoded(self.derenderer.completion_lazily(request, model))
+        finally:  # refused or failed too: the request is as large either way
+            free_in_slices(responses)
 
     async def _completion_stream(self, request: CompletionStreamDerenderRequest) -> Response:
         completion_request = request.completion_request

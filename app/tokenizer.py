@@ -145,7 +145,13 @@ def resolve_model_dir(name: str) -> Path:
     """A local directory for a model name: bundled, a path, or the local hub cache."""
     bundled = BUNDLED.get(name)
     if bundled is not None:
-        return bundled()
+        try:
+            return bundled()
+        except (ImportError, RuntimeError, OSError) as exc:  # a missing or changed package
+            raise TokenizerLoadError(
+                f"cannot build the bundled {name!r} tokenizer: {exc}. scripts/install "
+                "installs the package it is built from."
+            ) from exc
     path = Path(name).expanduser()
     if path.is_dir():
         return path
