@@ -424,7 +424,8 @@ def test_a_chunk_without_state_into_a_live_stream_starts_it_over(
     make_app: AppFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     """vLLM answers it as a first chunk, so we do (a restart under the same id is
-    legitimate); the reply says so in a header, the log (at INFO: any client can cause it) names the request id."""
+    legitimate); the reply says so in a header, the log (at INFO: any client can cause
+    it) names the request id."""
     caplog.set_level(logging.INFO, logger="derender_server")
     with (
         TestClient(make_app(PARSED)) as client,
