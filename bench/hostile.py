@@ -44,7 +44,15 @@ from app.tokenizer import Tokenizer
 from bench.micro import derenderer
 from bench.plots import plt  # with the backend chosen
 from bench.report import machine, progress, table, write
-from bench.workload import CHAT_REQUEST, SENTENCE, encode, prompt_ids, repeat_to, tokenizer_for
+from bench.workload import (
+    CHAT_REQUEST,
+    SENTENCE,
+    dsml_call_open,
+    encode,
+    prompt_ids,
+    repeat_to,
+    tokenizer_for,
+)
 from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, SEP
 
 SIZES = (256, 1024, 4096, 16384)
@@ -73,6 +81,18 @@ class Config:
 
 
 _NAMED = {"type": "function", "function": {"name": "save_note"}}
+
+
+def _dsml_config(tool: str, reasoning: str | None) -> Config:
+    """A DSML dialect's calls: the block's opener once, then invoke after invoke."""
+    section, call_open = dsml_call_open(tool).split("\n", 1)
+    close = "</｜DSML｜ " if tool == "deepseek_v41" else "</｜DSML｜"
+    call = f"{call_open}x{close}parameter>\n{close}invoke>\n"
+    return Config(
+        tool, reasoning, call_open=dsml_call_open(tool), call=call, section=section + "\n"
+    )
+
+
 CONFIGS: dict[str, Config] = {
     "qwen3": Config(None, "qwen3"),
     "deepseek_r1": Config(None, "deepseek_r1"),
@@ -150,6 +170,9 @@ CONFIGS: dict[str, Config] = {
         call=f'{CALL_BEGIN}function{SEP}save_note\n```json\n{{"body": "x"}}\n```{CALL_FINISH}',
         section=CALLS_BEGIN,
     ),
+    "deepseek_v32": _dsml_config("deepseek_v32", None),
+    "deepseek_v4+deepseek_v4": _dsml_config("deepseek_v4", "deepseek_v4"),
+    "deepseek_v41+deepseek_v41": _dsml_config("deepseek_v41", "deepseek_v41"),
 }
 
 
@@ -201,6 +224,12 @@ FAMILIES: dict[str, Family] = {
     "DeepSeek call-begin storm": Family(_fixed(CALLS_BEGIN), _fixed(CALL_BEGIN + "f")),
     "DeepSeek separator storm": Family(_fixed(CALLS_BEGIN + CALL_BEGIN + "f"), _fixed(SEP)),
     "fence storm in a call": Family(_in_call(""), _fixed("\n```")),
+    "'>' storm in a value": Family(_in_call(""), _fixed("a>")),
+    "DSML parameter storm": Family(
+        _in_call("v</｜DSML｜parameter>"),
+        _fixed('<｜DSML｜parameter name="k" string="true">v>w</｜DSML｜parameter>'),
+    ),
+    "DSML invoke storm": Family(_fixed("<｜DSML｜tool_calls>\n"), _fixed('<｜DSML｜invoke name="')),
 }
 
 

@@ -59,8 +59,23 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "llama3_json": ("llama3_json", None, "content"),
     "deepseek_v3+deepseek_v31": ("deepseek_v31", "deepseek_v3", "deepseek_v31_call"),
     "deepseek_v3+deepseek_v3": ("deepseek_v3", "deepseek_v3", "deepseek_v3_call"),
+    "deepseek_v32": ("deepseek_v32", None, "dsml_v32_call"),
+    "deepseek_v4+deepseek_v4": ("deepseek_v4", "deepseek_v4", "dsml_v4_call"),
+    "deepseek_v41+deepseek_v41": ("deepseek_v41", "deepseek_v41", "dsml_v41_call"),
 }
 DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
+DSML_TOOLS = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
+DSML_STRING_PARAM = '<｜DSML｜parameter name="body" string="true">'
+
+
+def dsml_call_open(tool: str) -> str:
+    """The DSML text that opens a ``save_note`` call's string ``body``, in ``tool``'s dialect."""
+    if tool == "deepseek_v41":
+        return '<｜DSML｜ calls>\n<｜DSML｜ invoke name="save_note">\n' + DSML_STRING_PARAM.replace(
+            "｜DSML｜", "｜DSML｜ "
+        )
+    wrapper = "function_calls" if tool == "deepseek_v32" else "tool_calls"
+    return f'<｜DSML｜{wrapper}>\n<｜DSML｜invoke name="save_note">\n{DSML_STRING_PARAM}'
 
 
 def qwen3() -> Tokenizer:
@@ -82,8 +97,21 @@ def qwen3_with_deepseek_markers() -> Tokenizer:
     return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
 
 
+@cache
+def qwen3_with_dsml() -> Tokenizer:
+    """A test tokenizer: Qwen3's vocabulary plus ``｜DSML｜`` as one token (as DeepSeek's
+    has it); DSML markers are text spanning several tokens."""
+    from tokenizers import AddedToken
+
+    hf = load_tokenizer("qwen3")._hf
+    hf.add_tokens([AddedToken("｜DSML｜", special=False, normalized=False)])
+    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+
+
 def tokenizer_for(tool: str | None) -> Tokenizer:
     """The tokenizer a parser configuration is benched with."""
+    if tool in DSML_TOOLS:
+        return qwen3_with_dsml()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -119,6 +147,9 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "deepseek_v31_call": f'{CALLS_BEGIN}{CALL_BEGIN}save_note{SEP}{{"body": "',
         "deepseek_v3_call": f"{CALLS_BEGIN}{CALL_BEGIN}function{SEP}save_note\n```json\n"
         '{"body": "',
+        "dsml_v32_call": dsml_call_open("deepseek_v32"),
+        "dsml_v4_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v4"),
+        "dsml_v41_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v41"),
     }[kind]
     return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
 

@@ -21,7 +21,7 @@ to the delta plus the (few-character) held tail.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from msgspec import Struct, field
@@ -130,14 +130,15 @@ class Event(NamedTuple):
 class Grammar:
     """A format's literals and marker ids for one tokenizer, computed once.
 
-    Literals are lexed from text; ``token_terminals`` are found by token id. A
-    format whose markers are all tokens passes no literals, and then text is never
-    held back as a possible marker.
+    Literals are lexed from text (a terminal may have several spellings, several
+    tokens long); ``token_terminals`` are found by token id. A format whose markers
+    are all tokens passes no literals, and then text is never held back as a
+    possible marker.
     """
 
     def __init__(
         self,
-        literals: dict[str, str],
+        literals: Mapping[str, str | tuple[str, ...]],
         token_terminals: dict[str, str],
         drops: Iterable[str],
         token_ids: dict[str, int],
@@ -145,7 +146,11 @@ class Grammar:
         markup: Format = QWEN3_FORMAT,
     ) -> None:
         self.format = markup
-        table = [(text, name) for name, text in literals.items()]
+        table = [
+            (text, name)
+            for name, spelled in literals.items()
+            for text in ((spelled,) if isinstance(spelled, str) else spelled)
+        ]
         table += [(text, DROP) for text in sorted(set(drops))]
         self.literals = table
         self.first_chars = frozenset(text[0] for text, _ in table if text)

@@ -10,6 +10,7 @@ arguments coerced to the tool's schema.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from msgspec import Struct
 
@@ -87,6 +88,17 @@ class Qwen3Grammar:
         return not thinking
 
 
+class ThinkGrammar(Protocol):
+    """What a think-marker reasoning parser reads of its format's grammar."""
+
+    grammar: Grammar
+    end_id: int | None
+    end_ids: frozenset[int]
+    boundary_ids: frozenset[int]
+
+    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool: ...
+
+
 class Qwen3ReasoningState(Struct, tag="qwen3"):
     engine: EngineState | None = None
     ended: bool = False
@@ -101,7 +113,7 @@ class Qwen3Reasoning:
 
     def __init__(
         self,
-        grammar: Qwen3Grammar,
+        grammar: ThinkGrammar,
         options: ParseOptions,
         state: Qwen3ReasoningState | None = None,
     ) -> None:

@@ -290,7 +290,7 @@ class Qwen3CoderTools:
                 in_calls = True
                 self._end(event.call, calls)
         if len(calls) > 1:
-            calls = _coalesce(calls)
+            calls = coalesce_calls(calls)
         if state.deferred_content and (not in_calls or not calls):
             now = state.deferred_content[len(carried) :]
             if carried:
@@ -337,7 +337,7 @@ class Qwen3CoderTools:
             if slot.name:
                 self._announce(index, calls, slot.name)
             elif event.value:
-                self._announce(index, calls, _json_name(slot))
+                self._announce(index, calls, json_name(slot.args, slot.json_name))
         elif event.value:
             piece = self._argument_delta(slot, event.value)
             if piece:
@@ -349,7 +349,7 @@ class Qwen3CoderTools:
         remaining = self._final_arguments(self.state.slots[index])
         slot = self.state.slots[index]
         if not slot.name_sent:
-            name = slot.name or _json_name(slot)
+            name = slot.name or json_name(slot.args, slot.json_name)
             if name:
                 slot.name = name
                 slot.name_sent = True
@@ -531,7 +531,7 @@ class Qwen3CoderTools:
         name = slot.name.strip()
         raw = slot.args
         if not name and raw.strip():
-            name, arguments = _name_and_arguments(raw)
+            name, arguments = name_and_arguments(raw)
             arguments = self._coerce(arguments, name)
         elif raw.strip():
             self._complete(slot)
@@ -562,7 +562,7 @@ def _head(entry: str, name: str, string_keys: list[str] | None) -> tuple[str, bo
     return entry[:colon_end], False
 
 
-def _coalesce(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
+def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
     """One delta per call index, later pieces merged into the first."""
     merged: dict[int, DeltaToolCall] = {}
     for call in calls:
@@ -581,16 +581,15 @@ def _coalesce(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
     return calls if len(merged) == len(calls) else list(merged.values())
 
 
-def _json_name(slot: Slot) -> str | None:
-    """The first ``"name": "..."`` in the body (None if empty), found incrementally."""
-    match = slot.json_name
-    match.advance(slot.args, _NAME_KEY, want_value=True, empty_is_match=True)
+def json_name(args: str, match: KeyMatch) -> str | None:
+    """The first ``"name": "..."`` in a call body (None if empty), found incrementally."""
+    match.advance(args, _NAME_KEY, want_value=True, empty_is_match=True)
     if match.phase != "done" or match.value_end == match.value_start:
         return None
-    return slot.args[match.value_start : match.value_end]
+    return args[match.value_start : match.value_end]
 
 
-def _name_and_arguments(raw: str) -> tuple[str, str]:
+def name_and_arguments(raw: str) -> tuple[str, str]:
     """A JSON body that names its function: ``{"name": ..., "arguments": ...}``."""
     raw = raw.strip()
     try:

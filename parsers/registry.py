@@ -14,6 +14,7 @@ from parsers.deepseek import (
     deepseek_grammar,
     thinking_requested,
 )
+from parsers.dsml import DsmlGrammar, DsmlReasoning, DsmlReasoningState, DsmlTools, DsmlToolState
 from parsers.engine import Grammar
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
@@ -25,7 +26,9 @@ from parsers.think import ParserUnavailable, ThinkTagReasoning, ThinkTagStream, 
 from parsers.types import ParseOptions, Vocabulary
 from parsers.xlam import XlamState, XlamStream, XlamTools
 
-REASONING_PARSERS = frozenset({"qwen3", "deepseek_r1", "deepseek_v3"})
+REASONING_PARSERS = frozenset(
+    {"qwen3", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41"}
+)
 
 # Aliases map to the parser they share an implementation with.
 TOOL_PARSERS = {
@@ -38,12 +41,16 @@ TOOL_PARSERS = {
     "llama3_json": "llama3_json",
     "deepseek_v3": "deepseek_v3",
     "deepseek_v31": "deepseek_v31",
+    "deepseek_v32": "deepseek_v32",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v41",
 }
 _DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
 # Parsers built on vLLM's declarative engine rather than its legacy classes; the
 # difference shows in how tool_choice "none" and unparsed markup are handled.
-_ENGINE_BASED = frozenset({"qwen3", "qwen3_coder"})
+_ENGINE_BASED = frozenset({"qwen3", "qwen3_coder", "deepseek_v32", "deepseek_v4", "deepseek_v41"})
+_DSML = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 
 
 S = TypeVar("S")
@@ -105,6 +112,10 @@ class ParserFactory:
                 self._think = ThinkTagReasoning(vocab)
             except ParserUnavailable:
                 self._think = None
+        self._dsml_reasoning = (
+            DsmlGrammar(reasoning_parser, vocab) if reasoning_parser in _DSML else None
+        )
+        self._dsml_tools = DsmlGrammar(tool, vocab) if tool in _DSML else None
         self._deepseek: Grammar | None = None
         if tool in _DEEPSEEK_TOOLS:
             try:
@@ -135,6 +146,8 @@ class ParserFactory:
             reasoning = Qwen3Reasoning(self._grammar, options)
         elif self.reasoning_name in ("deepseek_r1", "deepseek_v3"):
             reasoning = self._think_parser(options)
+        elif self._dsml_reasoning is not None:
+            reasoning = DsmlReasoning(self._dsml_reasoning, options)
         tools: ToolParser | None = None
         if self.tool_name == "hermes":
             tools = HermesTools()
@@ -152,6 +165,10 @@ class ParserFactory:
             tools = DeepSeekV3Tools()
         elif self.tool_name == "deepseek_v31":
             tools = DeepSeekV31Tools()
+        elif self._dsml_tools is not None and self.tool_name is not None:
+            tools = DsmlTools(
+                self._dsml_tools, options, reasoning_markup_is_text=self.reasoning_name is None
+            )
         return ChatParser(options, reasoning, tools, engine_based=self.engine_based)
 
     def stream_for_request(
@@ -163,6 +180,9 @@ class ParserFactory:
         if self.reasoning_name == "qwen3":
             state.reasoning = _reuse(state.reasoning, Qwen3ReasoningState)
             reasoning = Qwen3Reasoning(self._grammar, options, state.reasoning)
+        elif self._dsml_reasoning is not None:
+            state.reasoning = _reuse(state.reasoning, DsmlReasoningState)
+            reasoning = DsmlReasoning(self._dsml_reasoning, options, state.reasoning)
         elif (think := self._think_parser(options)) is not None:
             state.reasoning = _reuse(state.reasoning, ThinkTagStreamState)
             reasoning = ThinkTagStream(think, state.reasoning)
@@ -188,6 +208,15 @@ class ParserFactory:
         elif self.tool_name == "llama3_json":
             state.tools = _reuse(state.tools, Llama3JsonState)
             tools = Llama3JsonStream(id_seed, state.tools)
+        elif self._dsml_tools is not None and self.tool_name is not None:
+            state.tools = _reuse(state.tools, DsmlToolState)
+            tools = DsmlTools(
+                self._dsml_tools,
+                options,
+                reasoning_markup_is_text=self.reasoning_name is None,
+                id_seed=id_seed,
+                state=state.tools,
+            )
         elif self._deepseek is not None and self.tool_name is not None:
             state.tools = _reuse(state.tools, DeepSeekToolState)
             tools = DeepSeekToolStream(

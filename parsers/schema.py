@@ -143,6 +143,11 @@ def _coerce(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
     return value, False
 
 
+def coerce_value(value: Any, schema: dict[str, Any]) -> Any:
+    """One argument value typed by its property schema (strings parsed, nested values walked)."""
+    return _coerce(value, schema)[0]
+
+
 def _coerce_object(args: dict[str, Any], properties: dict[str, Any]) -> bool:
     changed = False
     for key, value in args.items():

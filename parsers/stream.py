@@ -17,6 +17,7 @@ import msgspec
 from msgspec import Struct
 
 from parsers.deepseek import DeepSeekToolState
+from parsers.dsml import DsmlReasoningState, DsmlToolState
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.hermes import HermesState
 from parsers.llama3_json import Llama3JsonState
@@ -53,9 +54,15 @@ class ToolStream(Protocol):
     def remaining_arguments(self) -> str: ...
 
 
-ReasoningState = Qwen3ReasoningState | ThinkTagStreamState
+ReasoningState = Qwen3ReasoningState | ThinkTagStreamState | DsmlReasoningState
 ToolState = (
-    HermesState | Qwen3CoderState | PythonicState | XlamState | Llama3JsonState | DeepSeekToolState
+    HermesState
+    | Qwen3CoderState
+    | PythonicState
+    | XlamState
+    | Llama3JsonState
+    | DeepSeekToolState
+    | DsmlToolState
 )
 
 
@@ -184,7 +191,8 @@ class ChatStream:
         if tools is None:
             return None
         if self.options.tool_choice == "none":
-            if not tools.engine_based:
+            # vLLM asks whether the whole pair is engine-based, not the tool parser.
+            if not self.engine_based:
                 return Delta(content=text) if text else None
             delta = tools.stream(text, token_ids)
             if delta is not None:

@@ -1,0 +1,443 @@
+"""DeepSeek's DSML tool calls (``deepseek_v32``, ``deepseek_v4``, ``deepseek_v41``) and
+V4's reasoning (``deepseek_v4``, ``deepseek_v41``).
+
+V4's output::
+
+    <think>reasoning</think>answer
+    <｜DSML｜tool_calls>
+    <｜DSML｜invoke name="get_weather">
+    <｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>
+    </｜DSML｜invoke>
+    </｜DSML｜tool_calls>
+
+V3.2 wraps calls in ``function_calls`` and has no think markup; V4.1 spells the tags
+with a space (``<｜DSML｜ calls>``, ``<｜DSML｜ invoke name="``). The markers are text,
+several tokens long (``｜DSML｜`` is one token, the rest is ordinary text), so the
+marker engine lexes them from text, holding back a tail that may still grow into
+one, as vLLM's lexer does; ``<think>`` and ``</think>`` count by id where they are
+tokens. Each format is a transition table; calls go through vLLM's engine rules
+for turning events into deltas, with parameters decoded by parsers/dsml_args.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from msgspec import Struct, field
+
+from parsers.dsml_args import ArgsState, ArgsStream, Dialect, Schema, arguments_json
+from parsers.engine import (
+    CALL_ARGS,
+    CALL_END,
+    CALL_NAME,
+    CALL_START,
+    CONTENT,
+    REASONING,
+    REASONING_END,
+    REASONING_TEXT,
+    TEXT,
+    THINK_END,
+    THINK_START,
+    TOOL_ARGS,
+    TOOL_BETWEEN,
+    TOOL_END,
+    TOOL_NAME,
+    TOOL_PREAMBLE,
+    TOOL_START,
+    TOOL_STATES,
+    EngineState,
+    Event,
+    Format,
+    Grammar,
+    MarkerEngine,
+    Transition,
+)
+from parsers.hermes import KeyMatch
+from parsers.ids import chat_tool_call_id
+from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
+from parsers.qwen3_coder import coalesce_calls, json_name, name_and_arguments
+from parsers.schema import coerce_arguments
+from parsers.types import (
+    Delta,
+    DeltaToolCall,
+    ExtractedToolCalls,
+    FunctionCall,
+    ParseOptions,
+    Vocabulary,
+)
+
+# Terminals beyond the engine's own.
+INVOKE_PREFIX = "INVOKE_PREFIX"
+INVOKE_NAME_END = "INVOKE_NAME_END"
+INVOKE_END = "INVOKE_END"
+PARAM_START = "PARAM_START"
+PARAM_CLOSE = "PARAM_CLOSE"
+
+_CALLS = {
+    (TOOL_PREAMBLE, INVOKE_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
+    (CONTENT, INVOKE_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
+    (TOOL_NAME, INVOKE_NAME_END): Transition(TOOL_ARGS, ()),
+    (TOOL_ARGS, INVOKE_END): Transition(TOOL_BETWEEN, (CALL_END,)),
+    (TOOL_ARGS, TOOL_END): Transition(TOOL_BETWEEN, (CALL_END,)),
+    (TOOL_BETWEEN, INVOKE_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
+    # A tool call ends the turn: what follows the block is dropped.
+    (TOOL_BETWEEN, TOOL_END): Transition(TOOL_BETWEEN, ()),
+    (TOOL_BETWEEN, TOOL_START): Transition(TOOL_PREAMBLE, ()),
+    (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, ()),
+}
+_THINK = {
+    (CONTENT, THINK_START): Transition(REASONING, ()),
+    (CONTENT, THINK_END): Transition(CONTENT, ()),
+    (REASONING, THINK_START): Transition(REASONING, ()),
+    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
+    (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END,)),
+}
+_STATE_EVENTS = {
+    CONTENT: TEXT,
+    REASONING: REASONING_TEXT,
+    TOOL_NAME: CALL_NAME,
+    TOOL_ARGS: CALL_ARGS,
+}
+V32_FORMAT = Format(_CALLS, _STATE_EVENTS, TOOL_STATES)
+V4_FORMAT = Format({**_CALLS, **_THINK}, _STATE_EVENTS, TOOL_STATES)
+
+
+class Dsml(NamedTuple):
+    """One DSML dialect: its markers' spellings and its format."""
+
+    literals: dict[str, str | tuple[str, ...]]
+    dialect: Dialect
+    markup: Format
+
+
+def _dsml(tool: str, spaced: bool, think: bool, *variants: str) -> Dsml:
+    tag = "<｜DSML｜ " if spaced else "<｜DSML｜"
+    close = "</｜DSML｜ " if spaced else "</｜DSML｜"
+    literals: dict[str, str | tuple[str, ...]] = {
+        TOOL_START: (f"{tag}{tool}>", *variants),
+        TOOL_END: f"{close}{tool}>",
+        INVOKE_PREFIX: f'{tag}invoke name="',
+        INVOKE_NAME_END: '">',
+        INVOKE_END: f"{close}invoke>",
+        PARAM_START: f"{tag}parameter",
+        PARAM_CLOSE: f"{close}parameter>",
+    }
+    if think:
+        literals = {THINK_START: "<think>", THINK_END: "</think>", **literals}
+    dialect = Dialect(f"{tag}parameter", f"{close}parameter>")
+    return Dsml(literals, dialect, V4_FORMAT if think else V32_FORMAT)
+
+
+DIALECTS = {
+    "deepseek_v32": _dsml("function_calls", False, False),
+    # Spelling variants of V4's opening marker seen in production (vLLM lexes them too).
+    "deepseek_v4": _dsml("tool_calls", False, True, "<｜DSML｜toolcalls>", "<｜DSML｜tool>"),
+    "deepseek_v41": _dsml("calls", True, True),
+}
+# Markers also found by token id (where the tokenizer has them as one token).
+_ID_TERMINALS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
+
+
+class DsmlGrammar:
+    """A dialect's grammar for one tokenizer, plus what reasoning reads of the prompt."""
+
+    def __init__(self, name: str, vocab: Vocabulary) -> None:
+        dsml = DIALECTS[name]
+        self.dialect = dsml.dialect
+        spelled = {t for s in dsml.literals.values() for t in ((s,) if isinstance(s, str) else s)}
+        by_id = {
+            terminal: s if isinstance(s, str) else s[0]
+            for terminal, s in dsml.literals.items()
+            if terminal in _ID_TERMINALS
+        }
+        self.grammar = Grammar(
+            dsml.literals,
+            by_id,
+            vocab.special_tokens - spelled,
+            dict(vocab.token_ids),
+            vocab.token_text,
+            markup=dsml.markup,
+        )
+        self.start_id = vocab.id_of("<think>")
+        self.end_id = vocab.id_of("</think>")
+        self.end_ids = frozenset(i for i in (self.end_id,) if i is not None)
+        self.boundary_ids: frozenset[int] = frozenset()
+
+    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
+        """vLLM's engine reading: the prompt's last think marker decides, else thinking does."""
+        for token_id in reversed(prompt_token_ids):
+            if token_id == self.end_id:
+                return True
+            if token_id == self.start_id:
+                return False
+        return not thinking
+
+
+def v4_thinking(options: ParseOptions) -> bool:
+    """V4 thinks unless the template kwargs turn it off (or ``reasoning_effort`` is none)."""
+    kwargs = options.chat_template_kwargs
+    thinking = bool(kwargs.get("thinking") or kwargs.get("enable_thinking"))
+    if "thinking" not in kwargs and "enable_thinking" not in kwargs:
+        thinking = True
+    return thinking and kwargs.get("reasoning_effort") != "none"
+
+
+def _strip_trailing_reasoning(
+    delta: Delta | None, deferred: list[str], ended: bool
+) -> Delta | None:
+    """vLLM's DSML engines hold a reasoning delta's trailing whitespace until more
+    reasoning shows it was not the end (the end drops it)."""
+    if delta is not None and delta.reasoning is not None:
+        combined = deferred[0] + delta.reasoning
+        trimmed = combined.rstrip()
+        deferred[0] = combined[len(trimmed) :]
+        delta.reasoning = trimmed or None
+        if delta.reasoning is None and delta.content is None and not delta.tool_calls:
+            return None
+    elif deferred[0] and ended:
+        deferred[0] = ""
+    return delta
+
+
+class DsmlReasoningState(Qwen3ReasoningState, tag="dsml_reasoning"):
+    deferred_reasoning: str = ""
+
+
+class DsmlReasoning(Qwen3Reasoning):
+    """``deepseek_v4`` / ``deepseek_v41`` reasoning: the engine run with tool markup as content."""
+
+    def __init__(
+        self,
+        grammar: DsmlGrammar,
+        options: ParseOptions,
+        state: DsmlReasoningState | None = None,
+    ) -> None:
+        self.dsml_state = state if state is not None else DsmlReasoningState()
+        super().__init__(grammar, options, self.dsml_state)
+        self.thinking = v4_thinking(options)
+
+    def extract(
+        self, text: str, prompt_token_ids: Sequence[int] | None
+    ) -> tuple[str | None, str | None]:
+        """The whole output from the format's first state; reasoning loses trailing whitespace."""
+        engine = self._engine(EngineState(REASONING if self.thinking else CONTENT))
+        events = engine.feed(text, []) + engine.finish()
+        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
+        content = "".join(e.value for e in events if e.kind == TEXT)
+        return reasoning or None, content or None
+
+    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        state = self.dsml_state
+        deferred = [state.deferred_reasoning]
+        delta = _strip_trailing_reasoning(super().stream(text, token_ids), deferred, state.ended)
+        state.deferred_reasoning = deferred[0]
+        return delta
+
+
+# ---------------------------------------------------------------------------- tool calls
+
+
+class DsmlSlot(Struct):
+    """One call: its name, raw body, and its arguments stream."""
+
+    id: str = ""
+    name: str = ""
+    args: str = ""
+    name_sent: bool = False
+    json_name: KeyMatch = field(default_factory=KeyMatch)
+    arguments: ArgsState = field(default_factory=ArgsState)
+
+
+class DsmlToolState(Struct, tag="dsml"):
+    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
+    slots: list[DsmlSlot] = field(default_factory=list)
+    deferred_content: str = ""
+    content_has_nonws: bool = False
+    deferred_reasoning: str = ""
+    reasoning_ended: bool = False
+
+
+class DsmlTools:
+    """DSML tool calls, streamed or one-shot, as vLLM's engine parsers emit them."""
+
+    supports_required_and_named = False
+    engine_based = True
+
+    def __init__(
+        self,
+        grammar: DsmlGrammar,
+        options: ParseOptions,
+        *,
+        reasoning_markup_is_text: bool,
+        id_seed: str = "",
+        state: DsmlToolState | None = None,
+    ) -> None:
+        self.options = options
+        self.dialect = grammar.dialect
+        self.id_seed = id_seed
+        self.state = state if state is not None else DsmlToolState()
+        self.engine = MarkerEngine(
+            grammar.grammar, self.state.engine, skip_reasoning=reasoning_markup_is_text
+        )
+        self.has_reasoning = grammar.grammar.format is V4_FORMAT
+        self.suppress = options.tool_choice == "none" and bool(options.tools)
+
+    # ------------------------------------------------------------------ entry points
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        delta = self._delta(self.engine.feed(text, token_ids or []), finished=False)
+        state = self.state
+        deferred = [state.deferred_reasoning]
+        ended = state.reasoning_ended or not self.has_reasoning
+        delta = _strip_trailing_reasoning(delta, deferred, ended)
+        state.deferred_reasoning = deferred[0]
+        return delta
+
+    def finish(self) -> Delta | None:
+        events = self.engine.finish()
+        if events or self.state.deferred_content:
+            return self._delta(events, finished=True)
+        return None
+
+    def remaining_arguments(self) -> str:
+        return ""
+
+    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
+        """One-shot: the whole content through the streaming machinery, then finish."""
+        self.id_seed = id_seed
+        events = self.engine.feed(content, []) + self.engine.finish()
+        delta = self._delta(events, finished=True)
+        calls = [call for i, slot in enumerate(self.state.slots) if (call := self._call(i, slot))]
+        text = delta.content if delta is not None else None
+        if text and calls and not text.strip():
+            text = None
+        return ExtractedToolCalls(bool(calls), calls, text or None)
+
+    # ------------------------------------------------------------------ events to deltas
+
+    def _delta(self, events: list[Event], finished: bool) -> Delta | None:
+        state = self.state
+        if not events and not state.deferred_content:
+            return None
+        calls: list[DeltaToolCall] = []
+        content: list[str] = []
+        reasoning: list[str] = []
+        carried = state.deferred_content
+        in_calls = False
+        for event in events:
+            kind = event.kind
+            if kind == TEXT:
+                if in_calls:
+                    state.deferred_content += event.value
+                else:
+                    content.append(event.value)
+            elif kind == REASONING_TEXT:
+                reasoning.append(event.value)
+            elif kind == REASONING_END:
+                state.reasoning_ended = True
+            elif self.suppress:
+                continue
+            elif kind == CALL_START:
+                in_calls = True
+                self._slot(event.call)
+            elif kind == CALL_NAME:
+                in_calls = True
+                self._slot(event.call).name += event.value
+            elif kind == CALL_ARGS:
+                in_calls = True
+                self._arguments(event, calls)
+            elif kind == CALL_END:
+                in_calls = True
+                self._end(event.call, calls)
+        if len(calls) > 1:
+            calls = coalesce_calls(calls)
+        if state.deferred_content and (not in_calls or not calls):
+            now = state.deferred_content[len(carried) :]
+            if carried:
+                content.insert(0, carried)
+            if now:
+                content.append(now)
+            state.deferred_content = ""
+        text = "".join(content)
+        if not state.content_has_nonws and text:
+            if text.strip():
+                state.content_has_nonws = True
+            elif state.slots:
+                text = ""
+            elif not finished:
+                state.deferred_content = text
+                text = ""
+        thought = "".join(reasoning)
+        if text or calls or thought:
+            return Delta(content=text or None, reasoning=thought or None, tool_calls=calls)
+        return None
+
+    def _slot(self, index: int) -> DsmlSlot:
+        slots = self.state.slots
+        while len(slots) <= index:
+            slots.append(DsmlSlot())
+        return slots[index]
+
+    def _schema(self, name: str) -> Schema:
+        tool = self.options.tool(name) if self.options.tools and name else None
+        return Schema(tool.properties() if tool is not None else {})
+
+    def _announce(
+        self, index: int, slot: DsmlSlot, name: str, arguments: str | None
+    ) -> DeltaToolCall:
+        slot.name = name
+        slot.name_sent = True
+        if not slot.id:
+            slot.id = chat_tool_call_id(self.id_seed, index)
+        return DeltaToolCall(
+            id=slot.id, type="function", index=index, name=name, arguments=arguments
+        )
+
+    def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
+        index = event.call
+        slot = self._slot(index)
+        if event.value:
+            slot.args += event.value
+        if not slot.name_sent:
+            name = slot.name or (json_name(slot.args, slot.json_name) if event.value else None)
+            if name:
+                calls.append(self._announce(index, slot, name, None))
+        elif event.value:
+            stream = ArgsStream(slot.arguments, self.dialect, self._schema(slot.name))
+            piece = stream.piece(slot.args, event.value)
+            if piece:
+                calls.append(DeltaToolCall(index=index, arguments=piece))
+
+    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
+        if index >= len(self.state.slots):
+            return
+        slot = self.state.slots[index]
+        stream = ArgsStream(slot.arguments, self.dialect, self._schema(slot.name))
+        remaining = stream.final(slot.args)
+        if not slot.name_sent:
+            name = slot.name or json_name(slot.args, slot.json_name)
+            if name:
+                calls.append(self._announce(index, slot, name, remaining or ""))
+                return
+        if remaining and slot.name_sent:
+            calls.append(DeltaToolCall(index=index, arguments=remaining))
+
+    def _call(self, index: int, slot: DsmlSlot) -> FunctionCall | None:
+        if not slot.name and not slot.args:
+            return None
+        name = slot.name.strip()
+        raw = slot.args
+        properties: dict[str, Any] = self._schema(name).properties
+        if not name and raw.strip():
+            name, arguments = name_and_arguments(raw)
+            arguments = coerce_arguments(arguments, self._schema(name).properties)
+        elif raw.strip():
+            arguments = arguments_json(raw, self.dialect, Schema(properties))
+        else:
+            arguments = "{}"
+        if not name:
+            return None
+        if not slot.id:
+            slot.id = chat_tool_call_id(self.id_seed, index)
+        return FunctionCall(name, arguments)

@@ -1,0 +1,295 @@
+"""DeepSeek's DSML parsers: ``deepseek_v32`` / ``deepseek_v4`` / ``deepseek_v41`` tools and
+``deepseek_v4`` / ``deepseek_v41`` reasoning.
+
+Outputs run through a labelled test tokenizer: the bundled Qwen3 vocabulary plus
+``｜DSML｜`` as one added token, so DSML markers span several tokens as they do with
+DeepSeek's own tokenizer (``<think>`` and ``</think>`` are single tokens in both).
+The hand-written cases are what vLLM 0.33.0's derender server answered for the same
+outputs with DeepSeek-V4's tokenizer (one-shot, and streams of 1, 3 and random
+chunk sizes); generated outputs check chunking, one-shot agreement and restore.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tokenizers import AddedToken
+
+from app.tokenizer import Tokenizer, load_tokenizer
+from parsers.dsml_args import ArgsState, ArgsStream, Dialect, ParamScan, Schema, arguments_json
+from parsers.registry import ParserFactory
+from parsers.types import ParseOptions, ToolSpec
+from tests.test_deepseek import PROMPT, PROPS, assemble, chunked, stream
+
+DSML = "｜DSML｜"
+DIALECT = Dialect("<｜DSML｜parameter", "</｜DSML｜parameter>")
+TOOLS = (
+    ToolSpec(
+        "get_weather",
+        {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer"},
+                "opts": {"type": "object"},
+            },
+        },
+    ),
+    ToolSpec("get_time", {"type": "object", "properties": {"tz": {"type": "string"}}}),
+)
+WRAPPERS = {"deepseek_v32": "function_calls", "deepseek_v4": "tool_calls", "deepseek_v41": "calls"}
+STR, JSON = ' string="true"', ' string="false"'
+
+
+@pytest.fixture(scope="module")
+def dsml_tokenizer() -> Tokenizer:
+    """Qwen3's vocabulary with ``｜DSML｜`` added (a test tokenizer)."""
+    hf = load_tokenizer("qwen3")._hf  # a fresh copy: the suite's own stays unchanged
+    hf.add_tokens([AddedToken(DSML, special=False, normalized=False)])
+    return Tokenizer(hf, default_max_model_len=32_768, model_eos_token_ids=[])
+
+
+def options(**kwargs: Any) -> ParseOptions:
+    return ParseOptions(tools=TOOLS, tool_choice="auto", **kwargs)
+
+
+def invoke(name: str, params: list[tuple[str, str, str]], spaced: bool = False) -> str:
+    tag, close = ("<｜DSML｜ ", "</｜DSML｜ ") if spaced else ("<｜DSML｜", "</｜DSML｜")
+    body = "".join(f'{tag}parameter name="{k}"{s}>{v}{close}parameter>\n' for k, s, v in params)
+    return f'{tag}invoke name="{name}">\n{body}{close}invoke>\n'
+
+
+def block(config: str, calls: str) -> str:
+    if config == "deepseek_v41":
+        return f"<｜DSML｜ calls>\n{calls}</｜DSML｜ calls>"
+    wrapper = WRAPPERS[config]
+    return f"<｜DSML｜{wrapper}>\n{calls}</｜DSML｜{wrapper}>"
+
+
+def calls_of(config: str, *calls: tuple[str, list[tuple[str, str, str]]]) -> str:
+    return block(config, "".join(invoke(n, p, config == "deepseek_v41") for n, p in calls))
+
+
+# ------------------------------------------------------------------ one-shot, as vLLM reads
+
+
+@pytest.mark.parametrize("config", sorted(WRAPPERS))
+def test_parameters_become_typed_json(dsml_tokenizer: Tokenizer, config: str) -> None:
+    factory = ParserFactory(config, None, True, dsml_tokenizer.vocabulary)
+    text = "Sure.\n\n" + calls_of(
+        config,
+        ("get_weather", [("city", STR, "Paris"), ("days", JSON, "3"), ("opts", STR, '{"x": 1}')]),
+        ("get_time", [("tz", STR, "東京 <UTC+9>")]),
+    )
+    parsed = factory.for_request(options()).parse(text, None, "seed")
+    assert parsed.content == "Sure.\n\n"  # vLLM keeps the whitespace (no strip with tools)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
+        ("get_weather", '{"city": "Paris", "days": 3, "opts": {"x": 1}}'),
+        ("get_time", '{"tz": "東京 <UTC+9>"}'),
+    ]
+
+
+def test_wrappers_unwrap_and_text_after_the_block_is_dropped(dsml_tokenizer: Tokenizer) -> None:
+    factory = ParserFactory("deepseek_v32", None, True, dsml_tokenizer.vocabulary)
+    wrapped = calls_of(
+        "deepseek_v32", ("get_weather", [("arguments", JSON, '{"city": "Rome", "days": "2"}')])
+    )
+    parsed = factory.for_request(options()).parse(wrapped + "\ntrailing", None, "seed")
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
+        ("get_weather", '{"city": "Rome", "days": 2}')
+    ]
+    assert parsed.content is None
+    # No string attribute: JSON if it parses, else the text.
+    bare = calls_of("deepseek_v32", ("get_time", [("tz", "", '"UTC"'), ("x", "", "not json")]))
+    parsed = factory.for_request(options()).parse(bare, None, "seed")
+    assert parsed.tool_calls[0].arguments == '{"tz": "UTC", "x": "not json"}'
+
+
+def test_v4_reasoning_defaults_to_thinking(dsml_tokenizer: Tokenizer) -> None:
+    factory = ParserFactory("deepseek_v4", "deepseek_v4", True, dsml_tokenizer.vocabulary)
+    text = "Plan it.\n</think>\n\nDone." + calls_of(
+        "deepseek_v4", ("get_time", [("tz", STR, "UTC")])
+    )
+    parsed = factory.for_request(options()).parse(text, None, "seed")
+    assert (parsed.reasoning, parsed.content) == ("Plan it.", "\n\nDone.")
+    assert [c.name for c in parsed.tool_calls] == ["get_time"]
+    off = options(chat_template_kwargs={"reasoning_effort": "none"})
+    parsed = factory.for_request(off).parse("<think>x</think>Plain", None, "seed")
+    assert (parsed.reasoning, parsed.content) == ("x", "Plain")  # <think> still opens it
+
+
+def test_a_call_inside_reasoning_ends_it(dsml_tokenizer: Tokenizer) -> None:
+    factory = ParserFactory("deepseek_v4", "deepseek_v4", True, dsml_tokenizer.vocabulary)
+    text = "Plan " + calls_of("deepseek_v4", ("get_weather", [("city", STR, "Paris")]))
+    parsed = factory.for_request(options()).parse(text, None, "seed")
+    assert parsed.reasoning == "Plan"
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
+        ("get_weather", '{"city": "Paris"}')
+    ]
+
+
+# ------------------------------------------------------------------ streams vLLM sent
+
+
+def test_one_token_per_chunk_streams_as_vllm(dsml_tokenizer: Tokenizer) -> None:
+    """vLLM holds a ``"`` that may open ``">``; the name goes when the body starts;
+    a string value streams at each ``>``; the object closes at ``</invoke>``."""
+    factory = ParserFactory("deepseek_v32", None, True, dsml_tokenizer.vocabulary)
+    hf = dsml_tokenizer._hf
+    prefix = 'He said "hi" ok'
+    ids = hf.encode(prefix)
+    deltas = stream(dsml_tokenizer, factory, options(), [[i] for i in ids], finish="length")
+    pieces = [d.content for d in deltas if d is not None]
+    assert "".join(p or "" for p in pieces) == prefix
+    assert not any(p and p.endswith('"') for p in pieces)
+    text = calls_of("deepseek_v32", ("get_weather", [("city", STR, "a<b>c"), ("days", JSON, "3")]))
+    ids = hf.encode(text)
+    deltas = stream(dsml_tokenizer, factory, options(), [[i] for i in ids])
+    sent = [c.arguments for d in deltas if d for c in d.tool_calls if c.arguments]
+    assert sent[0] == '{"city": "'
+    assert "".join(sent) == '{"city": "a<b>c", "days": 3}'
+    names = [c.name for d in deltas if d for c in d.tool_calls if c.name]
+    assert names == ["get_weather"]
+
+
+def test_tool_choice_none_with_a_legacy_reasoning_parser_passes_text(
+    dsml_tokenizer: Tokenizer,
+) -> None:
+    """vLLM streams raw text for ``none`` unless both parsers are engine-based."""
+    text = "a " + calls_of("deepseek_v32", ("get_time", [("tz", STR, "UTC")]))
+    ids = dsml_tokenizer._hf.encode(text)
+    none = ParseOptions(tools=TOOLS, tool_choice="none")
+    mixed = ParserFactory("deepseek_v32", "deepseek_v3", True, dsml_tokenizer.vocabulary)
+    folded = assemble(stream(dsml_tokenizer, mixed, none, [[i] for i in ids]))
+    assert folded.content == text
+    engine = ParserFactory("deepseek_v32", None, True, dsml_tokenizer.vocabulary)
+    folded = assemble(stream(dsml_tokenizer, engine, none, [[i] for i in ids]))
+    assert (folded.content, folded.calls) == ("a ", {})
+
+
+# ------------------------------------------------------------------ the argument decoder
+
+
+def test_the_parameter_scan_follows_vllms_pattern() -> None:
+    raw = (
+        '<｜DSML｜parameter name="a">1<｜DSML｜parameter  name="b" string="true">x>y'
+        '</｜DSML｜parameter><｜DSML｜parameter name="">z</｜DSML｜parameter>'
+        '<｜DSML｜parameter name="c" other="1">w</｜DSML｜parameter>'
+    )
+    params = ParamScan().advance(raw, DIALECT)
+    assert [(p.name, p.is_string, p.value) for p in params] == [
+        ("a", False, "1"),  # ended by the next opener
+        ("b", True, "x>y"),
+    ]
+
+
+def test_a_long_string_value_streams_by_what_it_adds() -> None:
+    """Each ``>`` sends the escaped text since the last one, never the whole value."""
+    state = ArgsState()
+    args = ArgsStream(state, DIALECT, Schema({"city": {"type": "string"}}))
+    raw = '<｜DSML｜parameter name="city" string="true">'
+    assert args.piece(raw, raw) == '{"city": "'
+    for i in range(200):
+        piece = '<p class="x">' + str(i)
+        raw += piece
+        assert args.piece(raw, piece) == '<p class=\\"x\\">' + str(i)
+    raw += "</｜DSML｜parameter>"
+    assert args.piece(raw, "</｜DSML｜parameter>") is None
+    assert args.final(raw) == '"}'
+    assert json.loads(arguments_json(raw, DIALECT, Schema({})))["city"].count("<p") == 200
+
+
+# ------------------------------------------------------------------ generated outputs
+
+WORDS = ["Paris", " and", " 東京", " 👍🏽", ' "quotes"', " <b>", "</", "\n", ">", '"']
+VALUES = ["Paris", "東京 👩‍👩‍👧", 'say "hi"', "{not json}", "a<b>c</b>", "3", '{"x": [1, 2]}', ""]
+text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map("".join)
+param = st.tuples(
+    st.sampled_from(["city", "days", "opts", "tz", "arguments", "zz"]),
+    st.sampled_from([STR, JSON, ""]),
+    st.sampled_from(VALUES),
+)
+# One value per key: a repeated key streams its first value and then stops, in vLLM
+# as here (the sent prefix no longer matches), so only one-shot has the last value.
+call = st.tuples(
+    st.sampled_from(["get_weather", "get_time", "launch"]),
+    st.lists(param, max_size=3, unique_by=lambda p: p[0]),
+)
+CONFIGS = {
+    "deepseek_v32": ("deepseek_v32", None),
+    "deepseek_v4": ("deepseek_v4", "deepseek_v4"),
+    "deepseek_v41": ("deepseek_v41", "deepseek_v41"),
+}
+
+
+@st.composite
+def case(draw: st.DrawFn) -> tuple[str, str, list[int], list[int], str]:
+    config = draw(st.sampled_from(sorted(CONFIGS)))
+    out = ""
+    if CONFIGS[config][1] is not None and draw(st.booleans()):
+        out += draw(text) + "</think>"
+    calls = draw(st.lists(call, max_size=3))
+    if not calls or draw(st.booleans()):
+        out += draw(text)
+    if calls:
+        out += calls_of(config, *calls)
+        if draw(st.booleans()):
+            out += draw(text)
+    cuts_a = draw(st.lists(st.integers(0, 400), max_size=30))
+    cuts_b = draw(st.lists(st.integers(0, 400), max_size=30))
+    finish = draw(st.sampled_from(["stop", "length"]))
+    return config, out, cuts_a, cuts_b, finish
+
+
+def _factory(tokenizer: Tokenizer, config: str) -> ParserFactory:
+    tools, reasoning = CONFIGS[config]
+    return ParserFactory(tools, reasoning, True, tokenizer.vocabulary)
+
+
+@PROPS
+@given(generated=case())
+def test_any_chunking_assembles_the_same_message(
+    dsml_tokenizer: Tokenizer, generated: tuple[str, str, list[int], list[int], str]
+) -> None:
+    config, output, cuts_a, cuts_b, finish = generated
+    factory = _factory(dsml_tokenizer, config)
+    ids = dsml_tokenizer._hf.encode(output)
+    if finish == "length":
+        ids = ids[: max(1, len(ids) * 2 // 3)]
+    baseline = assemble(stream(dsml_tokenizer, factory, options(), [[i] for i in ids], finish))
+    for cuts in (cuts_a, cuts_b, [10**6]):
+        folded = assemble(stream(dsml_tokenizer, factory, options(), chunked(ids, cuts), finish))
+        assert folded == baseline, (output, cuts)
+
+
+@PROPS
+@given(generated=case())
+def test_streams_agree_with_the_one_shot_parse(
+    dsml_tokenizer: Tokenizer, generated: tuple[str, str, list[int], list[int], str]
+) -> None:
+    config, output, cuts, _, _ = generated
+    factory = _factory(dsml_tokenizer, config)
+    ids = dsml_tokenizer._hf.encode(output)
+    folded = assemble(stream(dsml_tokenizer, factory, options(), chunked(ids, cuts)))
+    parsed = factory.for_request(options()).parse(output, dsml_tokenizer._hf.encode(PROMPT), "seed")
+    assert folded.reasoning == (parsed.reasoning or "")
+    streamed = [folded.calls[i] for i in sorted(folded.calls)]
+    assert streamed == [[c.name, c.arguments] for c in parsed.tool_calls]
+    assert folded.content.strip() == (parsed.content or "").strip()
+
+
+@PROPS
+@given(generated=case(), cut=st.integers(0, 300))
+def test_snapshot_and_restore_continue_identically(
+    dsml_tokenizer: Tokenizer, generated: tuple[str, str, list[int], list[int], str], cut: int
+) -> None:
+    config, output, cuts, _, finish = generated
+    factory = _factory(dsml_tokenizer, config)
+    chunks = chunked(dsml_tokenizer._hf.encode(output), cuts)
+    expected = stream(dsml_tokenizer, factory, options(), chunks, finish)
+    restored = stream(dsml_tokenizer, factory, options(), chunks, finish, cut % (len(chunks) + 1))
+    assert restored == expected
