@@ -493,9 +493,9 @@ class DerenderService:
         The re-sent state, prompt and chat request are compared as raw bytes with
         what the session was built from and last sent, never decoded; only the small
         fields are. The state may come back as sent or as ``json.dumps`` re-encodes it
-        (app/state_json.py): the session knows both byte forms. Anything else (a miss, a field that fails to decode or check)
-        returns None and the chunk takes the full path, which also gives any error
-        its exact message.
+        (app/state_json.py): the session knows both byte forms. Anything else (a miss,
+        a field that fails to decode or check) returns None and the chunk takes the
+        full path, which also gives any error its exact message.
         """
         try:
             chunk = _chunk_decoder.decode(view.generate_chunk)
