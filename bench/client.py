@@ -80,6 +80,7 @@ async def run_stream(
     """
     record = StreamRecord()
     prompt_raw = msgspec.Raw(msgspec.json.encode(prompt))
+    prompt_dumps_bytes = len(json.dumps(prompt))
     chat_raw = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
     urls = itertools.cycle(base + ROUTE for base in target.bases)
     state: msgspec.Raw | None = None
@@ -99,10 +100,14 @@ async def run_stream(
         }
         if json_dumps:
             body.update(prompt_token_ids=prompt, chat_request=CHAT_REQUEST)
-            if parsed_state is not None:
-                body["stream_state"] = parsed_state
-                record.history_bytes += len(json.dumps(parsed_state))
             content = json.dumps(body).encode()
+            if parsed_state is not None:
+                # the state's share, from the body without it: encoding the state twice
+                # would add client CPU, which competes with the server's on a shared box
+                without = len(content) + len(b', "stream_state": ')
+                body["stream_state"] = parsed_state
+                content = json.dumps(body).encode()
+                record.history_bytes += len(content) - without
         else:
             if state is not None:
                 body["stream_state"] = state
@@ -116,7 +121,7 @@ async def run_stream(
         record.latencies.append(time.perf_counter() - sent)
         record.positions.append(start + len(tokens))
         record.bytes_sent += len(content)
-        record.prompt_bytes += len(json.dumps(prompt)) if json_dumps else len(prompt_raw)
+        record.prompt_bytes += prompt_dumps_bytes if json_dumps else len(prompt_raw)
         record.bytes_received += len(answer)
         record.hits += cache in ("hit", "redis")  # no replay: kept or restored session
         record.misses += cache == "miss"
