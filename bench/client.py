@@ -80,8 +80,9 @@ async def run_stream(
     """
     record = StreamRecord()
     prompt_raw = msgspec.Raw(msgspec.json.encode(prompt))
-    prompt_dumps_bytes = len(json.dumps(prompt))
     chat_raw = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
+    context: tuple[Any, Any] = (prompt, CHAT_REQUEST) if json_dumps else (prompt_raw, chat_raw)
+    prompt_bytes = len(json.dumps(prompt)) if json_dumps else len(prompt_raw)
     urls = itertools.cycle(base + ROUTE for base in target.bases)
     state: msgspec.Raw | None = None
     parsed_state: Any = None  # the json_dumps client's, as json.loads gave it
@@ -95,11 +96,10 @@ async def run_stream(
         body: dict[str, Any] = {
             "stream": True,
             "generate_chunk": {"request_id": request_id, "choices": [choice]},
-            "prompt_token_ids": prompt_raw,
-            "chat_request": chat_raw,
+            "prompt_token_ids": context[0],
+            "chat_request": context[1],
         }
         if json_dumps:
-            body.update(prompt_token_ids=prompt, chat_request=CHAT_REQUEST)
             content = json.dumps(body).encode()
             if parsed_state is not None:
                 # the state's share, from the body without it: encoding the state twice
@@ -121,7 +121,7 @@ async def run_stream(
         record.latencies.append(time.perf_counter() - sent)
         record.positions.append(start + len(tokens))
         record.bytes_sent += len(content)
-        record.prompt_bytes += prompt_dumps_bytes if json_dumps else len(prompt_raw)
+        record.prompt_bytes += prompt_bytes
         record.bytes_received += len(answer)
         record.hits += cache in ("hit", "redis")  # no replay: kept or restored session
         record.misses += cache == "miss"

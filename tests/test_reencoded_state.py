@@ -6,6 +6,7 @@ re-encoded state misses and replays to the same bytes as without a cache."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -74,11 +75,11 @@ def stream(
     *,
     tamper_at: int | None = None,
     finish: bool = True,
-) -> tuple[list[dict[str, Any]], list[str], Any]:
+) -> tuple[list[bytes], list[str], Any]:
     """Stream ``ids`` ``size`` tokens per chunk, each body encoded with ``encode``: the
     carried state as the reply's bytes for ``as_sent``, else as json.loads gave it.
 
-    Returns the reply chunks (``created`` zeroed), each reply's cache header, and the
+    Returns the reply bodies (``created`` zeroed), each reply's cache header, and the
     last state. At chunk ``tamper_at`` the carried history's first id is changed;
     without ``finish`` the last chunk does not end the stream.
     """
@@ -103,9 +104,7 @@ def stream(
         }
         response = client.post(PATH, content=encode(body), headers=JSON)
         assert response.status_code == 200, response.text
-        chunk = response.json()["chunk"]
-        chunk["created"] = 0
-        replies.append(chunk)
+        replies.append(re.sub(rb'"created":\d+', b'"created":0', response.content, count=1))
         sources.append(response.headers["x-derender-cache"])
         carried = bytes(msgspec.json.decode(response.content, type=_Reply).stream_state)
     return replies, sources, json.loads(carried)
@@ -140,7 +139,9 @@ def test_a_json_dumps_client_hits_and_gets_the_same_bytes(
     # what the re-encoded states carried: non-ASCII text (escaped) and a tool call id
     assert final["prev_tokens"] == FIRST_STATE["prev_tokens"] and final["tools_streamed"]
     assert final["last_tool_call_ids"] and "\\u" in json.dumps(final)
-    assert any(c["choices"][0]["delta"].get("tool_calls") for c in replies)
+    deltas = [json.loads(r)["chunk"]["choices"][0]["delta"] for r in replies]
+    assert any(delta.get("tool_calls") for delta in deltas)
+    assert "東京" in "".join(delta.get("content") or "" for delta in deltas)
 
 
 def test_a_tampered_json_dumps_state_misses_and_replays(
