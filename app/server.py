@@ -532,9 +532,10 @@ class DerenderService:
 
         The re-sent state, prompt and chat request are compared as raw bytes with
         what the session was built from and last sent, never decoded; only the small
-        fields are. Anything else (a miss, a field that fails to decode or check)
-        returns None and the chunk takes the full path, which also gives any error
-        its exact message.
+        fields are. The state may come back as sent or as ``json.dumps`` re-encodes it
+        (app/state_json.py): the session knows both byte forms. Anything else (a miss,
+        a field that fails to decode or check) returns None and the chunk takes the
+        full path, which also gives any error its exact message.
         """
         try:
             chunk = _chunk_decoder.decode(view.generate_chunk)
@@ -552,9 +553,12 @@ class DerenderService:
             return None
         key = (chunk.request_id, chunk.choices[0].index)
         fingerprint = Fingerprint(self._settings_digest, view.chat_request, view.prompt_token_ids)
+        found = self.sessions.peek(key, fingerprint)
+        if found is None:
+            return None
+        session, kept = found
         state = bytes(view.stream_state)
-        session = self.sessions.peek(key, fingerprint, state)
-        if session is None or session.answered is None:
+        if session.answered is None or (state != kept and state != session.json_dumps_echo()):
             return None
         delta = _chunk_tokens(chunk)
         used = len(session.prompt_token_ids) + len(session.output_token_ids)
@@ -563,7 +567,7 @@ class DerenderService:
         request = msgspec.structs.replace(
             session.answered, generate_chunk=chunk, model=requested, prompt_tokens=prompt_tokens
         )
-        self.sessions.checkout(key, fingerprint, state)
+        self.sessions.checkout(key, fingerprint, kept)
         self.metrics.cache_hits.inc()
         return await self._answer(request, model, key, fingerprint, session, HIT, delta)
 

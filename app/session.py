@@ -30,8 +30,8 @@ from app.protocol import (
     ChatStreamDerenderRequest,
     GenerateChunk,
     StreamState,
-    encoder,
 )
+from app.state_json import COMPACT, JSON_DUMPS, HistoryJson, json_dumps_echo
 from app.tokenizer import Tokenizer
 from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
@@ -132,8 +132,9 @@ class StreamSession:
         self.prompt_token_ids = prompt_token_ids
         self.output_token_ids: list[int] = []
         self.output_chunk_lens: list[int] = []
-        self._ids_json = bytearray(b"[")
-        self._lens_json = bytearray(b"[")
+        self._history = HistoryJson(COMPACT)
+        # The history as json.dumps writes it, kept once a client re-encodes the state.
+        self._dumps_history: HistoryJson | None = None
         self.answered: ChatStreamDerenderRequest | None = None
         self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
@@ -189,8 +190,8 @@ class StreamSession:
             + sys.getsizeof(carried)
             + int_list_bytes(self.output_token_ids)
             + sys.getsizeof(self.output_chunk_lens)
-            + sys.getsizeof(self._ids_json)
-            + sys.getsizeof(self._lens_json)
+            + self._history.size()
+            + (self._dumps_history.size() if self._dumps_history is not None else 0)
         )
 
     def snapshot(self) -> bytes:
@@ -218,8 +219,7 @@ class StreamSession:
         )
         self.output_token_ids = list(token_ids)
         self.output_chunk_lens = list(chunk_lens)
-        self._ids_json = bytearray(encoder.encode(token_ids)[:-1])
-        self._lens_json = bytearray(encoder.encode(chunk_lens)[:-1])
+        self._history = HistoryJson(COMPACT, token_ids, chunk_lens)
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
@@ -243,9 +243,9 @@ class StreamSession:
             text = self.detokenizer.decode(text_ids) if token_ids else ""
             delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
         if token_ids:
-            comma = b"," if self.output_chunk_lens else b""
-            self._ids_json += comma + ",".join(map(str, token_ids)).encode()
-            self._lens_json += comma + str(len(token_ids)).encode()
+            self._history.extend(token_ids)
+            if self._dumps_history is not None:
+                self._dumps_history.extend(token_ids)
             self.output_token_ids += token_ids
             self.output_chunk_lens.append(len(token_ids))
         return delta, finish
@@ -253,4 +253,20 @@ class StreamSession:
     def history_json(self) -> tuple[Raw, Raw]:
         """``output_token_ids`` and ``output_chunk_lens`` as JSON, as msgspec encodes
         them, kept up to date chunk by chunk so a reply never re-encodes the history."""
-        return Raw(b"".join((self._ids_json, b"]"))), Raw(b"".join((self._lens_json, b"]")))
+        ids, lens = self._history.arrays()
+        return Raw(ids), Raw(lens)
+
+    def json_dumps_echo(self) -> bytes:
+        """The state the last reply carried, as a client re-encoding it with
+        ``json.dumps`` defaults sends it back (a ``requests`` or ``aiohttp`` user).
+
+        From the first call on, the session keeps its history in that encoding too
+        (built once, then grown by each chunk), so a hit from such a client costs a
+        byte comparison, as one from a client that echoes the bytes does.
+        """
+        assert self.answered is not None and self.answered.stream_state is not None
+        if self._dumps_history is None:
+            self._dumps_history = HistoryJson(
+                JSON_DUMPS, self.output_token_ids, self.output_chunk_lens
+            )
+        return json_dumps_echo(self.answered.stream_state, self._dumps_history)

@@ -4,13 +4,17 @@ Each chunk's request carries the prompt ids, the chat request and the
 ``stream_state`` the previous reply returned, as vLLM's clients send them. The
 prompt and chat request are encoded once and the state is passed through as raw
 JSON, so the client's own CPU stays small and the bytes it counts are exactly the
-bytes on the wire.
+bytes on the wire. A ``json_dumps`` client instead writes what a ``requests``,
+``aiohttp`` or ``urllib`` user writes: the reply parsed with ``json.loads`` and every
+request body, state included, re-encoded with ``json.dumps`` defaults (ASCII escapes,
+``", "`` and ``": "`` separators).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,20 +66,26 @@ async def run_stream(
     chunk_size: int,
     *,
     echo: bool = False,
+    json_dumps: bool = False,
     interval_s: float = 0.0,
     on_chunk: Callable[[int, StreamRecord], None] | None = None,
 ) -> StreamRecord:
     """Stream ``output`` ``chunk_size`` tokens per call, one chunk every ``interval_s``.
 
     ``echo``: the server answers with the request itself, so the client grows the
-    state as a derender server would. ``on_chunk`` gets the output position and the
-    record so far after each reply (the stream bench samples server CPU there).
+    state as a derender server would. ``json_dumps``: each reply is parsed and each
+    body re-encoded with ``json.dumps`` defaults (its encoding is not timed, as a
+    router's own CPU is not). ``on_chunk`` gets the output position and the record so
+    far after each reply (the stream bench samples server CPU there).
     """
     record = StreamRecord()
     prompt_raw = msgspec.Raw(msgspec.json.encode(prompt))
     chat_raw = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
+    context: tuple[Any, Any] = (prompt, CHAT_REQUEST) if json_dumps else (prompt_raw, chat_raw)
+    prompt_bytes = len(json.dumps(prompt)) if json_dumps else len(prompt_raw)
     urls = itertools.cycle(base + ROUTE for base in target.bases)
     state: msgspec.Raw | None = None
+    parsed_state: Any = None  # the json_dumps client's, as json.loads gave it
     started = time.perf_counter()
     for index, start in enumerate(range(0, len(output), chunk_size)):
         if interval_s:
@@ -86,13 +96,23 @@ async def run_stream(
         body: dict[str, Any] = {
             "stream": True,
             "generate_chunk": {"request_id": request_id, "choices": [choice]},
-            "prompt_token_ids": prompt_raw,
-            "chat_request": chat_raw,
+            "prompt_token_ids": context[0],
+            "chat_request": context[1],
         }
-        if state is not None:
-            body["stream_state"] = state
-            record.history_bytes += len(state)
-        content = msgspec.json.encode(body)
+        if json_dumps:
+            content = json.dumps(body).encode()
+            if parsed_state is not None:
+                # the state's share, from the body without it: encoding the state twice
+                # would add client CPU, which competes with the server's on a shared box
+                without = len(content) + len(b', "stream_state": ')
+                body["stream_state"] = parsed_state
+                content = json.dumps(body).encode()
+                record.history_bytes += len(content) - without
+        else:
+            if state is not None:
+                body["stream_state"] = state
+                record.history_bytes += len(state)
+            content = msgspec.json.encode(body)
         sent = time.perf_counter()
         async with client.post(next(urls), data=content, headers=JSON_HEADERS) as reply:
             reply.raise_for_status()
@@ -101,12 +121,14 @@ async def run_stream(
         record.latencies.append(time.perf_counter() - sent)
         record.positions.append(start + len(tokens))
         record.bytes_sent += len(content)
-        record.prompt_bytes += len(prompt_raw)
+        record.prompt_bytes += prompt_bytes
         record.bytes_received += len(answer)
         record.hits += cache in ("hit", "redis")  # no replay: kept or restored session
         record.misses += cache == "miss"
         if echo:
             state = grown_state(state, tokens)
+        elif json_dumps:
+            parsed_state = json.loads(answer)["stream_state"]
         else:
             state = msgspec.json.decode(answer, type=_Reply).stream_state
         if on_chunk is not None:
@@ -114,12 +136,17 @@ async def run_stream(
     return record
 
 
-async def warm_up(target: Target, output: list[int], prompt: list[int], echo: bool) -> None:
+async def warm_up(
+    target: Target, output: list[int], prompt: list[int], echo: bool, json_dumps: bool = False
+) -> None:
     """One short unmeasured stream per replica: first-request costs are not the chunk's."""
     async with http_client(1) as client:
         for base in target.bases:
             single = Target([base], [])
-            await run_stream(client, single, f"warm-up-{base}", output[:32], prompt, 1, echo=echo)
+            await run_stream(
+                client, single, f"warm-up-{base}", output[:32], prompt, 1,
+                echo=echo, json_dumps=json_dumps,
+            )  # fmt: skip
 
 
 def http_client(connections: int) -> aiohttp.ClientSession:

@@ -34,6 +34,7 @@ class Mode:
     label: str  # for tables and plots
     commands: Callable[[Setup], list[Command]]
     echo: bool = False  # replies echo the request: the client grows stream_state itself
+    json_dumps: bool = False  # the client re-encodes each body (state included) with json.dumps
     needs_vllm: bool = False
     redis: bool = False  # a private redis-server runs beside the mode's processes
 
@@ -85,6 +86,8 @@ MODES: tuple[Mode, ...] = (
     Mode("cache-off", "cache off", ours("--stream-cache-size", "0")),
     Mode("http-floor", "HTTP floor", http_floor, echo=True),
     Mode("vllm", "vLLM 0.33.0", vllm_render, needs_vllm=True),
+    # cache-on's server; its client re-encodes the state as requests/aiohttp users do
+    Mode("json-dumps", "json.dumps client", ours(), json_dumps=True),
 )
 BASELINE = MODES[0]  # the mode every other one is compared with
 

@@ -87,7 +87,15 @@ def measure(
     async def go() -> StreamRecord:
         async with http_client(1) as client:
             return await run_stream(
-                client, target, run_id, output, prompt, size, echo=mode.echo, on_chunk=sample
+                client,
+                target,
+                run_id,
+                output,
+                prompt,
+                size,
+                echo=mode.echo,
+                json_dumps=mode.json_dumps,
+                on_chunk=sample,
             )
 
     record = asyncio.run(go())
@@ -124,7 +132,7 @@ def run(
     for mode in modes:
         progress(f"{mode.label}: starting")
         with started(mode, setup) as target:
-            asyncio.run(warm_up(target, output, prompts[0], mode.echo))
+            asyncio.run(warm_up(target, output, prompts[0], mode.echo, mode.json_dumps))
             for prompt in prompts:
                 for size in chunk_sizes:
                     run_id = f"bench-{mode.name}-{len(prompt)}-{size}"

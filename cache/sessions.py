@@ -92,18 +92,21 @@ class SessionCache(Generic[S]):
                 return slot
         return None
 
-    def peek(self, key: Hashable, fingerprint: object, state: bytes) -> S | None:
-        """The session ``checkout`` would return now, left where it is.
+    def peek(self, key: Hashable, fingerprint: object) -> tuple[S, bytes] | None:
+        """The session ``checkout`` would find now with the state it continues, left
+        where it is.
 
-        Lets a caller check the request against the session before committing to it.
+        Lets a caller check the request against the session (its state as these
+        bytes, or as another encoding of them the session knows) before committing
+        to it with ``checkout`` of these bytes.
         """
         slot = self._find(key, fingerprint)
         if slot is None:
             return None
         entry = self._entries[slot]
-        if self._clock() - entry.used > self.ttl or entry.state != state:
+        if self._clock() - entry.used > self.ttl:
             return None
-        return entry.session
+        return entry.session, entry.state
 
     def checkout(
         self, key: Hashable, fingerprint: object, state: bytes

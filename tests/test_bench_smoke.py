@@ -11,8 +11,8 @@ import pytest
 from bench.__main__ import main
 from bench.workload import PARSER_CONFIGS
 
-SERVED_MODES = ["cache-on", "redis-replicas", "cache-off", "http-floor"]
-KEEPS_SESSIONS = ("cache-on", "redis-replicas")
+SERVED_MODES = ["cache-on", "redis-replicas", "cache-off", "http-floor", "json-dumps"]
+KEEPS_SESSIONS = ("cache-on", "redis-replicas", "json-dumps")
 
 
 def run(tmp_path: Path, *argv: str) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def test_stream_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         assert len(r["latencies_ms"]) == len(r["positions"]) == -(-40 // r["chunk_size"])
         assert (r["hit_ratio"] is None) == (r["mode"] == "http-floor")
     on = [r for r in runs if r["mode"] in KEEPS_SESSIONS]
-    assert len(on) == 4 and all(r["hit_ratio"] > 0.5 for r in on)
+    assert len(on) == 6 and all(r["hit_ratio"] > 0.5 for r in on)
     assert all(r["hit_ratio"] == 0 for r in runs if r["mode"] == "cache-off")
     for plot in ("stream-latency.png", "stream-cpu.png"):
         assert (tmp_path / plot).stat().st_size > 0

@@ -60,12 +60,11 @@ def test_hit_needs_the_same_fingerprint_and_state() -> None:
 def test_peek_finds_what_checkout_would_and_leaves_it() -> None:
     cache, _, clock = make_cache()
     cache.checkin("k", "session", b"fp", b"s", 10)
-    assert cache.peek("k", b"other", b"s") is None
-    assert cache.peek("k", b"fp", b"t") is None
-    assert cache.peek("k", b"fp", b"s") == "session"
+    assert cache.peek("k", b"other") is None
+    assert cache.peek("k", b"fp") == ("session", b"s")
     assert len(cache) == 1
     clock.now = 11
-    assert cache.peek("k", b"fp", b"s") is None
+    assert cache.peek("k", b"fp") is None
     assert cache.checkout("k", b"fp", b"s") == (None, EXPIRED)
 
 
