@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -42,8 +43,8 @@ from cache.redis_tier import (
     envelope_mac,
 )
 from parsers.stream import ChatStreamState
-from tests.conftest import AppFactory
-from tests.golden import load_cases, stream_body
+from tests.conftest import AppFactory, build_app
+from tests.golden import load_cases, stream_body, tokenizer_of
 from tests.processes import serving
 
 TIMEOUT_MS = 200  # well under the 2 s faults, well over a loaded machine's Redis round trip
@@ -236,12 +237,23 @@ def alternate(
     return sources
 
 
+# The DeepSeek family's parsed configurations (every other stream: the parsers, not the
+# scenarios, are what differs from the Qwen ones above).
+DEEPSEEK_STREAMS = [
+    c
+    for config in ("D1", "D2", "D3", "D4", "D5")
+    for c in load_cases(config)[::2]
+    if c["kind"] == "chat_stream" and c["chunking"] == "r16"
+]
+
+
 def test_round_robin_replicas_restore_from_redis_on_every_configuration(
-    make_app: AppFactory, shared_redis: RedisServer
+    shared_redis: RedisServer,
 ) -> None:
     restored = after_first = 0
-    for config in CONFIGS:
-        cases = [c for c in ALL_STREAMS if c["config"] == config]
+    for config in (*CONFIGS, "D1", "D2", "D3", "D4", "D5"):
+        cases = [c for c in (*ALL_STREAMS, *DEEPSEEK_STREAMS) if c["config"] == config]
+        make_app = functools.partial(build_app, tokenizer_of(cases[0]))
         with replicas(make_app, list(cases[0]["server_flags"]), shared_redis.url) as clients:
             for case in cases:
                 lanes_seen: set[int] = set()
