@@ -8,6 +8,11 @@ being written streams through an extender that escapes each new piece, and a
 parameter boundary costs what it changed, never a pass over the whole body
 (model output is untrusted). A one-shot parse is the same machinery fed the whole
 content at once.
+
+Where vLLM's stream depends on where chunks end, every chunking here sends the
+same arguments: what is sent is decided at each parameter end, a tag still being
+spelled (``< parameter =``) is held back from the open value, and a repeated key
+open inside the JSON sends nothing until it ends (docs/parity.md).
 """
 
 from __future__ import annotations
@@ -176,7 +181,9 @@ class OpenValue(Struct):
     matched: int = 0
     started: bool = False
     held: str = ""  # a trailing newline, which may be the template's markup
-    sent: list[str] = field(default_factory=list)  # pieces streamed since the head was sent
+    # Pieces streamed past the sent head, joined to it when the value ends (appending
+    # to a long string held by a struct copies it every time).
+    sent: list[str] = field(default_factory=list)
 
 
 def read_value(value: OpenValue, raw: str, end: int) -> str:
@@ -214,7 +221,7 @@ class Slot(Struct):
     positions: dict[str, int] = field(default_factory=dict)
     coerced_as: str = ""  # the call name the entries were typed for
     sent_entries: list[str] = field(default_factory=list)  # entries the sent text covers
-    sent_tail: str = ""  # sent text past them: the head of the next entry
+    sent_tail: str = ""  # sent text past them: the head of the next entry (+ open_value.sent)
     sent_final: bool = False  # the closed object was sent: nothing can follow
     stale: int = 0  # covered entries that no longer read as they were sent
     tail_ok: bool = True  # the entry after the covered ones still starts as sent_tail
