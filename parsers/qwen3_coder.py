@@ -8,6 +8,11 @@ being written streams through an extender that escapes each new piece, and a
 parameter boundary costs what it changed, never a pass over the whole body
 (model output is untrusted). A one-shot parse is the same machinery fed the whole
 content at once.
+
+Where vLLM's stream depends on where chunks end, every chunking here sends the
+same arguments: what is sent is decided at each parameter end, a tag still being
+spelled (``< parameter =``) is held back from the open value, and a repeated key
+open inside the JSON sends nothing until it ends (docs/parity.md).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ _WORD = "parameter"
 _AFTER_LT, _AFTER_SLASH = -1, -2
 # ParamScan phases.
 _SEEK_OPEN, _SEEK_NAME_END, _SEEK_VALUE_END = 0, 1, 2
+# How an open value's text reaches the client (OpenValue.mode).
+_SENDS, _BEHIND, _SILENT = 0, 1, 2
 
 
 def _trim_wrapping_newlines(value: str) -> str:
@@ -103,9 +110,8 @@ class ParamScan(Struct):
     name_start: int = 0
     name_end: int = 0  # the ``>`` after the name
 
-    def advance(self, raw: str) -> list[tuple[str, str]]:
-        """The parameters ``raw`` completes since the last call: (name, trimmed value)."""
-        found: list[tuple[str, str]] = []
+    def next_parameter(self, raw: str) -> tuple[str, str] | None:
+        """The next parameter ``raw`` completes (name, trimmed value); None when no more."""
         pos, size, tag = self.scanned, len(raw), self.tag
         while pos < size:
             if self.phase == _SEEK_NAME_END:
@@ -127,41 +133,64 @@ class ParamScan(Struct):
             if not ended:
                 continue
             tag.start = -1
+            completed = None
             if self.phase == _SEEK_VALUE_END:
                 name = raw[self.name_start : self.name_end].lstrip()
-                found.append((name, _trim_wrapping_newlines(raw[self.name_end + 1 : start])))
-                if tag.closing:
-                    self.phase = _SEEK_OPEN
-                    continue
-            elif tag.closing:
-                continue
-            self.phase, self.name_start = _SEEK_NAME_END, pos
+                completed = name, _trim_wrapping_newlines(raw[self.name_end + 1 : start])
+            if tag.closing:
+                self.phase = _SEEK_OPEN
+            else:
+                self.phase, self.name_start = _SEEK_NAME_END, pos
+            if completed is not None:
+                self.scanned = pos
+                return completed
         self.scanned = pos
-        return found
+        return None
 
-    def open_parameter(self, raw: str) -> tuple[str, str] | None:
-        """The unterminated last parameter (name, raw value), if its name is not empty."""
+    def open_name(self, raw: str) -> str | None:
+        """The name of the unterminated last parameter, if it has one.
+
+        Its value starts past ``name_end``; a whitespace name keeps its last character,
+        as vLLM's open-parameter pattern reads it.
+        """
         if self.phase != _SEEK_VALUE_END or self.name_end == self.name_start:
             return None
         spelled = raw[self.name_start : self.name_end]
-        return spelled.lstrip() or spelled[-1], raw[self.name_end + 1 :]
+        return spelled.lstrip() or spelled[-1]
+
+    def settled(self) -> int:
+        """How far the scanned text is final: up to a tag still being spelled.
+
+        Such text (``<``, ``</ para``...) may yet end the open value, or turn out to be
+        part of it: it is held back until it does one or the other.
+        """
+        return self.tag.start if self.tag.start >= 0 else self.scanned
 
 
 class OpenValue(Struct):
-    """An open string parameter value being streamed piece by piece."""
+    """The open parameter's value: how far it was read, and how its text reaches the client.
 
-    started: bool
-    held: str
+    ``SENDS``: its JSON-escaped text streams as it comes. ``BEHIND``: the same key's
+    earlier value was sent and this one has matched ``matched`` characters of what
+    was sent so far; it streams once it passes that. ``SILENT``: nothing of it can
+    be sent before the parameter ends.
+    """
+
+    read_to: int  # the body position its text was read up to
+    mode: int = _SILENT
+    matched: int = 0
+    started: bool = False
+    held: str = ""  # a trailing newline, which may be the template's markup
+    # Pieces streamed past the sent head, joined to it when the value ends (appending
+    # to a long string held by a struct copies it every time).
+    sent: list[str] = field(default_factory=list)
 
 
-def open_value(value: str) -> OpenValue:
-    """The streaming state of an open value whose text so far is ``value``."""
-    return OpenValue(bool(value), "\n" if value.endswith("\n") and value != "\n" else "")
-
-
-def extend_value(value: OpenValue, delta: str) -> str:
-    """The JSON-escaped text ``delta`` adds to the open value (one wrapping newline held)."""
-    text = value.held + delta
+def read_value(value: OpenValue, raw: str, end: int) -> str:
+    """The JSON-escaped text ``raw[value.read_to:end]`` adds to the open value, with one
+    leading newline dropped and a trailing one held (they may be the template's)."""
+    text = value.held + raw[value.read_to : end]
+    value.read_to = end
     if not value.started and text:
         value.started = True
         text = text.removeprefix("\n")
@@ -192,11 +221,11 @@ class Slot(Struct):
     positions: dict[str, int] = field(default_factory=dict)
     coerced_as: str = ""  # the call name the entries were typed for
     sent_entries: list[str] = field(default_factory=list)  # entries the sent text covers
-    sent_tail: str = ""  # sent text past them: the head of the next entry
+    sent_tail: str = ""  # sent text past them: the head of the next entry (+ open_value.sent)
     sent_final: bool = False  # the closed object was sent: nothing can follow
     stale: int = 0  # covered entries that no longer read as they were sent
+    tail_ok: bool = True  # the entry after the covered ones still starts as sent_tail
     open_value: OpenValue | None = None
-    open_value_streams: bool = False
 
 
 class Qwen3CoderState(Struct, tag="qwen3_coder"):
@@ -338,16 +367,23 @@ class Qwen3CoderTools:
                 self._announce(index, calls, slot.name)
             elif event.value:
                 self._announce(index, calls, json_name(slot.args, slot.json_name))
-        elif event.value:
-            piece = self._argument_delta(slot, event.value)
-            if piece:
-                calls.append(DeltaToolCall(index=index, arguments=piece))
+            if not slot.name_sent:
+                return
+        elif not event.value:
+            return
+        piece = self._argument_delta(slot)
+        if piece:
+            calls.append(DeltaToolCall(index=index, arguments=piece))
 
     def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
         if index >= len(self.state.slots):
             return
-        remaining = self._final_arguments(self.state.slots[index])
         slot = self.state.slots[index]
+        # A tag still being spelled when the call ends never ends the value: it is text.
+        released = self._read_open(slot, len(slot.args)) if slot.name_sent else None
+        remaining = self._final_arguments(slot)
+        if released:
+            remaining = released + (remaining or "")
         if not slot.name_sent:
             name = slot.name or json_name(slot.args, slot.json_name)
             if name:
@@ -374,114 +410,174 @@ class Qwen3CoderTools:
 
     # ------------------------------------------------------------------ arguments
 
-    def _argument_delta(self, slot: Slot, raw: str) -> str | None:
-        """The arguments text this body piece adds, as vLLM's engine streams it.
+    def _argument_delta(self, slot: Slot) -> str | None:
+        """The arguments text the body's new text adds, as vLLM's engine streams it.
 
-        While a new string parameter is open its text streams through the extender;
-        otherwise the JSON is re-derived, but only from what changed: parameters
-        completed by this piece and the open one.
+        The JSON is re-derived where it can change, and only from what changed: at
+        each parameter the text completes, then for the open one; in between, the open
+        value's text streams as its OpenValue says. Deciding at every parameter end,
+        not only where a chunk happens to end, is what makes every chunking send the
+        same arguments (vLLM decides per chunk, see docs/parity.md).
         """
-        completed = self._complete(slot)
-        if slot.open_value is not None and not completed:
-            piece = extend_value(slot.open_value, raw)
-            if not piece or not slot.open_value_streams:
-                return None
-            slot.sent_tail += piece
-            return piece
-        slot.open_value = None
-        open_parameter = slot.scan.open_parameter(slot.args)
-        if (not completed and open_parameter is None) or slot.sent_final:
-            return None  # the parameters read as before, so does their JSON
-        entries = slot.entries
-        last_name = slot.names[-1] if slot.names else ""
-        overlaid = -1
-        if open_parameter is not None:
-            name, value = open_parameter
-            entry = self._entry(slot.name, name, _trim_wrapping_newlines(value))
-            overlaid = slot.positions.get(name, len(entries))
-            entries = list(entries) if overlaid < len(entries) else [*entries, entry]
-            entries[overlaid] = entry
-            if overlaid == len(slot.entries):
-                last_name = name
-        if not entries:
+        if slot.sent_final:
             return None
-        head, value_streams = _head(entries[-1], last_name, slot.string_keys)
-        added = self._extend_sent(slot, entries, head, overlaid)
-        if added is not None and open_parameter is not None and overlaid == len(slot.entries):
-            slot.open_value = open_value(open_parameter[1])
-            slot.open_value_streams = value_streams
-        return added or None
+        self._retype(slot)
+        pieces: list[str] = []
+        scan = slot.scan
+        while (parameter := scan.next_parameter(slot.args)) is not None:
+            self._record(slot, *parameter)
+            pending = slot.entries[len(slot.sent_entries) :] if self._extends(slot) else None
+            if pending:
+                head, _ = _head(pending[-1], slot.names[-1], slot.string_keys)
+                pieces.append(self._send(slot, pending, head))
+        name = scan.open_name(slot.args)
+        if name is not None:
+            opened = slot.open_value is None
+            piece = self._open(slot, name) if opened else self._read_open(slot, scan.settled())
+            if piece:
+                pieces.append(piece)
+        return "".join(pieces) or None
+
+    def _open(self, slot: Slot, name: str) -> str | None:
+        """What the JSON with a newly open parameter adds; how its value goes on from there.
+
+        A repeated key keeps its first place, so while it is open again its value sits
+        inside the JSON, not at its end: unless it is the last entry, nothing is sent
+        until it ends. Its text read in the meantime changes nothing that can be sent.
+        """
+        scan = slot.scan
+        value = OpenValue(scan.name_end + 1)
+        slot.open_value = value
+        position = slot.positions.get(name, len(slot.entries))
+        last = len(slot.entries) - 1
+        if position < last or slot.stale:
+            return None
+        raw = slot.args[value.read_to : scan.settled()]
+        read_value(value, slot.args, scan.settled())
+        entry = self._entry(slot.name, name, _trim_wrapping_newlines(raw))
+        head, streams = _head(entry, name, slot.string_keys)
+        covered = len(slot.sent_entries)
+        if position == covered and slot.sent_tail:  # the same key's head was sent last
+            if head.startswith(slot.sent_tail):
+                piece = head[len(slot.sent_tail) :]
+                slot.sent_tail = head
+            elif streams and slot.sent_tail.startswith(head):
+                value.mode, value.matched = _BEHIND, len(head)
+                return None
+            else:
+                return None
+        elif not slot.tail_ok:
+            return None
+        else:
+            pending = slot.entries[covered : min(position, last + 1)]
+            piece = self._send(slot, [*pending, entry], head)
+        if streams:
+            value.mode = _SENDS
+        return piece
+
+    @staticmethod
+    def _read_open(slot: Slot, end: int) -> str | None:
+        """The JSON-escaped text the open value adds up to ``end``, if it is sent."""
+        value = slot.open_value
+        if value is None or value.mode == _SILENT:
+            return None
+        text = read_value(value, slot.args, end)
+        if not text:
+            return None
+        if value.mode == _BEHIND:
+            sent, left = slot.sent_tail, len(slot.sent_tail) - value.matched
+            if len(text) <= left:
+                if sent.startswith(text, value.matched):
+                    value.matched += len(text)
+                else:
+                    value.mode = _SILENT
+                return None
+            if not sent.startswith(text[:left], value.matched):
+                value.mode = _SILENT
+                return None
+            value.mode, text = _SENDS, text[left:]
+        value.sent.append(text)
+        return text
 
     def _final_arguments(self, slot: Slot) -> str | None:
         """What the closed object adds to the arguments sent (None if it does not extend them)."""
         self._complete(slot)
-        if slot.sent_final:
+        self._close_open_value(slot)
+        covered = len(slot.sent_entries)
+        if slot.sent_final or not self._extends(slot):
             return None
-        piece = self._extend_sent(slot, slot.entries, None, -1)
-        if piece is not None:
-            slot.sent_final = True
-        return piece or None
-
-    def _extend_sent(
-        self, slot: Slot, entries: list[str], head: str | None, overlaid: int
-    ) -> str | None:
-        """The text by which the JSON of ``entries`` extends what was sent, recorded as sent.
-
-        The JSON is every entry but the last, then ``head`` (no head: the closed
-        object). None when it does not start with what was sent (vLLM then sends
-        nothing); that is decided from the entries past the ones already covered.
-        """
-        sent = slot.sent_entries
-        covered = len(sent)
-        if head is None:
-            rest = ", ".join(entries[covered:]) + "}"
-        else:
-            rest = "".join(entry + ", " for entry in entries[covered:-1]) + head
         if slot.sent_tail or covered:
-            stale = slot.stale
-            if 0 <= overlaid < covered:
-                stale += (entries[overlaid] != sent[overlaid]) - (
-                    slot.entries[overlaid] != sent[overlaid]
-                )
-            if stale or len(entries) <= covered or not rest.startswith(slot.sent_tail):
+            if covered >= len(slot.entries):
                 return None
-            if head is None and len(rest) == len(slot.sent_tail):
-                return None
-            piece = rest[len(slot.sent_tail) :]
+            piece = (", ".join(slot.entries[covered:]) + "}")[len(slot.sent_tail) :]
         else:
-            piece = "{" + rest
-        if head is not None:
-            for i in range(covered, len(entries) - 1):
-                sent.append(entries[i])
-                if i < len(slot.entries) and slot.entries[i] != entries[i]:
-                    slot.stale += 1
-            slot.sent_tail = head
+            piece = "{" + ", ".join(slot.entries) + "}"
+        slot.sent_final = True
         return piece
 
-    def _complete(self, slot: Slot) -> bool:
-        """Read the body's new text; whether any parameter was completed by it."""
-        if slot.coerced_as != slot.name:
-            slot.coerced_as = slot.name
-            self._recoerce(slot)
-        found = slot.scan.advance(slot.args)
-        for name, value in found:
-            entry = self._entry(slot.name, name, value)
-            position = slot.positions.get(name)
-            if position is None:
-                slot.positions[name] = len(slot.entries)
-                slot.names.append(name)
-                slot.values.append(value)
-                slot.entries.append(entry)
-                continue
+    @staticmethod
+    def _extends(slot: Slot) -> bool:
+        """Whether the entries now still read as what was sent (else nothing more is)."""
+        return not slot.stale and slot.tail_ok
+
+    @staticmethod
+    def _send(slot: Slot, pending: list[str], head: str) -> str:
+        """Send the JSON of the entries past the covered ones, the last as ``head`` only.
+
+        The caller has checked that it extends what was sent; returns what it adds.
+        """
+        rest = "".join(entry + ", " for entry in pending[:-1]) + head
+        piece = rest[len(slot.sent_tail) :] if slot.sent_tail or slot.sent_entries else "{" + rest
+        slot.sent_entries += pending[:-1]
+        slot.sent_tail = head
+        slot.tail_ok = True
+        return piece
+
+    def _complete(self, slot: Slot) -> None:
+        """Read the rest of the body's parameters, sending nothing in between."""
+        self._retype(slot)
+        while (parameter := slot.scan.next_parameter(slot.args)) is not None:
+            self._record(slot, *parameter)
+
+    def _record(self, slot: Slot, name: str, value: str) -> None:
+        """Keep a completed parameter: a new entry, or the new value of a repeated key."""
+        self._close_open_value(slot)
+        entry = self._entry(slot.name, name, value)
+        position = slot.positions.get(name)
+        if position is None:
+            position = slot.positions[name] = len(slot.entries)
+            slot.names.append(name)
+            slot.values.append(value)
+            slot.entries.append(entry)
+        else:
             slot.values[position] = value
             if position < len(slot.sent_entries):
                 sent = slot.sent_entries[position]
                 slot.stale += (entry != sent) - (slot.entries[position] != sent)
             slot.entries[position] = entry
-        return bool(found)
+        if position == len(slot.sent_entries) and slot.sent_tail:
+            slot.tail_ok = entry[:-1].startswith(slot.sent_tail)
 
-    def _recoerce(self, slot: Slot) -> None:
-        """Re-type every parameter for the call's (changed) name."""
+    @staticmethod
+    def _close_open_value(slot: Slot) -> None:
+        """The open value ended: what of it was streamed joins the sent head."""
+        value = slot.open_value
+        if value is None:
+            return
+        slot.open_value = None
+        if value.sent:
+            slot.sent_tail += "".join(value.sent)
+            covered = len(slot.sent_entries)
+            entries = slot.entries
+            slot.tail_ok = covered < len(entries) and entries[covered][:-1].startswith(
+                slot.sent_tail
+            )
+
+    def _retype(self, slot: Slot) -> None:
+        """Re-type every parameter when the call's name changed since they were typed."""
+        if slot.coerced_as == slot.name:
+            return
+        slot.coerced_as = slot.name
         slot.entries = [
             self._entry(slot.name, name, value)
             for name, value in zip(slot.names, slot.values, strict=True)
@@ -489,6 +585,9 @@ class Qwen3CoderTools:
         slot.stale = sum(
             entry != sent for entry, sent in zip(slot.entries, slot.sent_entries, strict=False)
         )
+        covered = len(slot.sent_entries)
+        if covered < len(slot.entries) and slot.sent_tail:
+            slot.tail_ok = slot.entries[covered][:-1].startswith(slot.sent_tail)
 
     def _entry(self, call_name: str, key: str, value: str) -> str:
         """One ``"key": value`` of the arguments JSON, the value typed per the tool's schema."""

@@ -161,6 +161,96 @@ def test_nesting_too_deep_for_json_is_content_not_an_error(
     run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
 
 
+# ------------------------------------------------------------------ qwen3_coder chunkings
+
+CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+END = "\n</function>\n</tool_call>"
+
+
+def assembled_by_text(factory: ParserFactory, output: str, bounds: list[int]) -> Assembled:
+    """The message a stream assembles when ``output`` arrives cut at ``bounds``."""
+    stream = factory.stream_for_request(options(), "seed")
+    pieces = [output[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    folded = Assembled()
+    for i, piece in enumerate(pieces):
+        folded.add(stream.step(piece, [0], "stop" if i == len(pieces) - 1 else None, [])[0])
+    return folded
+
+
+@pytest.mark.parametrize(
+    ("output", "arguments"),
+    [
+        # Found by the hostile test (shrunk): one token per chunk streamed ``< parameter``
+        # into x's value, then stopped; in one chunk the same text was an opener.
+        ("<function=<parameter=x><parameter=x>< parameter = o >", '{"x": "", "o ": "'),
+        # The same class written by hand; every chunking now reads as vLLM's one-shot
+        # (vLLM streams {"city": "ab < parameter one token per chunk).
+        (CALL + "ab < parameter = n >\n1\n</parameter>" + END, '{"city": "ab ", "n ": "1"}'),
+        # A spelled closing tag (vLLM streams {"city": "Paris\n</ parameter  and stops).
+        (CALL + "Paris\n</ parameter >" + END, '{"city": "Paris"}'),
+        # Text that only looks like the start of a tag is value text, sent when that is
+        # known, or when the call ends.
+        (CALL + "<p>a <\n</p> </param> <para" + END[:12], '{"city": "<p>a <\\n</p> </param> <para'),
+        # A repeated key open inside the JSON (not last): its value passing through the
+        # value sent for it (a) let vLLM send y's text one token per chunk only.
+        (
+            "<tool_call>\n<function=f>\n<parameter=x>a</parameter><parameter=y></parameter>"
+            "<parameter=x>q</parameter><parameter=y>b</parameter><parameter=x>a b</parameter>"
+            + END,
+            '{"x": "a", "y": "',
+        ),
+    ],
+)
+def test_qwen3_coder_arguments_are_the_same_in_every_chunking(
+    tokenizer: Tokenizer, output: str, arguments: str
+) -> None:
+    factory = ParserFactory("qwen3_coder", None, True, tokenizer.vocabulary)
+    ids = tokenizer._hf.encode(output)
+    by_token, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
+    assert [args for _, args in by_token.calls.values()] == [arguments]
+    for chunks in ([ids], chunked(ids, range(0, len(ids), 2)), chunked(ids, range(1, len(ids), 3))):
+        assert run(tokenizer, factory, options(), ids, chunks, "stop")[0] == by_token
+    # As text alone (no token ids, so ``<tool_call>`` is content), cut at every character.
+    by_character = assembled_by_text(factory, output, list(range(len(output) + 1)))
+    assert by_character == assembled_by_text(factory, output, [0, len(output)])
+    assert by_character.calls == by_token.calls
+
+
+coder_body = st.lists(
+    st.sampled_from(
+        [
+            *("<parameter=x>", "<parameter=y>", "</parameter>", "< parameter = x >"),
+            *("< parameter=y>", "</ parameter >", "< /parameter>", "<", "< ", "</", "<p"),
+            *("a", " b", "\n"),
+        ]
+    ),
+    min_size=1,
+    max_size=24,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=20_000, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    head=st.sampled_from(["<tool_call>\n<function=f>\n", "<tool_call>\n<function=get_weather>\n"]),
+    body=coder_body,
+    end=st.sampled_from(["", END]),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+)
+def test_qwen3_coder_parameters_assemble_the_same_cut_anywhere(
+    tokenizer: Tokenizer, head: str, body: str, end: str, cuts: list[int]
+) -> None:
+    """Spelled tags, tag-like text and repeated keys, cut at any character."""
+    factory = ParserFactory("qwen3_coder", None, True, tokenizer.vocabulary)
+    output = head + body + end
+    size = len(output)
+    whole = assembled_by_text(factory, output, [0, size])
+    assert assembled_by_text(factory, output, list(range(size + 1))) == whole
+    assert (
+        assembled_by_text(factory, output, sorted({c % (size + 1) for c in cuts} | {0, size}))
+        == whole
+    )
+
+
 # ------------------------------------------------------------------ parameter scan
 
 # vLLM's parameter regexes, kept here as the reference the incremental scan must match.
@@ -169,6 +259,11 @@ _PARAM_RE = re.compile(
     re.DOTALL,
 )
 _OPEN_PARAM_RE = re.compile(r"<\s*parameter\s*=\s*([^>]+)>(.*)$", re.DOTALL)
+# Text that may still grow into the end of a value (vLLM asks its regex module for a
+# partial match of the end pattern; the standard module spells the prefixes out).
+_VALUE_END_PREFIX = re.compile(
+    r"<\s*(?:/\s*)?(?:p(?:a(?:r(?:a(?:m(?:e(?:t(?:e(?:r\s*)?)?)?)?)?)?)?)?)?"
+)
 
 
 def reference_parameters(raw: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
@@ -198,14 +293,19 @@ def test_the_parameter_scan_reads_as_vllms_regexes(parts: list[str], cuts: list[
     scan = ParamScan()
     found: list[tuple[str, str]] = []
     for end in sorted({c % (len(raw) + 1) for c in cuts} | {len(raw)}):
-        found += scan.advance(raw[:end])
+        while (parameter := scan.next_parameter(raw[:end])) is not None:
+            found.append(parameter)
     expected, expected_open = reference_parameters(raw)
     assert found == [
         (name.lstrip(), value.removeprefix("\n").removesuffix("\n")) for name, value in expected
     ]
-    open_parameter = scan.open_parameter(raw)
+    name = scan.open_name(raw)
     if expected_open is None:
-        assert open_parameter is None
+        assert name is None
     else:
-        name, value = expected_open
-        assert open_parameter == (name, value)
+        assert (name, raw[scan.name_end + 1 :]) == expected_open
+        # Held back: exactly the value's last ``<...`` when it may still grow into the
+        # value's end (which vLLM streams, and then cannot take back).
+        value = raw[scan.name_end + 1 :]
+        last = value[value.rfind("<") :] if "<" in value else ""
+        assert raw[scan.settled() :] == (last if _VALUE_END_PREFIX.fullmatch(last) else "")
