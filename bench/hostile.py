@@ -177,6 +177,8 @@ def _in_call(text: str) -> Callable[[Config], str]:
 
 
 INVALID_BYTES = "invalid UTF-8 bytes"
+# Members with distinct keys, more than the longest output holds.
+_DISTINCT_MEMBERS = "".join(f'"k{i}": {i}, ' for i in range(20_000))
 FAMILIES: dict[str, Family] = {
     "prose": Family(_fixed(""), _fixed(SENTENCE), in_tools=False),
     "'>' repeated": Family(_fixed(""), _fixed(">"), in_tools=False),
@@ -201,6 +203,11 @@ FAMILIES: dict[str, Family] = {
     "DeepSeek call-begin storm": Family(_fixed(CALLS_BEGIN), _fixed(CALL_BEGIN + "f")),
     "DeepSeek separator storm": Family(_fixed(CALLS_BEGIN + CALL_BEGIN + "f"), _fixed(SEP)),
     "fence storm in a call": Family(_in_call(""), _fixed("\n```")),
+    "long number": Family(_in_call("1"), _fixed("234")),
+    "duplicate keys": Family(_in_call('1, "a": 1, "a": 2'), _fixed(', "b": 1')),
+    "surrogate escapes": Family(_in_call('"'), _fixed("\\ud800")),
+    "control characters in a string": Family(_in_call('"\x01'), _fixed("abc")),
+    "many short values": Family(_in_call("{"), _fixed(_DISTINCT_MEMBERS)),
 }
 
 

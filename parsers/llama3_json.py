@@ -6,10 +6,13 @@ so far is read as partial JSON with ``partial-json-parser``, as vLLM does: a
 call's name once complete, then its arguments as their JSON grows (holding back
 what a later character could still change). While the current call's text is
 regular JSON, that reading is kept incrementally (``parsers.partialjson``) and a step
-costs the chunk; a call whose text leaves it (malformed, a key twice, a number over
-64 characters, an odd separator) is read again on each step, as vLLM does, with the
-older fast paths (inside a string value, while containers only open, or when nothing
-can come of it).
+costs the chunk. A key twice or a number over 64 characters mutes the call's
+arguments (sent by the step that starts the next call, or by ``finish``: see
+docs/parity.md, llama3-json-unread-arguments); a control character in a string ends
+the call's stream, as every later reading fails. A call whose text leaves it
+otherwise (malformed, an odd separator) is read again on each step, as vLLM does,
+with the older fast paths (inside a string value, while containers only open, or
+when nothing can come of it).
 """
 
 from __future__ import annotations

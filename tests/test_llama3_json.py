@@ -525,3 +525,19 @@ def test_through_the_recursion_limit(unit: str, ending: str) -> None:
     pieces = [prefix[i : i + 997] for i in range(0, len(prefix), 997)]
     tail = unit * (300 // levels) + ending + "  " + ending
     assert_same_deltas(pieces + list(tail))
+
+
+CORNER_PARTS = ["1", "234", "234" * 30, ".5", "e7", ", ", '"a": ', '"b": ', "\\ud800", "\\udc00"]
+CORNER_PARTS += ['"', "x", "\x01", "\n", " ", "}", "]", "[", "{", "; "]
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    parts=st.lists(st.sampled_from(CORNER_PARTS), max_size=30),
+    cuts=st.lists(st.integers(0, 900), max_size=30),
+)
+def test_corners(parts: list[str], cuts: list[int]) -> None:
+    """Long numbers, keys twice, control characters, unpaired surrogate escapes."""
+    output = '<|python_tag|>{"name": "f", "parameters": {"a": ' + "".join(parts)
+    assert_same_deltas(list(output))
+    assert_same_deltas(pieces_of(output, cuts))
