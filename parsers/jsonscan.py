@@ -53,7 +53,7 @@ NUMBER_ENDS = frozenset({ZERO, INT, FRAC, EXP_DIGITS})
 NUMBER_PHASES = frozenset({MINUS, ZERO, INT, DOT, FRAC, EXP, EXP_SIGN, EXP_DIGITS})
 
 
-def number_step(phase: str, ch: str) -> str:
+def _number_step(phase: str, ch: str) -> str:
     """A number's phase after ``ch``, or "" when ``ch`` is not part of it.
 
     After ``-``, ``I`` starts ``-Infinity``: the phase is LITERAL, "nfinity" still owed.
@@ -74,6 +74,13 @@ def number_step(phase: str, ch: str) -> str:
     if phase == EXP:
         return EXP_SIGN if ch in "+-" else EXP_DIGITS if digit else ""
     return EXP_DIGITS if digit else ""  # EXP_SIGN, EXP_DIGITS
+
+
+# The same as a table: phase -> character -> next phase (missing: not part of it).
+NUMBER_NEXT = {
+    phase: {ch: step for ch in DIGITS + ".eE+-I" if (step := _number_step(phase, ch))}
+    for phase in NUMBER_PHASES
+}
 
 
 class JsonScanState(Struct):
@@ -222,8 +229,8 @@ class JsonScanner:
     def _number(self, ch: str) -> bool:
         """Advance a number by ``ch``; False when ``ch`` is not part of it."""
         s = self.s
-        phase = number_step(s.phase, ch)
-        if not phase:
+        phase = NUMBER_NEXT[s.phase].get(ch)
+        if phase is None:
             return False
         s.phase = phase
         if phase == LITERAL:

@@ -35,6 +35,7 @@ from parsers.jsonscan import (
     LITERALS,
     MINUS,
     NUMBER_ENDS,
+    NUMBER_NEXT,
     NUMBER_PHASES,
     OBJ_NEXT,
     PLAIN,
@@ -43,7 +44,6 @@ from parsers.jsonscan import (
     VALUE,
     WS,
     ZERO,
-    number_step,
 )
 
 _FALSY_LITERALS = frozenset({"false", "null"})
@@ -504,8 +504,8 @@ class CallReader:
     def _number(self, ch: str) -> bool:
         """Advance a number by ``ch``; False when ``ch`` is not part of it."""
         r = self.r
-        phase = number_step(r.phase, ch)
-        if not phase:
+        phase = NUMBER_NEXT[r.phase].get(ch)
+        if phase is None:
             return False
         if r.phase == MINUS:
             if phase == LITERAL:
