@@ -382,17 +382,11 @@ class Llama3JsonStream:
                 return False, self._muted_step()
             if not s.name_sent and r.name and not r.done and reader.in_argument_string():
                 raise Irregular  # that reading (strings dropped) is not this one
-        except Unreadable:
-            # Only a reading that drops the open string (no name sent yet) still
-            # succeeds, and sends at most the name: read once, then nothing ever.
-            r.dead = True
-            return False, None if s.name_sent or r.muted else self._calls()
-        except Irregular:
-            if r.muted:
-                r.dead = True  # the final settle sends what the final text holds
-                return False, None
-            self._leave_reading(before)
-            return True, None
+        except Irregular as exc:
+            if not isinstance(exc, Unreadable) and not r.muted:
+                self._leave_reading(before)
+                return True, None
+            return False, self._stop()
         complete = r.done
         truthy = reader.arguments_truthy()
         if r.max_depth > limit + _DEPTH_MARGIN:
@@ -462,6 +456,24 @@ class Llama3JsonStream:
         r.read_named, r.read_args_depth = named, r.args_max_depth
         r.unsent, r.volatile, r.truthy = unsent, volatile, truthy
         return False, delta
+
+    def _stop(self) -> Delta | None:
+        """No later step of the current call sends anything (``finish`` settles it).
+
+        After a control character in a string every reading fails; a muted call's
+        arguments wait for ``finish``. A reading may still name the call while no name
+        was sent (it drops an open string, or reads past odd text): read it once.
+        """
+        s = self.s
+        assert s.reading is not None
+        s.reading.dead = True
+        if s.name_sent:
+            return None
+        current = s.current
+        delta = self._calls()
+        if s.current != current:
+            s.reading = None  # that reading moved on to the next call
+        return delta
 
     def _muted_step(self) -> Delta | None:
         """A step of a muted call: its name once complete; the arguments wait for the
