@@ -200,6 +200,8 @@ def _in_call(text: str) -> Callable[[Config], str]:
 
 
 INVALID_BYTES = "invalid UTF-8 bytes"
+# Members with distinct keys, more than the longest output holds.
+_DISTINCT_MEMBERS = "".join(f'"k{i}": {i}, ' for i in range(20_000))
 FAMILIES: dict[str, Family] = {
     "prose": Family(_fixed(""), _fixed(SENTENCE), in_tools=False),
     "'>' repeated": Family(_fixed(""), _fixed(">"), in_tools=False),
@@ -230,6 +232,11 @@ FAMILIES: dict[str, Family] = {
         _fixed('<｜DSML｜parameter name="k" string="true">v>w</｜DSML｜parameter>'),
     ),
     "DSML invoke storm": Family(_fixed("<｜DSML｜tool_calls>\n"), _fixed('<｜DSML｜invoke name="')),
+    "long number": Family(_in_call("1"), _fixed("234")),
+    "duplicate keys": Family(_in_call('1, "a": 1, "a": 2'), _fixed(', "b": 1')),
+    "surrogate escapes": Family(_in_call('"'), _fixed("\\ud800")),
+    "control characters in a string": Family(_in_call('"\x01'), _fixed("abc")),
+    "many short values": Family(_in_call("{"), _fixed(_DISTINCT_MEMBERS)),
 }
 
 

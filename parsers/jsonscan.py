@@ -16,43 +16,75 @@ import re
 
 from msgspec import Struct, field
 
-_WS = " \t\n\r"
-_DIGITS = "0123456789"
-_HEX = "0123456789abcdefABCDEF"
-_ESCAPES = '"\\/bfnrt'
-_PLAIN = re.compile(r'[^"\\\x00-\x1f]+')  # string content with nothing to decide
-_LITERALS = {"t": "true", "f": "false", "n": "null", "N": "NaN", "I": "Infinity"}
+# The lexical constants, shared with ``parsers.partialjson``'s reader.
+WS = " \t\n\r"
+DIGITS = "0123456789"
+HEX = "0123456789abcdefABCDEF"
+ESCAPES = '"\\/bfnrt'
+PLAIN = re.compile(r'[^"\\\x00-\x1f]+')  # string content with nothing to decide
+# A literal's first character and its whole text.
+LITERALS = {"t": "true", "f": "false", "n": "null", "N": "NaN", "I": "Infinity"}
 
 # Phases.
-_VALUE = "value"  # a value must follow
-_FIRST_KEY = "first_key"  # after '{': a key or '}'
-_KEY = "key"  # after ',' in an object
-_COLON = "colon"
-_OBJ_NEXT = "obj_next"  # after a member: ',' or '}'
-_FIRST_ITEM = "first_item"  # after '[': a value or ']'
-_ARR_NEXT = "arr_next"  # after an item: ',' or ']'
-_STRING = "string"
-_ESCAPE = "escape"
-_UNICODE = "unicode"
-_LITERAL = "literal"
-_MINUS = "minus"
-_ZERO = "zero"
-_INT = "int"
-_DOT = "dot"
-_FRAC = "frac"
-_EXP = "exp"
-_EXP_SIGN = "exp_sign"
-_EXP_DIGITS = "exp_digits"
-_DONE = "done"
-_ERROR = "error"
+VALUE = "value"  # a value must follow
+FIRST_KEY = "first_key"  # after '{': a key or '}'
+KEY = "key"  # after ',' in an object
+COLON = "colon"
+OBJ_NEXT = "obj_next"  # after a member: ',' or '}'
+FIRST_ITEM = "first_item"  # after '[': a value or ']'
+ARR_NEXT = "arr_next"  # after an item: ',' or ']'
+STRING = "string"
+ESCAPE = "escape"
+UNICODE = "unicode"
+LITERAL = "literal"
+MINUS = "minus"
+ZERO = "zero"
+INT = "int"
+DOT = "dot"
+FRAC = "frac"
+EXP = "exp"
+EXP_SIGN = "exp_sign"
+EXP_DIGITS = "exp_digits"
+DONE = "done"
+ERROR = "error"
 
 # Number phases a value may end in.
-_NUMBER_ENDS = frozenset({_ZERO, _INT, _FRAC, _EXP_DIGITS})
-_NUMBER_PHASES = frozenset({_MINUS, _ZERO, _INT, _DOT, _FRAC, _EXP, _EXP_SIGN, _EXP_DIGITS})
+NUMBER_ENDS = frozenset({ZERO, INT, FRAC, EXP_DIGITS})
+NUMBER_PHASES = frozenset({MINUS, ZERO, INT, DOT, FRAC, EXP, EXP_SIGN, EXP_DIGITS})
+
+
+def _number_step(phase: str, ch: str) -> str:
+    """A number's phase after ``ch``, or "" when ``ch`` is not part of it.
+
+    After ``-``, ``I`` starts ``-Infinity``: the phase is LITERAL, "nfinity" still owed.
+    """
+    digit = ch in DIGITS
+    if phase == MINUS:
+        if ch == "I":
+            return LITERAL
+        return ZERO if ch == "0" else INT if digit else ""
+    if phase in (ZERO, INT):
+        if digit and phase == INT:
+            return INT
+        return DOT if ch == "." else EXP if ch in "eE" else ""
+    if phase in (DOT, FRAC):
+        if digit:
+            return FRAC
+        return EXP if ch in "eE" and phase == FRAC else ""
+    if phase == EXP:
+        return EXP_SIGN if ch in "+-" else EXP_DIGITS if digit else ""
+    return EXP_DIGITS if digit else ""  # EXP_SIGN, EXP_DIGITS
+
+
+# The same as a table: phase -> character -> next phase (missing: not part of it).
+NUMBER_NEXT = {
+    phase: {ch: step for ch in DIGITS + ".eE+-I" if (step := _number_step(phase, ch))}
+    for phase in NUMBER_PHASES
+}
 
 
 class JsonScanState(Struct):
-    phase: str = _VALUE
+    phase: str = VALUE
     stack: list[str] = field(default_factory=list)  # "{" or "["
     started: bool = False
     is_key: bool = False  # the open string is an object key
@@ -68,24 +100,24 @@ class JsonScanner:
     @property
     def complete(self) -> bool:
         s = self.s
-        if s.phase == _DONE:
+        if s.phase == DONE:
             return True
-        return s.phase in _NUMBER_ENDS and not s.stack
+        return s.phase in NUMBER_ENDS and not s.stack
 
     @property
     def failed(self) -> bool:
-        return self.s.phase == _ERROR
+        return self.s.phase == ERROR
 
     def feed(self, text: str) -> None:
         s = self.s
         i, size = 0, len(text)
         while i < size:
             phase = s.phase
-            if phase == _ERROR:
+            if phase == ERROR:
                 return
-            if phase == _STRING:
+            if phase == STRING:
                 # A run of plain string content changes nothing: skip it at once.
-                plain = _PLAIN.match(text, i)
+                plain = PLAIN.match(text, i)
                 if plain is not None:
                     i = plain.end()
                     continue
@@ -100,155 +132,123 @@ class JsonScanner:
     def _char(self, ch: str) -> None:
         s = self.s
         phase = s.phase
-        if phase == _STRING:
+        if phase == STRING:
             if ch == '"':
                 self._string_closed()
             elif ch == "\\":
-                s.phase = _ESCAPE
+                s.phase = ESCAPE
             elif ch < " ":
-                s.phase = _ERROR
+                s.phase = ERROR
             return
-        if phase == _ESCAPE:
+        if phase == ESCAPE:
             if ch == "u":
-                s.phase, s.pending = _UNICODE, "xxxx"
-            elif ch in _ESCAPES:
-                s.phase = _STRING
+                s.phase, s.pending = UNICODE, "xxxx"
+            elif ch in ESCAPES:
+                s.phase = STRING
             else:
-                s.phase = _ERROR
+                s.phase = ERROR
             return
-        if phase == _UNICODE:
-            if ch not in _HEX:
-                s.phase = _ERROR
+        if phase == UNICODE:
+            if ch not in HEX:
+                s.phase = ERROR
                 return
             s.pending = s.pending[1:]
             if not s.pending:
-                s.phase = _STRING
+                s.phase = STRING
             return
-        if phase == _LITERAL:
+        if phase == LITERAL:
             if ch != s.pending[0]:
-                s.phase = _ERROR
+                s.phase = ERROR
                 return
             s.pending = s.pending[1:]
             if not s.pending:
                 self._value_done()
             return
-        if phase in _NUMBER_PHASES:
+        if phase in NUMBER_PHASES:
             if self._number(ch):
                 return
-            if phase not in _NUMBER_ENDS:
-                s.phase = _ERROR
+            if phase not in NUMBER_ENDS:
+                s.phase = ERROR
                 return
             self._value_done()
             self._char(ch)
             return
-        if phase == _DONE:
+        if phase == DONE:
             if not ch.isspace():
-                s.phase = _ERROR
+                s.phase = ERROR
             return
-        if ch in _WS:
+        if ch in WS:
             return
-        if phase in (_VALUE, _FIRST_ITEM):
-            if phase == _FIRST_ITEM and ch == "]":
+        if phase in (VALUE, FIRST_ITEM):
+            if phase == FIRST_ITEM and ch == "]":
                 self._close("[")
             else:
                 self._value(ch)
-        elif phase in (_FIRST_KEY, _KEY):
+        elif phase in (FIRST_KEY, KEY):
             if ch == '"':
-                s.phase, s.is_key = _STRING, True
-            elif ch == "}" and phase == _FIRST_KEY:
+                s.phase, s.is_key = STRING, True
+            elif ch == "}" and phase == FIRST_KEY:
                 self._close("{")
             else:
-                s.phase = _ERROR
-        elif phase == _COLON:
-            s.phase = _VALUE if ch == ":" else _ERROR
-        elif phase == _OBJ_NEXT:
+                s.phase = ERROR
+        elif phase == COLON:
+            s.phase = VALUE if ch == ":" else ERROR
+        elif phase == OBJ_NEXT:
             if ch == ",":
-                s.phase = _KEY
+                s.phase = KEY
             elif ch == "}":
                 self._close("{")
             else:
-                s.phase = _ERROR
-        elif phase == _ARR_NEXT:
+                s.phase = ERROR
+        elif phase == ARR_NEXT:
             if ch == ",":
-                s.phase = _VALUE
+                s.phase = VALUE
             elif ch == "]":
                 self._close("[")
             else:
-                s.phase = _ERROR
+                s.phase = ERROR
 
     def _value(self, ch: str) -> None:
         s = self.s
         if ch == '"':
-            s.phase, s.is_key = _STRING, False
+            s.phase, s.is_key = STRING, False
         elif ch in "{[":
             s.stack.append(ch)
-            s.phase = _FIRST_KEY if ch == "{" else _FIRST_ITEM
+            s.phase = FIRST_KEY if ch == "{" else FIRST_ITEM
         elif ch == "-":
-            s.phase = _MINUS
+            s.phase = MINUS
         elif ch == "0":
-            s.phase = _ZERO
-        elif ch in _DIGITS:
-            s.phase = _INT
-        elif ch in _LITERALS:
-            s.phase, s.pending = _LITERAL, _LITERALS[ch][1:]
+            s.phase = ZERO
+        elif ch in DIGITS:
+            s.phase = INT
+        elif ch in LITERALS:
+            s.phase, s.pending = LITERAL, LITERALS[ch][1:]
         else:
-            s.phase = _ERROR
+            s.phase = ERROR
 
     def _number(self, ch: str) -> bool:
         """Advance a number by ``ch``; False when ``ch`` is not part of it."""
         s = self.s
-        phase = s.phase
-        digit = ch in _DIGITS
-        if phase == _MINUS:
-            if ch == "I":
-                s.phase, s.pending = _LITERAL, "nfinity"
-            elif ch == "0":
-                s.phase = _ZERO
-            elif digit:
-                s.phase = _INT
-            else:
-                return False
-        elif phase in (_ZERO, _INT):
-            if digit and phase == _INT:
-                pass
-            elif ch == ".":
-                s.phase = _DOT
-            elif ch in "eE":
-                s.phase = _EXP
-            else:
-                return False
-        elif phase in (_DOT, _FRAC):
-            if digit:
-                s.phase = _FRAC
-            elif ch in "eE" and phase == _FRAC:
-                s.phase = _EXP
-            else:
-                return False
-        elif phase == _EXP:
-            if ch in "+-":
-                s.phase = _EXP_SIGN
-            elif digit:
-                s.phase = _EXP_DIGITS
-            else:
-                return False
-        elif phase in (_EXP_SIGN, _EXP_DIGITS):
-            if not digit:
-                return False
-            s.phase = _EXP_DIGITS
+        phase = NUMBER_NEXT[s.phase].get(ch)
+        if phase is None:
+            return False
+        s.phase = phase
+        if phase == LITERAL:
+            s.pending = "nfinity"
         return True
 
     def _string_closed(self) -> None:
         s = self.s
         if s.is_key:
             s.is_key = False
-            s.phase = _COLON
+            s.phase = COLON
         else:
             self._value_done()
 
     def _close(self, opener: str) -> None:
         s = self.s
         if not s.stack or s.stack[-1] != opener:
-            s.phase = _ERROR
+            s.phase = ERROR
             return
         s.stack.pop()
         self._value_done()
@@ -256,6 +256,6 @@ class JsonScanner:
     def _value_done(self) -> None:
         s = self.s
         if not s.stack:
-            s.phase = _DONE
+            s.phase = DONE
         else:
-            s.phase = _OBJ_NEXT if s.stack[-1] == "{" else _ARR_NEXT
+            s.phase = OBJ_NEXT if s.stack[-1] == "{" else ARR_NEXT

@@ -6,10 +6,13 @@ so far is read as partial JSON with ``partial-json-parser``, as vLLM does: a
 call's name once complete, then its arguments as their JSON grows (holding back
 what a later character could still change). While the current call's text is
 regular JSON, that reading is kept incrementally (``parsers.partialjson``) and a step
-costs the chunk; a call whose text leaves it (malformed, a key twice, a number over
-64 characters, an odd separator) is read again on each step, as vLLM does, with the
-older fast paths (inside a string value, while containers only open, or when nothing
-can come of it).
+costs the chunk. A key twice or a number over 64 characters mutes the call's
+arguments (sent by the step that starts the next call, or by ``finish``: see
+docs/parity.md, llama3-json-unread-arguments); a control character in a string ends
+the call's stream, as every later reading fails. A call whose text leaves it
+otherwise (malformed, an odd separator) is read again on each step, as vLLM does,
+with the older fast paths (inside a string value, while containers only open, or
+when nothing can come of it).
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from msgspec import Struct, field
 from partial_json_parser.core.options import Allow
 
 from parsers.ids import opening_call_delta
-from parsers.jsonscan import JsonScanner, JsonScanState
+from parsers.jsonscan import WS, JsonScanner, JsonScanState
 from parsers.partialjson import (
     CallReader,
     CallReading,
     Irregular,
+    Unreadable,
     common_length,
     dump_content,
     string_units,
@@ -98,13 +102,11 @@ def _complete(text: str) -> bool:
     return True
 
 
-def _common_prefix(a: str, b: str) -> str:
-    size = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        size += 1
-    return a[:size]
+def _with_arguments(call: Any) -> Any:
+    """A call as vLLM reads it: its ``parameters`` are its ``arguments``."""
+    if "parameters" in call:
+        call["arguments"] = call["parameters"]
+    return call
 
 
 # Characters partial_json_parser tracks; a separator holding one changes how the text
@@ -116,9 +118,7 @@ def _split_at_mark(text: str, mark: str) -> tuple[str, str] | None:
     """The call's arguments read with ``mark`` appended, dumped and split around it:
     what the dump holds before the open end and the closers after it (None unless the
     mark lands exactly once)."""
-    marked, _ = _loads_partial(text + mark, Allow.ALL)
-    if "parameters" in marked:
-        marked["arguments"] = marked["parameters"]
+    marked = _with_arguments(_loads_partial(text + mark, Allow.ALL)[0])
     marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
     if marked_dump.count(mark) != 1:
         return None
@@ -131,14 +131,13 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     passthrough: bool = False
     current: int = -1
     name_sent: bool = False
-    streamed: list[str] = field(default_factory=list)
+    streamed: list[str] = field(default_factory=list)  # per call: the arguments sent
     previous: Any = None  # the current call as parsed by the last step that read it
     window: int = -1  # where reading starts: the current call, or the first one
     window_index: int = 0  # the index of the call that starts there
     last_start: int = -1  # where the call before the current one starts
     finished: list[Any] = field(default_factory=list)  # calls before the window
     named: list[int] = field(default_factory=list)  # calls whose name was sent
-    sent: dict[int, str] = field(default_factory=dict)  # call index -> arguments sent
     # Inside a string value of the current call's arguments (see ``_in_string``): the
     # scanner over the call text, None when the call is read again each step.
     scan: JsonScanState | None = None
@@ -164,7 +163,6 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     read_call: int = -1
 
 
-_WS = " \t\n\r"
 # Below this nesting a reading never meets the recursion limit (no stack walk needed).
 _SHALLOW = 100
 # Whether json fails at a nesting and stack depth (keys: what, nesting, frames).
@@ -201,7 +199,6 @@ _DEPTH_MARGIN = 8
 # What partial_json_parser reads as part of a number (and may cut off its end), and quote.
 _NUMBER_CHARS = frozenset('"0123456789.-+eE')
 _IN_STRING = frozenset({"string", "escape", "unicode"})
-_HEX = frozenset("0123456789abcdefABCDEF")
 _MARK = "\ue000"  # stands for the string's unsettled end in one dump on entry
 
 
@@ -256,10 +253,13 @@ class Llama3JsonStream:
                 calls.append(opening_call_delta(self.id_seed, index, name))
                 s.named.append(index)
             text = json.dumps(arguments, ensure_ascii=False)
-            sent = s.sent.get(index, "")
+            if index == len(s.streamed):
+                s.streamed.append("")
+            sent = s.streamed[index]
             if text.startswith(sent) and text != sent:
-                calls.append(DeltaToolCall(index=index, arguments=text[len(sent) :]))
-                s.sent[index] = text
+                piece = text[len(sent) :]
+                calls.append(DeltaToolCall(index=index, arguments=piece))
+                self._sent(index, piece)
         return Delta(tool_calls=calls) if calls else None
 
     def _final_calls(self) -> list[dict[str, Any]]:
@@ -300,7 +300,9 @@ class Llama3JsonStream:
         s = self.s
         if s.passthrough:
             return Delta(content=text)
-        s.text += text
+        whole, s.text = s.text, ""  # the only reference: += grows it in place
+        whole += text
+        s.text = whole
         if not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
             # Output that does not open with a call never becomes one.
             if s.text and not BOT_TOKEN.startswith(s.text):
@@ -321,9 +323,20 @@ class Llama3JsonStream:
         for call in delta.tool_calls if delta is not None else ():
             if call.name is not None:
                 s.named.append(call.index)
-            if call.arguments is not None:
-                s.sent[call.index] = s.sent.get(call.index, "") + call.arguments
         return delta
+
+    def _sent(self, index: int, piece: str) -> None:
+        """``piece`` of call ``index``'s arguments is sent (appended in place, not copied)."""
+        streamed = self.s.streamed
+        grown, streamed[index] = streamed[index], ""
+        grown += piece
+        streamed[index] = grown
+
+    def _read_before(self, end: int, flags: Allow = Allow.ALL) -> None:
+        """Read the current call as the step before did (``end``: where this step's text
+        starts): what reading it again from now on compares with."""
+        s = self.s
+        s.previous = _with_arguments(_loads_partial(s.text[self._window() : end], flags)[0])
 
     def _reading(self) -> bool:
         """Whether this step reads the current call incrementally (starting if it may)."""
@@ -335,7 +348,7 @@ class Llama3JsonStream:
         start = self._window()
         if s.nesting or s.window_index != s.current or not s.text.startswith("{", start):
             return False
-        s.read_call, s.reading = s.current, CallReading(start=start, pos=start)
+        s.read_call, s.reading = s.current, CallReading(pos=start)
         return True
 
     def _read_step(self, before: int) -> tuple[bool, Delta | None]:
@@ -354,8 +367,8 @@ class Llama3JsonStream:
         reader = CallReader(r)
         named = s.name_sent  # the flags of this step's reading
         limit = sys.getrecursionlimit()
-        if r.max_depth > limit + _DEPTH_MARGIN:
-            return False, None  # every reading fails from now on (json's nesting)
+        if r.dead or r.max_depth > limit + _DEPTH_MARGIN:
+            return False, None  # every reading fails from now on
         try:
             reader.read(s.text)
             if r.done:
@@ -365,11 +378,15 @@ class Llama3JsonStream:
                     return False, self._calls()
                 if not _SEPARATOR.startswith(rest):
                     raise Irregular
+            if r.muted:
+                return False, self._muted_step()
             if not s.name_sent and r.name and not r.done and reader.in_argument_string():
                 raise Irregular  # that reading (strings dropped) is not this one
-        except Irregular:
-            self._leave_reading(before)
-            return True, None
+        except Irregular as exc:
+            if not isinstance(exc, Unreadable) and not r.muted:
+                self._leave_reading(before)
+                return True, None
+            return False, self._stop()
         complete = r.done
         truthy = reader.arguments_truthy()
         if r.max_depth > limit + _DEPTH_MARGIN:
@@ -434,11 +451,41 @@ class Llama3JsonStream:
                     piece = ahead[: max(0, common - sent)]
             if piece is not None:
                 delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
-                s.streamed[s.current] += piece
+                self._sent(s.current, piece)
                 unsent = unsent[len(piece) :]
         r.read_named, r.read_args_depth = named, r.args_max_depth
         r.unsent, r.volatile, r.truthy = unsent, volatile, truthy
         return False, delta
+
+    def _stop(self) -> Delta | None:
+        """No later step of the current call sends anything (``finish`` settles it).
+
+        After a control character in a string every reading fails; a muted call's
+        arguments wait for ``finish``. A reading may still name the call while no name
+        was sent (it drops an open string, or reads past odd text): read it once.
+        """
+        s = self.s
+        assert s.reading is not None
+        s.reading.dead = True
+        if s.name_sent:
+            return None
+        current = s.current
+        delta = self._calls()
+        if s.current != current:
+            s.reading = None  # that reading moved on to the next call
+        return delta
+
+    def _muted_step(self) -> Delta | None:
+        """A step of a muted call: its name once complete; the arguments wait for the
+        step that reads the next call, or the final settle (docs/parity.md,
+        llama3-json-unread-arguments)."""
+        s = self.s
+        r = s.reading
+        assert r is not None
+        if s.name_sent or not r.name:
+            return None
+        s.name_sent = True
+        return Delta(tool_calls=[opening_call_delta(self.id_seed, s.current, r.name)])
 
     def _leave_reading(self, before: int) -> None:
         """Read the call again from now on, against the last step's reading."""
@@ -447,11 +494,7 @@ class Llama3JsonStream:
         assert r is not None
         s.reading = None
         if s.name_sent:
-            flags = Allow.ALL if r.read_named else Allow.ALL & ~Allow.STR
-            previous, _ = _loads_partial(s.text[self._window() : before], flags)
-            if "parameters" in previous:
-                previous["arguments"] = previous["parameters"]
-            s.previous = previous
+            self._read_before(before, Allow.ALL if r.read_named else Allow.ALL & ~Allow.STR)
 
     def _calls(self) -> Delta | None:
         s = self.s
@@ -495,7 +538,7 @@ class Llama3JsonStream:
                 if arguments:
                     text = json.dumps(arguments, ensure_ascii=False)
                     tail = text[len(s.streamed[s.current]) :]
-                    s.streamed[s.current] += tail
+                    self._sent(s.current, tail)
                     finished.append(DeltaToolCall(index=s.current, arguments=tail))
                 self._advance(call, starts[at], starts[at + 1])
             s.current += 1
@@ -520,10 +563,10 @@ class Llama3JsonStream:
                 elif before:
                     before_text = json.dumps(before, ensure_ascii=False)
                     if text != before_text:
-                        piece = _common_prefix(before_text, text)[sent:]
+                        piece = text[sent : common_length(before_text, text)]
                 if piece is not None:
                     delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
-                    s.streamed[s.current] += piece
+                    self._sent(s.current, piece)
         s.previous = call
         if s.name_sent and s.window_index == s.current:
             self._enter_string(call, starts[at])
@@ -641,7 +684,7 @@ class Llama3JsonStream:
         grown = ""
         for char in added:
             phase, parent = scanner.s.phase, scanner.s.stack[-1]
-            if char in _WS or (phase == "string" and char not in '\\"'):
+            if char in WS or (phase == "string" and char not in '\\"'):
                 pass
             elif phase in ("first_item", "value") and char in "[{":
                 grown += char if parent == "[" else f'"{s.nest_key}": {char}'
@@ -665,7 +708,7 @@ class Llama3JsonStream:
         if not grown:
             return None
         piece, s.nest_unsent = s.nest_unsent, grown
-        s.streamed[s.current] += piece
+        self._sent(s.current, piece)
         return Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
 
     def _leave_nest(self) -> None:
@@ -673,11 +716,7 @@ class Llama3JsonStream:
         s = self.s
         s.nesting = False
         s.call_scan, s.scan_call = None, -1
-        before = s.text[: s.scanned]
-        previous, _ = _loads_partial(before[self._window() :], Allow.ALL)
-        if "parameters" in previous:
-            previous["arguments"] = previous["parameters"]
-        s.previous = previous
+        self._read_before(s.scanned)
 
     def _in_string(self, text: str) -> Delta | None:
         """One step inside the current call's string value, or leave it.
@@ -697,11 +736,7 @@ class Llama3JsonStream:
         if scanner.s.phase not in _IN_STRING:
             # Leave: the step reads the call again, against the reading before this chunk.
             s.scan = None
-            before = s.text[: len(s.text) - len(text)]
-            previous, _ = _loads_partial(before[self._window() :], Allow.ALL)
-            if "parameters" in previous:
-                previous["arguments"] = previous["parameters"]
-            s.previous = previous
+            self._read_before(len(s.text) - len(text))
             return None
         raw = s.raw_tail + text
         cut, end = string_units(raw)
@@ -713,13 +748,13 @@ class Llama3JsonStream:
         ahead = s.unsent + settled if sent <= s.head_len else settled[sent - s.head_len :]
         delta = None
         if new_end != old_end:
-            common = len(_common_prefix(old_end + '"', new_end + '"'))
+            common = common_length(old_end + '"', new_end + '"')
             if sent <= s.head_len:
                 piece = s.unsent + new_end[:common]
             else:
                 piece = new_end[sent - s.head_len : common]
             delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
-            s.streamed[s.current] += piece
+            self._sent(s.current, piece)
             ahead = ahead[len(piece) :]
         s.unsent = ahead
         s.head_len += len(settled)

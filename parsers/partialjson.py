@@ -8,28 +8,48 @@ whitespace, the last number without its trailing ``.-+eE``, a started literal
 completed, a key with no value dropped. Its dump is then a settled head that only
 grows, a volatile end (the open string's unsettled units, the open number) and the
 open containers' closers. ``CallReader`` keeps that head and end as the text grows,
-each character read once, and says when the text leaves this regular language (the
-caller then reads the call again, as before).
+each character read once. A key twice or a number over ``MAX_NUMBER`` characters
+mutes the reading (the dump is no longer kept, the call's structure still is); a raw
+control character in a string makes every later reading fail (``Unreadable``); other
+text leaves the language (``Irregular``: the caller reads the call again).
 """
 
 from __future__ import annotations
 
 import json
-import re
 
 from msgspec import Struct, field
 
-_WS = " \t\n\r"
-_DIGITS = "0123456789"
-_HEX = "0123456789abcdefABCDEF"
-_ESCAPES = '"\\/bfnrt'
-# A literal's text and its dump once started (partial_json_parser completes it).
-_LITERALS = {"t": "true", "f": "false", "n": "null", "N": "NaN", "I": "Infinity"}
+from parsers.jsonscan import (
+    ARR_NEXT,
+    COLON,
+    DIGITS,
+    ESCAPE,
+    ESCAPES,
+    FIRST_ITEM,
+    FIRST_KEY,
+    HEX,
+    INT,
+    KEY,
+    LITERAL,
+    LITERALS,
+    MINUS,
+    NUMBER_ENDS,
+    NUMBER_NEXT,
+    NUMBER_PHASES,
+    OBJ_NEXT,
+    PLAIN,
+    STRING,
+    UNICODE,
+    VALUE,
+    WS,
+    ZERO,
+)
+
 _FALSY_LITERALS = frozenset({"false", "null"})
 _ARGUMENT_KEYS = frozenset({"arguments", "parameters"})
-# A run of string content with nothing to decide in it.
-_PLAIN = re.compile(r'[^"\\\x00-\x1f]+')
-# Longer numbers leave the regular reading (their dump is not cheap to keep).
+_IN_STRING = frozenset({STRING, ESCAPE, UNICODE})
+# Longer numbers are not read (their dump is not cheap to keep): the call is muted.
 MAX_NUMBER = 64
 
 
@@ -43,26 +63,33 @@ def string_units(raw: str) -> tuple[int, int]:
     complete escape or character ends.
 
     A ``\\uD800``-``\\uDBFF`` escape may pair with the next one, so a cut never
-    falls right after it; trailing whitespace and then an unfinished escape are left
+    falls right after the last escape when it is one; any other unit settles the
+    escapes before it. Trailing whitespace and then an unfinished escape are left
     out, as partial_json_parser does (it strips the text it completes).
     """
     raw = raw.rstrip()
     cut = end = i = 0
     size = len(raw)
+    high = False  # the unit ending at ``end`` is a high-surrogate escape
     while i < size:
         if raw[i] != "\\":
             i += 1
             cut = end = i
+            high = False
             continue
         if i + 1 == size:
             break
         if raw[i + 1] != "u":
             i += 2
             cut = end = i
+            high = False
             continue
         if i + 6 > size:
             break
-        high = raw[i + 2] in "dD" and raw[i + 3] in "89abAB"
+        surrogate = raw[i + 2] in "dD"
+        if high and not (surrogate and raw[i + 3] in "cdefCDEF"):
+            cut = i  # the high surrogate before this escape stays alone
+        high = surrogate and raw[i + 3] in "89abAB"
         i += 6
         end = i
         if not high:
@@ -99,18 +126,17 @@ def common_length(a: str, b: str) -> int:
 class CallReading(Struct):
     """Plain data: where the reading of one call stands."""
 
-    start: int  # where the call's '{' is in the stream's text
-    pos: int = 0  # how far the text is read
-    phase: str = "value"
+    pos: int  # how far the text is read
+    phase: str = VALUE
     stack: list[str] = field(default_factory=list)  # '{' or '['
-    keys: list[list[str]] = field(default_factory=list)  # per frame in the arguments
+    keys: list[set[str]] = field(default_factory=list)  # per frame in the arguments
     kept: list[int] = field(default_factory=list)  # per frame: members or items kept
     max_depth: int = 0  # the deepest nesting read, the call's object counted
     args_max_depth: int = 0  # the deepest nesting in the arguments
     token: int = 0  # where the open string's content, number or literal starts
     pending: str = ""  # a literal's rest, or the hex digits \\u still owes
     role: str = ""  # of the open string: "key", "name", "args" or "" (ignored)
-    key: str = ""  # the last key read in the current object
+    blank: bool = False  # the open string holds a raw whitespace control character
     key_dump: str = ""
     top_key: str = ""  # the current member's key in the call object
     name: str | None = None
@@ -128,6 +154,10 @@ class CallReading(Struct):
     closers: str = ""  # the closers of the open containers in the arguments
     done: bool = False  # the call's object is closed at ``end``
     end: int = -1
+    # A key twice in an object or a number over MAX_NUMBER characters: from here on
+    # only the call's structure is read (where it ends, its name), not its arguments.
+    muted: bool = False
+    dead: bool = False  # every reading of the call fails from now on (the stream's)
     # Kept by the stream between steps: the dump's settled length and what of it is
     # unsent, the volatile end and truthiness of the last reading, its flags.
     settled_len: int = 0
@@ -142,7 +172,25 @@ class Irregular(Exception):
     """The text left the language ``CallReader`` reads exactly."""
 
 
+class Unreadable(Irregular):
+    """A raw control character in a string: json.loads fails on every later reading.
+
+    (A whitespace one fails it once something follows it: partial_json_parser strips
+    the text's end.)
+    """
+
+
 class CallReader:
+    """A call's text read once, left to right, into what its dump holds.
+
+    A JSON lexer (``parsers.jsonscan``'s phases and number automaton) whose every
+    value knows its place: in the arguments (kept: it adds to the dump's settled
+    head, or to its volatile end while open), the call's name, or elsewhere (only
+    its structure counts). ``read`` raises ``Irregular`` where the text leaves the
+    language read exactly; a duplicate key or a long number mutes the reading
+    instead (``CallReading.muted``).
+    """
+
     def __init__(self, state: CallReading) -> None:
         self.r = state
 
@@ -154,7 +202,7 @@ class CallReader:
             return False
         if r.args_depth >= 0 and len(r.stack) > r.args_depth:
             return r.kept[r.args_depth] > 0
-        if r.in_args and r.phase in ("string", "escape", "unicode"):
+        if r.in_args and r.phase in _IN_STRING:
             return r.settled_len + sum(map(len, r.pieces)) > 1 or bool(r.tail)
         if r.in_args and r.number is not None and r.args_depth < 0:
             return float(r.number) != 0
@@ -165,7 +213,7 @@ class CallReader:
         r = self.r
         end = ""
         if r.in_args:
-            if r.phase in ("string", "escape", "unicode"):
+            if r.phase in _IN_STRING:
                 end = r.tail + '"'
             elif r.number is not None:
                 end = r.number
@@ -173,7 +221,7 @@ class CallReader:
 
     def in_argument_string(self) -> bool:
         r = self.r
-        return r.in_args and r.phase in ("string", "escape", "unicode")
+        return r.in_args and r.phase in _IN_STRING
 
     # ------------------------------------------------------------------ reading
 
@@ -183,23 +231,9 @@ class CallReader:
         i = r.pos
         size = len(text)
         first = i
-        while i < size:
-            if r.done:
-                break
-            phase = r.phase
-            if phase == "string":
-                match = _PLAIN.match(text, i)
-                if match is not None:
-                    i = match.end()
-                    continue
-                ch = text[i]
-                if ch == '"':
-                    self._string_closed(text, i)
-                elif ch == "\\":
-                    r.phase = "escape"
-                else:
-                    raise Irregular
-                i += 1
+        while i < size and not r.done:
+            if r.phase == STRING:
+                i = self._string(text, i)
                 continue
             ch = text[i]
             i += 1
@@ -207,42 +241,66 @@ class CallReader:
             if r.done:
                 r.end = i
         r.pos = i
-        if r.in_args and r.phase in ("string", "escape", "unicode"):
+        if r.muted:
+            return
+        if r.in_args and r.phase in _IN_STRING:
             self._settle(text, first)
         if r.number is not None and r.in_args:
             r.number = self._dump_number(text[r.token : r.pos])
 
+    def _string(self, text: str, i: int) -> int:
+        """Read string content from ``i``: where the reading goes on."""
+        r = self.r
+        ch = text[i]
+        if r.blank:
+            # Stripped while only whitespace follows; anything else keeps it in.
+            if not ch.isspace():
+                raise Unreadable
+            return i + 1
+        match = PLAIN.match(text, i)
+        if match is not None:
+            return match.end()
+        if ch == '"':
+            self._string_closed(text, i)
+        elif ch == "\\":
+            r.phase = ESCAPE
+        elif ch.isspace():
+            r.blank = True
+        else:
+            raise Unreadable
+        return i + 1
+
     def _char(self, ch: str, text: str, at: int) -> None:
         r = self.r
         phase = r.phase
-        if phase == "escape":
+        if phase == ESCAPE:
             if ch == "u":
-                r.phase, r.pending = "unicode", "xxxx"
-            elif ch in _ESCAPES:
-                r.phase = "string"
+                r.phase, r.pending = UNICODE, "xxxx"
+            elif ch in ESCAPES:
+                r.phase = STRING
             else:
                 raise Irregular
             return
-        if phase == "unicode":
-            if ch not in _HEX:
+        if phase == UNICODE:
+            if ch not in HEX:
                 raise Irregular
             r.pending = r.pending[1:]
             if not r.pending:
-                r.phase = "string"
+                r.phase = STRING
             return
-        if phase == "literal":
+        if phase == LITERAL:
             if ch != r.pending[0]:
                 raise Irregular
             r.pending = r.pending[1:]
             if not r.pending:
                 self._value_done()
             return
-        if phase in _NUMBER_PHASES:
+        if phase in NUMBER_PHASES:
             if self._number(ch):
-                if at + 1 - r.token > MAX_NUMBER:
-                    raise Irregular
+                if at + 1 - r.token > MAX_NUMBER and not r.muted:
+                    self._mute()
                 return
-            if phase not in _NUMBER_ENDS:
+            if phase not in NUMBER_ENDS:
                 raise Irregular
             if r.in_args:
                 dumped = self._dump_number(text[r.token : at])
@@ -253,40 +311,47 @@ class CallReader:
             self._value_done()
             self._char(ch, text, at)
             return
-        if ch in _WS:
+        if ch in WS:
             return
-        if phase in ("value", "first_item"):
-            if phase == "first_item" and ch == "]":
+        if phase in (VALUE, FIRST_ITEM):
+            if phase == FIRST_ITEM and ch == "]":
                 self._close("[")
             else:
                 self._value(ch, at)
-        elif phase in ("first_key", "key"):
+        elif phase in (FIRST_KEY, KEY):
             if ch == '"':
-                r.phase, r.role, r.token = "string", "key", at + 1
-            elif ch == "}" and phase == "first_key":
+                r.phase, r.role, r.token = STRING, "key", at + 1
+            elif ch == "}" and phase == FIRST_KEY:
                 self._close("{")
             else:
                 raise Irregular
-        elif phase == "colon":
+        elif phase == COLON:
             if ch != ":":
                 raise Irregular
-            r.phase = "value"
-        elif phase == "obj_next":
+            r.phase = VALUE
+        elif phase == OBJ_NEXT:
             if ch == ",":
-                r.phase = "key"
+                r.phase = KEY
             elif ch == "}":
                 self._close("{")
             else:
                 raise Irregular
-        elif phase == "arr_next":
+        elif phase == ARR_NEXT:
             if ch == ",":
-                r.phase = "value"
+                r.phase = VALUE
             elif ch == "]":
                 self._close("[")
             else:
                 raise Irregular
         else:
             raise Irregular
+
+    def _mute(self) -> None:
+        """Stop reading the arguments: their dump is no longer kept."""
+        r = self.r
+        r.muted, r.in_args = True, False
+        r.pieces.clear()
+        r.keys.clear()
 
     def _value(self, ch: str, at: int) -> None:
         """A value starts: where it belongs decides what its reading adds to the dump."""
@@ -302,7 +367,7 @@ class CallReader:
             if r.top_key == "name":
                 if ch != '"':
                     raise Irregular
-                r.phase, r.role, r.token = "string", "name", at + 1
+                r.phase, r.role, r.token = STRING, "name", at + 1
                 return
             if r.top_key in _ARGUMENT_KEYS:
                 in_args, r.member = True, ""
@@ -310,9 +375,10 @@ class CallReader:
             in_args = True
             separator = ", " if r.kept[-1] else ""
             r.member = separator + (r.key_dump + ": " if r.stack[-1] == "{" else "")
+        in_args = in_args and not r.muted
         r.in_args = in_args
         if ch == '"':
-            r.phase, r.role, r.token = "string", "args" if in_args else "", at + 1
+            r.phase, r.role, r.token = STRING, "args" if in_args else "", at + 1
             if in_args:
                 self._keep('"')
                 r.settled_at, r.tail = at + 1, ""
@@ -324,15 +390,15 @@ class CallReader:
                     r.args_depth = 1
             self._push(ch)
             r.in_args = False
-        elif ch == "-" or ch in _DIGITS:
-            r.phase = "minus" if ch == "-" else "zero" if ch == "0" else "int"
+        elif ch == "-" or ch in DIGITS:
+            r.phase = MINUS if ch == "-" else ZERO if ch == "0" else INT
             r.token, r.number = at, None
             if in_args and ch != "-":
                 self._keep("")
                 r.number = ch
-        elif ch in _LITERALS:
-            literal = _LITERALS[ch]
-            r.phase, r.pending = "literal", literal[1:]
+        elif ch in LITERALS:
+            literal = LITERALS[ch]
+            r.phase, r.pending = LITERAL, literal[1:]
             if in_args:
                 self._keep(literal)
                 r.args_truthy = r.args_truthy or (depth == 1 and literal not in _FALSY_LITERALS)
@@ -352,18 +418,19 @@ class CallReader:
     def _push(self, opener: str) -> None:
         r = self.r
         r.stack.append(opener)
-        r.keys.append([])
+        if not r.muted:
+            r.keys.append(set())
         r.kept.append(0)
         r.max_depth = max(r.max_depth, len(r.stack))
         if r.args_depth >= 0:
             r.args_max_depth = max(r.args_max_depth, len(r.stack) - 1)
-        r.phase = "first_key" if opener == "{" else "first_item"
+        r.phase = FIRST_KEY if opener == "{" else FIRST_ITEM
 
     def _close(self, opener: str) -> None:
         r = self.r
         if r.stack[-1] != opener:
             raise Irregular
-        closing_args = r.args_depth >= 0 and len(r.stack) > r.args_depth
+        closing_args = r.args_depth >= 0 and len(r.stack) > r.args_depth and not r.muted
         if closing_args:
             r.pieces.append(r.closers[0])
             r.closers = r.closers[1:]
@@ -371,7 +438,8 @@ class CallReader:
                 r.args_truthy = r.kept[-1] > 0
                 r.args_depth = -1
         r.stack.pop()
-        r.keys.pop()
+        if not r.muted:
+            r.keys.pop()
         r.kept.pop()
         if not r.stack:
             r.done = True
@@ -381,7 +449,7 @@ class CallReader:
     def _value_done(self) -> None:
         r = self.r
         r.in_args = False
-        r.phase = "obj_next" if r.stack[-1] == "{" else "arr_next"
+        r.phase = OBJ_NEXT if r.stack[-1] == "{" else ARR_NEXT
 
     def _string_closed(self, text: str, at: int) -> None:
         r = self.r
@@ -395,12 +463,13 @@ class CallReader:
                 r.name_seen = r.name_seen or key == "name"
                 r.args_seen = r.args_seen or key in _ARGUMENT_KEYS
                 r.top_key = key
-            elif r.args_depth >= 0 and len(r.stack) > r.args_depth:
+            elif r.args_depth >= 0 and len(r.stack) > r.args_depth and not r.muted:
                 if key in r.keys[-1]:
-                    raise Irregular
-                r.keys[-1].append(key)
-                r.key_dump = '"' + dump_content(raw) + '"'
-            r.phase, r.role = "colon", ""
+                    self._mute()
+                else:
+                    r.keys[-1].add(key)
+                    r.key_dump = '"' + dump_content(raw) + '"'
+            r.phase, r.role = COLON, ""
             return
         if role == "name":
             r.name = json.loads('"' + raw + '"')
@@ -435,50 +504,17 @@ class CallReader:
     def _number(self, ch: str) -> bool:
         """Advance a number by ``ch``; False when ``ch`` is not part of it."""
         r = self.r
-        phase = r.phase
-        digit = ch in _DIGITS
-        if phase == "minus":
-            if ch == "I":
-                r.phase, r.pending = "literal", "nfinity"
+        phase = NUMBER_NEXT[r.phase].get(ch)
+        if phase is None:
+            return False
+        if r.phase == MINUS:
+            if phase == LITERAL:
+                r.pending = "nfinity"
                 if r.in_args:
                     self._keep("-Infinity")
                     r.args_truthy = r.args_truthy or len(r.stack) == 1
-                return True
-            if not digit:
-                return False
-            r.phase = "zero" if ch == "0" else "int"
-            if r.in_args:
+            elif r.in_args:
                 self._keep("")
                 r.number = "-" + ch
-        elif phase in ("zero", "int"):
-            if digit and phase == "int":
-                pass
-            elif ch == ".":
-                r.phase = "dot"
-            elif ch in "eE":
-                r.phase = "exp"
-            else:
-                return False
-        elif phase in ("dot", "frac"):
-            if digit:
-                r.phase = "frac"
-            elif ch in "eE" and phase == "frac":
-                r.phase = "exp"
-            else:
-                return False
-        elif phase == "exp":
-            if ch in "+-":
-                r.phase = "exp_sign"
-            elif digit:
-                r.phase = "exp_digits"
-            else:
-                return False
-        elif phase in ("exp_sign", "exp_digits"):
-            if not digit:
-                return False
-            r.phase = "exp_digits"
+        r.phase = phase
         return True
-
-
-_NUMBER_ENDS = frozenset({"zero", "int", "frac", "exp_digits"})
-_NUMBER_PHASES = frozenset({"minus", "zero", "int", "dot", "frac", "exp", "exp_sign", "exp_digits"})
