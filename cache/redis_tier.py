@@ -34,7 +34,9 @@ from redis.exceptions import RedisError
 
 logger = logging.getLogger("derender_server.redis")
 
-SCHEMA_VERSION = 2
+# Raised whenever what a snapshot holds changes meaning (a parser's state included), so a
+# replica of another release never restores it: the chunk replays instead.
+SCHEMA_VERSION = 3
 KEY_PREFIX = "derender:session:"
 MAC_BYTES = hashlib.sha256().digest_size
 # Room for the envelope's own fields around a snapshot of the largest size written.
