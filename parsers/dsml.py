@@ -53,15 +53,15 @@ from parsers.engine import (
     MarkerEngine,
     Transition,
 )
+from parsers.engine_tools import EngineTools
 from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
 from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
-from parsers.qwen3_coder import coalesce_calls, json_name, name_and_arguments
+from parsers.qwen3_coder import json_name, name_and_arguments
 from parsers.schema import coerce_arguments
 from parsers.types import (
     Delta,
     DeltaToolCall,
-    ExtractedToolCalls,
     FunctionCall,
     ParseOptions,
     Vocabulary,
@@ -258,11 +258,11 @@ class DsmlToolState(Struct, tag="dsml"):
     reasoning_ended: bool = False
 
 
-class DsmlTools:
+class DsmlTools(EngineTools):
     """DSML tool calls, streamed or one-shot, as vLLM's engine parsers emit them."""
 
-    supports_required_and_named = False
-    engine_based = True
+    strip_content_beside_calls = False
+    state: DsmlToolState
 
     def __init__(
         self,
@@ -286,7 +286,7 @@ class DsmlTools:
     # ------------------------------------------------------------------ entry points
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        delta = self._delta(self.engine.feed(text, token_ids or []), finished=False)
+        delta = super().stream(text, token_ids)
         state = self.state
         deferred = [state.deferred_reasoning]
         ended = state.reasoning_ended or not self.has_reasoning
@@ -294,90 +294,22 @@ class DsmlTools:
         state.deferred_reasoning = deferred[0]
         return delta
 
-    def finish(self) -> Delta | None:
-        events = self.engine.finish()
-        if events or self.state.deferred_content:
-            return self._delta(events, finished=True)
-        return None
-
-    def remaining_arguments(self) -> str:
-        return ""
-
-    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
-        """One-shot: the whole content through the streaming machinery, then finish."""
-        self.id_seed = id_seed
-        events = self.engine.feed(content, []) + self.engine.finish()
-        delta = self._delta(events, finished=True)
-        calls = [call for i, slot in enumerate(self.state.slots) if (call := self._call(i, slot))]
-        text = delta.content if delta is not None else None
-        if text and calls and not text.strip():
-            text = None
-        return ExtractedToolCalls(bool(calls), calls, text or None)
-
-    # ------------------------------------------------------------------ events to deltas
-
-    def _delta(self, events: list[Event], finished: bool) -> Delta | None:
-        state = self.state
-        if not events and not state.deferred_content:
-            return None
-        calls: list[DeltaToolCall] = []
-        content: list[str] = []
-        reasoning: list[str] = []
-        carried = state.deferred_content
-        in_calls = False
-        for event in events:
-            kind = event.kind
-            if kind == TEXT:
-                if in_calls:
-                    state.deferred_content += event.value
-                else:
-                    content.append(event.value)
-            elif kind == REASONING_TEXT:
-                reasoning.append(event.value)
-            elif kind == REASONING_END:
-                state.reasoning_ended = True
-            elif self.suppress:
-                continue
-            elif kind == CALL_START:
-                in_calls = True
-                self._slot(event.call)
-            elif kind == CALL_NAME:
-                in_calls = True
-                self._slot(event.call).name += event.value
-            elif kind == CALL_ARGS:
-                in_calls = True
-                self._arguments(event, calls)
-            elif kind == CALL_END:
-                in_calls = True
-                self._end(event.call, calls)
-        if len(calls) > 1:
-            calls = coalesce_calls(calls)
-        if state.deferred_content and (not in_calls or not calls):
-            now = state.deferred_content[len(carried) :]
-            if carried:
-                content.insert(0, carried)
-            if now:
-                content.append(now)
-            state.deferred_content = ""
-        text = "".join(content)
-        if not state.content_has_nonws and text:
-            if text.strip():
-                state.content_has_nonws = True
-            elif state.slots:
-                text = ""
-            elif not finished:
-                state.deferred_content = text
-                text = ""
-        thought = "".join(reasoning)
-        if text or calls or thought:
-            return Delta(content=text or None, reasoning=thought or None, tool_calls=calls)
-        return None
+    # ------------------------------------------------------------------ format hooks
 
     def _slot(self, index: int) -> DsmlSlot:
         slots = self.state.slots
         while len(slots) <= index:
             slots.append(DsmlSlot())
         return slots[index]
+
+    def _begin_call(self, index: int) -> None:
+        self._slot(index)
+
+    def _name_piece(self, index: int, text: str) -> None:
+        self._slot(index).name += text
+
+    def _reasoning_ended(self) -> None:
+        self.state.reasoning_ended = True
 
     def _schema(self, name: str) -> Schema:
         tool = self.options.tool(name) if self.options.tools and name else None
@@ -423,7 +355,8 @@ class DsmlTools:
         if remaining and slot.name_sent:
             calls.append(DeltaToolCall(index=index, arguments=remaining))
 
-    def _call(self, index: int, slot: DsmlSlot) -> FunctionCall | None:
+    def _call(self, index: int) -> FunctionCall | None:
+        slot = self.state.slots[index]
         if not slot.name and not slot.args:
             return None
         name = slot.name.strip()

@@ -23,23 +23,17 @@ from typing import Any
 from msgspec import Struct, field
 
 from parsers.engine import (
-    CALL_ARGS,
-    CALL_END,
-    CALL_NAME,
-    CALL_START,
     CONTENT,
-    REASONING_END,
-    REASONING_TEXT,
-    TEXT,
     EngineState,
     Event,
     MarkerEngine,
 )
+from parsers.engine_tools import EngineTools
 from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
 from parsers.qwen3 import Qwen3Grammar
 from parsers.schema import coerce_arguments, coerce_string, schema_types
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
+from parsers.types import DeltaToolCall, FunctionCall, ParseOptions
 
 _NAME_KEY = "name"
 _WORD = "parameter"
@@ -235,11 +229,10 @@ class Qwen3CoderState(Struct, tag="qwen3_coder"):
     content_has_nonws: bool = False
 
 
-class Qwen3CoderTools:
+class Qwen3CoderTools(EngineTools):
     """Tool calls in Qwen3's XML format, streamed or one-shot."""
 
-    supports_required_and_named = False
-    engine_based = True
+    state: Qwen3CoderState
 
     def __init__(
         self,
@@ -259,93 +252,19 @@ class Qwen3CoderTools:
         self.suppress = options.tool_choice == "none" and bool(options.tools)
         self._properties_by_name: dict[str, dict[str, Any]] = {}
 
-    # ------------------------------------------------------------------ entry points
-
-    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        return self._delta(self.engine.feed(text, token_ids or []), finished=False)
-
-    def finish(self) -> Delta | None:
-        events = self.engine.finish()
-        if events or self.state.deferred_content:
-            return self._delta(events, finished=True)
-        return None
-
-    def remaining_arguments(self) -> str:
-        return ""
-
-    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
-        """One-shot: the whole content through the streaming machinery, then finish."""
-        self.id_seed = id_seed
-        events = self.engine.feed(content, []) + self.engine.finish()
-        delta = self._delta(events, finished=True)
-        calls = [call for i, slot in enumerate(self.state.slots) if (call := self._call(i, slot))]
-        text = delta.content if delta is not None else None
-        if text and calls:
-            text = text.strip() or None
-        return ExtractedToolCalls(bool(calls), calls, text or None)
-
-    # ------------------------------------------------------------------ events to deltas
-
-    def _delta(self, events: list[Event], finished: bool) -> Delta | None:
-        state = self.state
-        if not events and not state.deferred_content:
-            return None
-        calls: list[DeltaToolCall] = []
-        content: list[str] = []
-        reasoning: list[str] = []
-        carried = state.deferred_content
-        in_calls = False
-        for event in events:
-            kind = event.kind
-            if kind == TEXT:
-                if in_calls:
-                    state.deferred_content += event.value
-                else:
-                    content.append(event.value)
-            elif kind == REASONING_TEXT:
-                reasoning.append(event.value)
-            elif kind == REASONING_END or self.suppress:
-                continue
-            elif kind == CALL_START:
-                in_calls = True
-                self._slot(event.call)
-            elif kind == CALL_NAME:
-                in_calls = True
-                self._slot(event.call).name += event.value
-            elif kind == CALL_ARGS:
-                in_calls = True
-                self._arguments(event, calls)
-            elif kind == CALL_END:
-                in_calls = True
-                self._end(event.call, calls)
-        if len(calls) > 1:
-            calls = coalesce_calls(calls)
-        if state.deferred_content and (not in_calls or not calls):
-            now = state.deferred_content[len(carried) :]
-            if carried:
-                content.insert(0, carried)
-            if now:
-                content.append(now)
-            state.deferred_content = ""
-        text = "".join(content)
-        if not state.content_has_nonws and text:
-            if text.strip():
-                state.content_has_nonws = True
-            elif state.slots:
-                text = ""
-            elif not finished:
-                state.deferred_content = text
-                text = ""
-        thought = "".join(reasoning)
-        if text or calls or thought:
-            return Delta(content=text or None, reasoning=thought or None, tool_calls=calls)
-        return None
+    # ------------------------------------------------------------------ format hooks
 
     def _slot(self, index: int) -> Slot:
         slots = self.state.slots
         while len(slots) <= index:
             slots.append(Slot())
         return slots[index]
+
+    def _begin_call(self, index: int) -> None:
+        self._slot(index)
+
+    def _name_piece(self, index: int, text: str) -> None:
+        self._slot(index).name += text
 
     def _announce(self, index: int, calls: list[DeltaToolCall], name: str | None) -> None:
         if not name:
@@ -624,7 +543,8 @@ class Qwen3CoderTools:
             key for key, schema in properties.items() if set(schema_types(schema)) == {"string"}
         ]
 
-    def _call(self, index: int, slot: Slot) -> FunctionCall | None:
+    def _call(self, index: int) -> FunctionCall | None:
+        slot = self.state.slots[index]
         if not slot.name and not slot.args:
             return None
         name = slot.name.strip()
@@ -659,25 +579,6 @@ def _head(entry: str, name: str, string_keys: list[str] | None) -> tuple[str, bo
     if allowed and entry[colon_end : colon_end + 1] == '"':
         return entry[:-1], True
     return entry[:colon_end], False
-
-
-def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
-    """One delta per call index, later pieces merged into the first."""
-    merged: dict[int, DeltaToolCall] = {}
-    for call in calls:
-        first = merged.get(call.index)
-        if first is None:
-            merged[call.index] = call
-            continue
-        if first.id is None:
-            first.id = call.id
-        if first.type is None:
-            first.type = call.type
-        if first.name is None:
-            first.name = call.name
-        if call.arguments is not None:
-            first.arguments = (first.arguments or "") + call.arguments
-    return calls if len(merged) == len(calls) else list(merged.values())
 
 
 def json_name(args: str, match: KeyMatch) -> str | None:

@@ -1,0 +1,177 @@
+"""Tool parsers on the marker engine: its events turned into one delta per chunk.
+
+Every tool format declared on the engine (Qwen3-Coder's XML, DeepSeek's DSML) meets the
+same events in the same order, and vLLM's engine parsers treat content, reasoning and
+whitespace around calls alike; what differs between formats is only how a call's name
+and argument text become JSON. A format's parser subclasses ``EngineTools`` and says
+that in ``_begin_call``, ``_name_piece``, ``_arguments``, ``_end`` and ``_call``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Protocol
+
+from parsers.engine import (
+    CALL_ARGS,
+    CALL_END,
+    CALL_NAME,
+    CALL_START,
+    REASONING_END,
+    REASONING_TEXT,
+    TEXT,
+    Event,
+    MarkerEngine,
+)
+from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
+
+
+class ToolsState(Protocol):
+    """What the shared part reads and keeps of a format's plain-data state."""
+
+    deferred_content: str  # content held while calls may follow (whitespace, or in calls)
+    content_has_nonws: bool
+
+    @property
+    def slots(self) -> Sequence[object]: ...
+
+
+class EngineTools(ABC):
+    supports_required_and_named = False
+    engine_based = True
+    # One-shot, content beside calls: vLLM's Qwen3-Coder strips it; DSML keeps it
+    # unless it is all whitespace.
+    strip_content_beside_calls = True
+
+    state: ToolsState
+    engine: MarkerEngine
+    id_seed: str
+    suppress: bool  # tool_choice "none" with tools: calls are read and dropped
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        return self._delta(self.engine.feed(text, token_ids or []), finished=False)
+
+    def finish(self) -> Delta | None:
+        events = self.engine.finish()
+        if events or self.state.deferred_content:
+            return self._delta(events, finished=True)
+        return None
+
+    def remaining_arguments(self) -> str:
+        return ""
+
+    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
+        """One-shot: the whole content through the streaming machinery, then finish."""
+        self.id_seed = id_seed
+        events = self.engine.feed(content, []) + self.engine.finish()
+        delta = self._delta(events, finished=True)
+        calls = [call for i in range(len(self.state.slots)) if (call := self._call(i))]
+        text = delta.content if delta is not None else None
+        if text and calls:
+            if self.strip_content_beside_calls:
+                text = text.strip()
+            elif not text.strip():
+                text = None
+        return ExtractedToolCalls(bool(calls), calls, text or None)
+
+    # ------------------------------------------------------------------ format hooks
+
+    @abstractmethod
+    def _begin_call(self, index: int) -> None:
+        """Call ``index`` has begun."""
+
+    @abstractmethod
+    def _name_piece(self, index: int, text: str) -> None:
+        """More of call ``index``'s name."""
+
+    @abstractmethod
+    def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
+        """More of a call's argument text: append what it streams to ``calls``."""
+
+    @abstractmethod
+    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
+        """Call ``index`` has ended: append what is left of it to ``calls``."""
+
+    @abstractmethod
+    def _call(self, index: int) -> FunctionCall | None:
+        """Call ``index`` as one-shot reads it, if it is one."""
+
+    def _reasoning_ended(self) -> None:  # noqa: B027 (optional: few formats track it)
+        """The reasoning section has closed (a format that tracks it says so here)."""
+
+    # ------------------------------------------------------------------ events to deltas
+
+    def _delta(self, events: list[Event], finished: bool) -> Delta | None:
+        state = self.state
+        if not events and not state.deferred_content:
+            return None
+        calls: list[DeltaToolCall] = []
+        content: list[str] = []
+        reasoning: list[str] = []
+        carried = state.deferred_content
+        in_calls = False
+        for event in events:
+            kind = event.kind
+            if kind == TEXT:
+                if in_calls:
+                    state.deferred_content += event.value
+                else:
+                    content.append(event.value)
+            elif kind == REASONING_TEXT:
+                reasoning.append(event.value)
+            elif kind == REASONING_END:
+                self._reasoning_ended()
+            elif self.suppress:
+                continue
+            else:
+                in_calls = True
+                if kind == CALL_START:
+                    self._begin_call(event.call)
+                elif kind == CALL_NAME:
+                    self._name_piece(event.call, event.value)
+                elif kind == CALL_ARGS:
+                    self._arguments(event, calls)
+                elif kind == CALL_END:
+                    self._end(event.call, calls)
+        if len(calls) > 1:
+            calls = coalesce_calls(calls)
+        if state.deferred_content and (not in_calls or not calls):
+            now = state.deferred_content[len(carried) :]
+            if carried:
+                content.insert(0, carried)
+            if now:
+                content.append(now)
+            state.deferred_content = ""
+        text = "".join(content)
+        if not state.content_has_nonws and text:
+            if text.strip():
+                state.content_has_nonws = True
+            elif state.slots:
+                text = ""
+            elif not finished:
+                state.deferred_content = text
+                text = ""
+        thought = "".join(reasoning)
+        if text or calls or thought:
+            return Delta(content=text or None, reasoning=thought or None, tool_calls=calls)
+        return None
+
+
+def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
+    """One delta per call index, later pieces merged into the first."""
+    merged: dict[int, DeltaToolCall] = {}
+    for call in calls:
+        first = merged.get(call.index)
+        if first is None:
+            merged[call.index] = call
+            continue
+        if first.id is None:
+            first.id = call.id
+        if first.type is None:
+            first.type = call.type
+        if first.name is None:
+            first.name = call.name
+        if call.arguments is not None:
+            first.arguments = (first.arguments or "") + call.arguments
+    return calls if len(merged) == len(calls) else list(merged.values())
