@@ -143,8 +143,8 @@ class HarmonyGrammar:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Token text with special tokens kept and broken UTF-8 replaced, as HF decodes."""
-        raw: bytes = self.encoding.decode_bytes(list(token_ids))
-        return raw.decode("utf-8", errors="replace")
+        text: str = self.encoding.decode(token_ids, errors="replace")
+        return text
 
 
 def normalize_recipient(recipient: str | None) -> str | None:
@@ -349,7 +349,12 @@ class HarmonyStream:
     # ------------------------------------------------------------------ one-shot
 
     def parse(self, token_ids: Sequence[int]) -> tuple[str | None, str | None, list[FunctionCall]]:
-        """A whole output: reasoning, content and tool calls, each message joined by newlines."""
+        """A whole output: reasoning, content and tool calls, each message joined by newlines.
+
+        Each output (each choice) is read by a fresh parser.
+        """
+        self.s = HarmonyState()
+        self._parser = None
         self._feed(token_ids)
         recovered = self._close()
         messages: list[tuple[str | None, str | None, str | None, str]] = []
