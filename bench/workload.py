@@ -2,8 +2,9 @@
 
 Every bench tokenizes with the bundled Qwen3 tokenizer (gpt-oss's Harmony with the
 bundled gpt-oss one), so the ids are the ones such an engine would send. The chat
-workload is what a qwen3 + hermes model emits for an agentic turn: reasoning, then an answer, then tool calls. The parser workloads put
-a long stretch in the section each parser configuration works hardest on.
+workload is what a qwen3 + hermes model emits for an agentic turn: reasoning, then an
+answer, then tool calls. The parser workloads put a long stretch in the section each
+parser configuration works hardest on.
 """
 
 from __future__ import annotations
