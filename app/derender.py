@@ -300,7 +300,7 @@ class Derenderer:
                 )
             else:
                 seed_text = f"{gen.request_id}:{choice.index}"
-                message = to_message(parser.parse(text, gen.prompt_token_ids, seed_text))
+                message = to_message(parser.parse(text, gen.prompt_token_ids, seed_text, token_ids))
                 forced_name = parser.options.named_tool is not None
                 if message.tool_calls and finish_reason == "stop" and not forced_name:
                     finish_reason = "tool_calls"

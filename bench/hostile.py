@@ -46,6 +46,8 @@ from bench.plots import plt  # with the backend chosen
 from bench.report import machine, progress, table, write
 from bench.workload import (
     CHAT_REQUEST,
+    HARMONY_CALL_OPEN,
+    HARMONY_THOUGHT,
     SENTENCE,
     dsml_call_open,
     encode,
@@ -78,6 +80,8 @@ class Config:
     call: str = ""
     # What opens a run of calls, where the format has one.
     section: str = ""
+    # A short reasoning that ends, before a family that works on tool calls.
+    after_reasoning: str = AFTER_REASONING
 
 
 _NAMED = {"type": "function", "function": {"name": "save_note"}}
@@ -173,6 +177,13 @@ CONFIGS: dict[str, Config] = {
     "deepseek_v32": _dsml_config("deepseek_v32", None),
     "deepseek_v4+deepseek_v4": _dsml_config("deepseek_v4", "deepseek_v4"),
     "deepseek_v41+deepseek_v41": _dsml_config("deepseek_v41", "deepseek_v41"),
+    "openai_gptoss+openai": Config(
+        "openai",
+        "openai_gptoss",
+        call_open=HARMONY_CALL_OPEN,
+        call=HARMONY_CALL_OPEN + '"x"}<|call|><|start|>assistant',
+        after_reasoning=HARMONY_THOUGHT,
+    ),
 }
 
 
@@ -237,6 +248,11 @@ FAMILIES: dict[str, Family] = {
     "surrogate escapes": Family(_in_call('"'), _fixed("\\ud800")),
     "control characters in a string": Family(_in_call('"\x01'), _fixed("abc")),
     "many short values": Family(_in_call("{"), _fixed(_DISTINCT_MEMBERS)),
+    # Harmony: a header that never closes, and markers inside one message's text.
+    "Harmony header storm": Family(_fixed(""), _fixed("<|start|>assistant<|channel|> to=f")),
+    "Harmony marker storm in a message": Family(
+        _fixed("<|channel|>final<|message|>"), _fixed("<|message|><|channel|><|constrain|>")
+    ),
 }
 
 
@@ -257,7 +273,7 @@ def output_ids(tokenizer: Tokenizer, config: Config, family: str, tokens: int) -
     spec = FAMILIES[family]
     head = spec.head(config)
     if config.reasoning is not None and spec.in_tools:
-        head = AFTER_REASONING + head
+        head = config.after_reasoning + head
     if family == INVALID_BYTES:
         unit = [invalid_byte_id(tokenizer)]
     else:

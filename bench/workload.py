@@ -1,9 +1,10 @@
 """What the benches stream: generated model outputs and prompts, as Qwen3 token ids.
 
-Every bench tokenizes with the bundled Qwen3 tokenizer, so the ids are the ones a
-Qwen3 engine would send. The chat workload is what a qwen3 + hermes model emits for
-an agentic turn: reasoning, then an answer, then tool calls. The parser workloads put
-a long stretch in the section each parser configuration works hardest on.
+Every bench tokenizes with the bundled Qwen3 tokenizer (gpt-oss's Harmony with the
+bundled gpt-oss one), so the ids are the ones such an engine would send. The chat
+workload is what a qwen3 + hermes model emits for an agentic turn: reasoning, then an
+answer, then tool calls. The parser workloads put a long stretch in the section each
+parser configuration works hardest on.
 """
 
 from __future__ import annotations
@@ -62,7 +63,13 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "deepseek_v32": ("deepseek_v32", None, "dsml_v32_call"),
     "deepseek_v4+deepseek_v4": ("deepseek_v4", "deepseek_v4", "dsml_v4_call"),
     "deepseek_v41+deepseek_v41": ("deepseek_v41", "deepseek_v41", "dsml_v41_call"),
+    "openai_gptoss+openai": ("openai", "openai_gptoss", "harmony_call"),
 }
+# gpt-oss's Harmony: a short analysis message, then a call's JSON body left open.
+HARMONY_THOUGHT = "<|channel|>analysis<|message|>Short thought.<|end|><|start|>assistant"
+HARMONY_CALL_OPEN = (
+    '<|channel|>commentary to=functions.save_note <|constrain|>json<|message|>{"body": '
+)
 DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 DSML_TOOLS = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 DSML_STRING_PARAM = '<｜DSML｜parameter name="body" string="true">'
@@ -108,8 +115,16 @@ def qwen3_with_dsml() -> Tokenizer:
     return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
 
 
+@cache
+def gpt_oss() -> Tokenizer:
+    """The bundled gpt-oss tokenizer (o200k_harmony): Harmony is read by its ids."""
+    return load_tokenizer("gpt-oss")
+
+
 def tokenizer_for(tool: str | None) -> Tokenizer:
     """The tokenizer a parser configuration is benched with."""
+    if tool == "openai":
+        return gpt_oss()
     if tool in DSML_TOOLS:
         return qwen3_with_dsml()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
@@ -150,6 +165,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dsml_v32_call": dsml_call_open("deepseek_v32"),
         "dsml_v4_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v4"),
         "dsml_v41_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v41"),
+        "harmony_call": HARMONY_THOUGHT + HARMONY_CALL_OPEN + '"',
     }[kind]
     return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from parsers.harmony import HarmonyStream
 from parsers.ids import chat_tool_call_id
 from parsers.types import ExtractedToolCalls, FunctionCall, ParsedMessage, ParseOptions
 
@@ -69,16 +70,26 @@ class ChatParser:
         tools: ToolParser | None,
         *,
         engine_based: bool,
+        harmony: HarmonyStream | None = None,
     ) -> None:
         self.options = options
         self.reasoning = reasoning
         self.tools = tools
         self.engine_based = engine_based
+        # gpt-oss: Harmony reads the output by token id; calls are kept as tool_choice says.
+        self.harmony = harmony
+        self.has_tool_parser = tools is not None or (harmony is not None and harmony.tools)
 
     def parse(
-        self, text: str, prompt_token_ids: Sequence[int] | None, id_seed: str
+        self,
+        text: str,
+        prompt_token_ids: Sequence[int] | None,
+        id_seed: str,
+        token_ids: Sequence[int] = (),
     ) -> ParsedMessage:
         """Split a whole output; tool-call ids derive from ``id_seed``."""
+        if self.harmony is not None:
+            return self._assemble(*self.harmony.parse(token_ids), id_seed)
         reasoning: str | None = None
         content: str | None = text
         if self.reasoning is not None:
@@ -130,7 +141,7 @@ class ChatParser:
         if not options.include_reasoning:
             reasoning = None
         if not options.forces_tool_calls:
-            if self.tools is None or options.tool_choice != "auto" or not options.tools:
+            if not self.has_tool_parser or options.tool_choice != "auto" or not options.tools:
                 return ParsedMessage(reasoning, content, [])
         else:
             content = content or ""

@@ -16,6 +16,7 @@ from parsers.deepseek import (
 )
 from parsers.dsml import DsmlGrammar, DsmlReasoning, DsmlReasoningState, DsmlTools, DsmlToolState
 from parsers.engine import Grammar
+from parsers.harmony import HarmonyGrammar, HarmonyState, HarmonyStream, HarmonyUnavailable
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
@@ -27,7 +28,7 @@ from parsers.types import ParseOptions, Vocabulary
 from parsers.xlam import XlamState, XlamStream, XlamTools
 
 REASONING_PARSERS = frozenset(
-    {"qwen3", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41"}
+    {"qwen3", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41", "openai_gptoss"}
 )
 
 # Aliases map to the parser they share an implementation with.
@@ -44,6 +45,7 @@ TOOL_PARSERS = {
     "deepseek_v32": "deepseek_v32",
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v41",
+    "openai": "openai",
 }
 _DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
@@ -51,6 +53,9 @@ _DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 # difference shows in how tool_choice "none" and unparsed markup are handled.
 _ENGINE_BASED = frozenset({"qwen3", "qwen3_coder", "deepseek_v32", "deepseek_v4", "deepseek_v41"})
 _DSML = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
+# gpt-oss's Harmony: one parser reads reasoning and calls, so neither mixes with others.
+_HARMONY_REASONING = "openai_gptoss"
+_HARMONY_TOOLS = "openai"
 
 
 S = TypeVar("S")
@@ -122,8 +127,51 @@ class ParserFactory:
                 self._deepseek = deepseek_grammar(vocab)
             except DeepSeekUnavailable as exc:
                 raise ParserConfigError(f"--tool-call-parser {tool_parser}: {exc}") from None
+        self._harmony = self._harmony_grammar(reasoning_parser, tool, vocab)
         active = [n for n in (self.reasoning_name, self.tool_name) if n is not None]
         self.engine_based = all(name in _ENGINE_BASED for name in active)
+
+    @staticmethod
+    def _harmony_grammar(
+        reasoning: str | None, tool: str | None, vocab: Vocabulary
+    ) -> HarmonyGrammar | None:
+        harmony = [
+            f"{flag} {name}"
+            for flag, name, harmony_name in (
+                ("--reasoning-parser", reasoning, _HARMONY_REASONING),
+                ("--tool-call-parser", tool, _HARMONY_TOOLS),
+            )
+            if name == harmony_name
+        ]
+        if not harmony:
+            return None
+        other = [
+            f"--reasoning-parser {reasoning}"
+            if reasoning not in (None, _HARMONY_REASONING)
+            else "",
+            f"--tool-call-parser {tool}" if tool not in (None, _HARMONY_TOOLS) else "",
+        ]
+        mixed = " and ".join(o for o in other if o)
+        if mixed:
+            raise ParserConfigError(
+                f"{mixed} cannot be combined with gpt-oss's Harmony parsers "
+                f"(--reasoning-parser {_HARMONY_REASONING}, --tool-call-parser {_HARMONY_TOOLS})"
+            )
+        try:
+            return HarmonyGrammar(vocab)
+        except HarmonyUnavailable as exc:
+            raise ParserConfigError(f"{harmony[0]}: {exc}") from None
+
+    def _harmony_stream(self, id_seed: str, state: HarmonyState | None) -> HarmonyStream | None:
+        if self._harmony is None:
+            return None
+        return HarmonyStream(
+            self._harmony,
+            reasoning=self.reasoning_name == _HARMONY_REASONING,
+            tools=self.tool_name == _HARMONY_TOOLS,
+            id_seed=id_seed,
+            state=state,
+        )
 
     @property
     def configured(self) -> bool:
@@ -141,6 +189,9 @@ class ParserFactory:
         return self._think
 
     def for_request(self, options: ParseOptions) -> ChatParser:
+        harmony = self._harmony_stream("", None)
+        if harmony is not None:
+            return ChatParser(options, None, None, engine_based=False, harmony=harmony)
         reasoning: ReasoningParser | None = None
         if self.reasoning_name == "qwen3":
             reasoning = Qwen3Reasoning(self._grammar, options)
@@ -176,6 +227,23 @@ class ParserFactory:
     ) -> ChatStream:
         """A streamed parse of one choice, fresh or continuing from ``state``."""
         state = state if state is not None else ChatStreamState()
+        if self._harmony is not None:
+            state.harmony = _reuse(state.harmony, HarmonyState)
+            keep = options.forces_tool_calls or (
+                self.tool_name == _HARMONY_TOOLS
+                and options.tool_choice == "auto"
+                and bool(options.tools)
+            )
+            return ChatStream(
+                options,
+                None,
+                None,
+                engine_based=False,
+                keep_tool_calls=keep,
+                id_seed=id_seed,
+                state=state,
+                harmony=self._harmony_stream(id_seed, state.harmony),
+            )
         reasoning: ReasoningStream | None = None
         if self.reasoning_name == "qwen3":
             state.reasoning = _reuse(state.reasoning, Qwen3ReasoningState)

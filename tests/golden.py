@@ -78,7 +78,7 @@ def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
 
 # The bundled tokenizer each family's transcripts were recorded with, by the first
 # letter of the configuration.
-_TOKENIZERS = {"C": "qwen3", "D": "deepseek"}
+_TOKENIZERS = {"C": "qwen3", "D": "deepseek", "G": "gpt-oss"}
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:

@@ -1,0 +1,321 @@
+"""gpt-oss's Harmony parsers: ``openai_gptoss`` reasoning and ``openai`` tool calls.
+
+Outputs are encoded with the bundled ``gpt-oss`` tokenizer (o200k_harmony, built from
+``quicktok-v1``), so Harmony's markers are their special ids. The hand cases are what
+vLLM 0.33.0's derender server answered for the same outputs (tests/golden/golden-G1
+holds the full transcripts); the property tests check that any chunking, and a
+snapshot and restore at any chunk, stream what one token per chunk streams, and that
+the streamed message is the one-shot message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.session import StreamSession
+from app.tokenizer import Tokenizer, load_tokenizer
+from parsers.harmony import HarmonyState, is_function_recipient, normalize_recipient
+from parsers.registry import ParserConfigError, ParserFactory
+from parsers.stream import ChatStreamState
+from parsers.types import Delta, ParseOptions, ToolSpec
+
+TOOLS = (
+    ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
+    ToolSpec("get_time", {"type": "object", "properties": {"timezone": {"type": "string"}}}),
+)
+START = "<|start|>assistant"
+PROPS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return load_tokenizer("gpt-oss")
+
+
+@pytest.fixture(scope="module")
+def factory(tokenizer: Tokenizer) -> ParserFactory:
+    return ParserFactory("openai", "openai_gptoss", True, tokenizer.vocabulary)
+
+
+def options(**kwargs: Any) -> ParseOptions:
+    return ParseOptions(tools=TOOLS, **{"tool_choice": "auto", **kwargs})
+
+
+def analysis(text: str) -> str:
+    return f"<|channel|>analysis<|message|>{text}<|end|>{START}"
+
+
+def call(name: str, arguments: str, end: str = "<|call|>") -> str:
+    return f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{arguments}{end}"
+
+
+def final(text: str) -> str:
+    return f"<|channel|>final<|message|>{text}<|return|>"
+
+
+@dataclass
+class Assembled:
+    content: str = ""
+    reasoning: str = ""
+    calls: dict[int, list[str]] = field(default_factory=dict)
+    ids: dict[int, str] = field(default_factory=dict)
+
+    def add(self, delta: Delta | None) -> None:
+        if delta is None:
+            return
+        self.content += delta.content or ""
+        self.reasoning += delta.reasoning or ""
+        for piece in delta.tool_calls:
+            name, arguments = self.calls.setdefault(piece.index, ["", ""])
+            self.calls[piece.index] = [
+                name or piece.name or "",
+                arguments + (piece.arguments or ""),
+            ]
+            if piece.id is not None:
+                assert piece.index not in self.ids, "a call's id is sent once"
+                self.ids[piece.index] = piece.id
+
+
+def chunked(ids: list[int], cuts: Sequence[int]) -> list[list[int]]:
+    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
+    return [ids[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def stream(
+    tokenizer: Tokenizer,
+    factory: ParserFactory,
+    opts: ParseOptions,
+    chunks: list[list[int]],
+    finish: str = "stop",
+    restore_at: int = -1,
+) -> tuple[list[Delta | None], str | None]:
+    """The deltas and finish reason of one streamed choice; ``restore_at``: snapshot and
+    restore there (a fresh parser rebuilt from the state, as after a Redis restore)."""
+    session = StreamSession(tokenizer, factory.stream_for_request(opts, "seed"), [])
+    deltas = []
+    reason = None
+    for i, chunk in enumerate(chunks):
+        if i == restore_at:
+            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
+            window = session.detokenizer.window
+            restored = factory.stream_for_request(opts, "seed", state)
+            session = StreamSession(tokenizer, restored, [])
+            session.detokenizer.window = window
+        delta, reason = session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)
+        deltas.append(delta)
+    return deltas, reason
+
+
+def assemble(deltas: list[Delta | None]) -> Assembled:
+    folded = Assembled()
+    for delta in deltas:
+        folded.add(delta)
+    return folded
+
+
+def encode(tokenizer: Tokenizer, text: str) -> list[int]:
+    return list(tokenizer._hf.encode(text, add_special_tokens=False))
+
+
+# ------------------------------------------------------------------ hand cases (vLLM's answers)
+
+
+def test_reasoning_then_a_call(tokenizer: Tokenizer, factory: ParserFactory) -> None:
+    output = analysis("Need data.") + call("get_weather", '{"city":  "Paris"}')
+    ids = encode(tokenizer, output)
+    parsed = factory.for_request(options()).parse("", [], "seed", ids)
+    assert parsed.reasoning == "Need data."
+    assert parsed.content is None
+    # One-shot arguments are re-serialized by Python's json.dumps.
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
+        ("get_weather", '{"city": "Paris"}')
+    ]
+    deltas, reason = stream(tokenizer, factory, options(), [[t] for t in ids])
+    folded = assemble(deltas)
+    assert (folded.reasoning, folded.content) == ("Need data.", "")
+    # Streamed arguments are the text as generated; the call opens at <|message|>.
+    assert folded.calls == {0: ["get_weather", '{"city":  "Paris"}']}
+    assert folded.ids == {0: parsed.tool_calls[0].id}
+    assert reason == "tool_calls"
+
+
+def test_preamble_is_content_and_final_answer_after_it(
+    tokenizer: Tokenizer, factory: ParserFactory
+) -> None:
+    output = (
+        analysis("Plan.")
+        + "<|channel|>commentary<|message|>Let me check.<|end|>"
+        + START
+        + final("Sunny.")
+    )
+    parsed = factory.for_request(options()).parse("", [], "s", encode(tokenizer, output))
+    assert (parsed.reasoning, parsed.content, parsed.tool_calls) == (
+        "Plan.",
+        "Let me check.\nSunny.",
+        [],
+    )
+
+
+def test_a_header_cut_off_is_recovered_as_raw_content(
+    tokenizer: Tokenizer, factory: ParserFactory
+) -> None:
+    output = analysis("Plan.") + "<|channel|>commentary to=functions.get_wea"
+    ids = encode(tokenizer, output)
+    expected = "<|start|>assistant<|channel|>commentary to=functions.get_wea"
+    parsed = factory.for_request(options()).parse("", [], "s", ids)
+    assert (parsed.reasoning, parsed.content) == ("Plan.", expected)
+    deltas, _ = stream(tokenizer, factory, options(), [[t] for t in ids], finish="length")
+    assert assemble(deltas).content == expected
+
+
+def test_builtin_recipients_are_not_calls(tokenizer: Tokenizer, factory: ParserFactory) -> None:
+    output = (
+        analysis("Plan.")
+        + "<|channel|>analysis to=python<|message|>print(1)<|call|>"
+        + START
+        + "<|channel|>notes<|message|>hidden<|end|>"
+        + START
+        + final("Done.")
+    )
+    parsed = factory.for_request(options()).parse("", [], "s", encode(tokenizer, output))
+    # vLLM: an analysis message to python is reasoning; an unknown channel is dropped.
+    assert (parsed.reasoning, parsed.content, parsed.tool_calls) == (
+        "Plan.\nprint(1)",
+        "Done.",
+        [],
+    )
+    assert not is_function_recipient("browser.search")
+    assert is_function_recipient("functions.get_weather")
+    assert is_function_recipient("lookup")
+    assert normalize_recipient("functions.f <|constrain|>json") == "functions.f"
+
+
+def test_tool_choice_none_drops_calls_and_forced_choices_keep_them(
+    tokenizer: Tokenizer, factory: ParserFactory
+) -> None:
+    ids = encode(tokenizer, call("get_time", '{"timezone": "UTC"}'))
+    none = factory.for_request(options(tool_choice="none")).parse("", [], "s", ids)
+    assert (none.content, none.tool_calls) == (None, [])
+    named = factory.for_request(options(tool_choice=None, named_tool="get_time"))
+    forced = named.parse("", [], "s", ids)
+    assert forced.content == "" and [c.name for c in forced.tool_calls] == ["get_time"]
+    deltas, reason = stream(
+        tokenizer, factory, options(tool_choice=None, named_tool="get_time"), [ids]
+    )
+    assert assemble(deltas).calls == {0: ["get_time", '{"timezone": "UTC"}']}
+    assert reason == "stop"  # a named choice keeps "stop", as in vLLM
+
+
+def test_each_parser_alone_drops_what_the_other_reads(tokenizer: Tokenizer) -> None:
+    ids = encode(tokenizer, analysis("Plan.") + call("get_time", "{}"))
+    vocab = tokenizer.vocabulary
+    reasoning_only = ParserFactory(None, "openai_gptoss", False, vocab).for_request(options())
+    tools_only = ParserFactory("openai", None, True, vocab).for_request(options())
+    first = reasoning_only.parse("", [], "s", ids)
+    assert (first.reasoning, first.content, first.tool_calls) == ("Plan.", None, [])
+    second = tools_only.parse("", [], "s", ids)
+    assert second.reasoning is None and [c.name for c in second.tool_calls] == ["get_time"]
+
+
+def test_harmony_does_not_mix_with_other_parsers_or_tokenizers(tokenizer: Tokenizer) -> None:
+    with pytest.raises(ParserConfigError, match="cannot be combined"):
+        ParserFactory("hermes", "openai_gptoss", True, tokenizer.vocabulary)
+    qwen = load_tokenizer("qwen3")
+    with pytest.raises(ParserConfigError, match=r"o200k|gpt-oss"):
+        ParserFactory("openai", "openai_gptoss", True, qwen.vocabulary)
+
+
+def test_the_state_is_the_open_message_only(tokenizer: Tokenizer, factory: ParserFactory) -> None:
+    ids = encode(tokenizer, analysis("Some long reasoning here.") + final("Answer"))
+    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), [])
+    session.feed(ids[:-1], ids[:-1], None)
+    state = session.parser.state.harmony
+    assert isinstance(state, HarmonyState)
+    assert state.completed_any and state.in_content
+    # <|start|>assistant<|channel|>final<|message|>Answer: the closed analysis is gone.
+    assert (
+        tokenizer.decode(state.message_tokens)
+        == "<|start|>assistant<|channel|>final<|message|>Answer"
+    )
+
+
+# ------------------------------------------------------------------ properties
+
+_TEXTS = st.sampled_from(["Hi", " there", "東京 🗼", "{", "x\n", "<|not a token|>", "391."])
+_ARGS = st.sampled_from(['{"city": "Paris"}', '{"timezone": "Asia/Tokyo"}', '{"a": [1, '])
+
+
+@st.composite
+def harmony_outputs(draw: st.DrawFn) -> str:
+    """Outputs with each message kind at most once, cut anywhere (in a header, in a
+    call's arguments), sometimes with stray text between messages."""
+    parts = []
+    if draw(st.booleans()):
+        parts.append(analysis("".join(draw(st.lists(_TEXTS, min_size=1, max_size=4)))))
+    if draw(st.booleans()):
+        parts.append(f"<|channel|>commentary<|message|>{draw(_TEXTS)}<|end|>{START}")
+    if draw(st.booleans()):
+        parts.append(call(draw(st.sampled_from(["get_weather", "get_time"])), draw(_ARGS)))
+        parts.append(START)
+    if draw(st.booleans()):
+        parts.append("stray")
+    parts.append(final("".join(draw(st.lists(_TEXTS, min_size=0, max_size=3)))))
+    output = "".join(parts)
+    return output[: draw(st.integers(min_value=1, max_value=len(output)))]
+
+
+@PROPS
+@given(output=harmony_outputs(), cuts=st.lists(st.integers(0, 400), max_size=8), data=st.data())
+def test_any_chunking_and_any_restore_stream_the_same(
+    tokenizer: Tokenizer,
+    factory: ParserFactory,
+    output: str,
+    cuts: list[int],
+    data: st.DataObject,
+) -> None:
+    ids = encode(tokenizer, output)
+    chunks = chunked(ids, cuts)
+    restore_at = data.draw(st.integers(0, len(chunks) - 1))
+    one_token, reason = stream(tokenizer, factory, options(), [[t] for t in ids])
+    expected = assemble(one_token)
+    for at in (-1, restore_at):
+        deltas, chunked_reason = stream(tokenizer, factory, options(), chunks, restore_at=at)
+        assert assemble(deltas) == expected
+        assert chunked_reason == reason
+
+
+@PROPS
+@given(output=harmony_outputs())
+def test_the_streamed_message_is_the_one_shot_message(
+    tokenizer: Tokenizer, factory: ParserFactory, output: str
+) -> None:
+    ids = encode(tokenizer, output)
+    parsed = factory.for_request(options()).parse("", [], "seed", ids)
+    folded = assemble(stream(tokenizer, factory, options(), [[t] for t in ids])[0])
+
+    def unjoined(text: str | None) -> str:
+        # vLLM joins one-shot messages with a newline; the stream does not.
+        return (text or "").replace("\n", "")
+
+    assert unjoined(folded.reasoning) == unjoined(parsed.reasoning)
+    assert unjoined(folded.content) == unjoined(parsed.content)
+    calls = [(c.name, c.id) for c in parsed.tool_calls]
+    assert calls == [(name, folded.ids[i]) for i, (name, _) in folded.calls.items()]
+    for streamed, one_shot in zip(folded.calls.values(), parsed.tool_calls, strict=True):
+        try:
+            assert json.dumps(json.loads(streamed[1])) == one_shot.arguments
+        except ValueError:
+            assert streamed[1] == one_shot.arguments
