@@ -161,8 +161,15 @@ class Llama3JsonState(Struct, tag="llama3_json"):
     # tried for (once: after it leaves, that call is read again each step).
     reading: CallReading | None = None
     read_call: int = -1
+    reread: int = 0  # characters read again by ``_calls`` so far (see REREAD_PER_CHAR)
 
 
+# Reading the calls again with partial_json_parser (vLLM does it every chunk; here only
+# where the text leaves what is read incrementally) may cost this many characters per
+# character of output, plus a start: past it the stream's steps send no more and
+# ``finish`` settles its calls, so even malformed output costs linear time in all.
+REREAD_PER_CHAR = 8
+REREAD_FREE = 1 << 16
 # Below this nesting a reading never meets the recursion limit (no stack walk needed).
 _SHALLOW = 100
 # Whether json fails at a nesting and stack depth (keys: what, nesting, frames).
@@ -317,13 +324,23 @@ class Llama3JsonStream:
                 if s.nesting:
                     delta = self._in_nest()
                 if s.scan is None and not s.nesting and not self._idle():
-                    delta = self._calls()
+                    delta = self._calls_within_budget()
         except _UNPARSABLE:
             return None
         for call in delta.tool_calls if delta is not None else ():
             if call.name is not None:
                 s.named.append(call.index)
         return delta
+
+    def _calls_within_budget(self) -> Delta | None:
+        """``_calls``, while what the stream has read again stays within its budget
+        (docs/parity.md, llama3-json-reread-budget)."""
+        s = self.s
+        cost = len(s.text) - self._window()
+        if s.reread + cost > REREAD_PER_CHAR * len(s.text) + REREAD_FREE:
+            return None
+        s.reread += cost
+        return self._calls()
 
     def _sent(self, index: int, piece: str) -> None:
         """``piece`` of call ``index``'s arguments is sent (appended in place, not copied)."""

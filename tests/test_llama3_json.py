@@ -24,6 +24,8 @@ from parsers.llama3_json import (
     _SEPARATOR,
     _UNPARSABLE,
     BOT_TOKEN,
+    REREAD_FREE,
+    REREAD_PER_CHAR,
     Llama3JsonStream,
     _complete,
     _loads_partial,
@@ -541,3 +543,17 @@ def test_corners(parts: list[str], cuts: list[int]) -> None:
     output = '<|python_tag|>{"name": "f", "parameters": {"a": ' + "".join(parts)
     assert_same_deltas(list(output))
     assert_same_deltas(pieces_of(output, cuts))
+
+
+def test_malformed_calls_are_read_again_within_a_linear_budget() -> None:
+    """A call partial_json_parser keeps reading though it never parses (an unquoted
+    value, then markup) would be read again every chunk; the stream stops reading it
+    once what it has read again passes its budget, whatever the chunking."""
+    text = '{"name": "save_note", "parameters": {"body": ' + "a>" * 3000
+    for size in (1, 5):
+        stream = Llama3JsonStream("seed")
+        deltas = [stream.stream(text[i : i + size]) for i in range(0, len(text), size)]
+        deltas.append(stream.finish())
+        assert REREAD_FREE < stream.s.reread <= REREAD_PER_CHAR * len(text) + REREAD_FREE
+        names = [c.name for d in deltas if d for c in d.tool_calls or () if c.name]
+        assert names == ["save_note"]
