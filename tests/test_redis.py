@@ -237,11 +237,11 @@ def alternate(
     return sources
 
 
-# The DeepSeek family's parsed configurations (every other stream: the parsers, not the
-# scenarios, are what differs from the Qwen ones above).
-DEEPSEEK_STREAMS = [
+# The DeepSeek and gpt-oss families' parsed configurations (every other stream: the
+# parsers, not the scenarios, are what differs from the Qwen ones above).
+OTHER_FAMILY_STREAMS = [
     c
-    for config in ("D1", "D2", "D3", "D4", "D5")
+    for config in ("D1", "D2", "D3", "D4", "D5", "G1")
     for c in load_cases(config)[::2]
     if c["kind"] == "chat_stream" and c["chunking"] == "r16"
 ]
@@ -251,8 +251,8 @@ def test_round_robin_replicas_restore_from_redis_on_every_configuration(
     shared_redis: RedisServer,
 ) -> None:
     restored = after_first = 0
-    for config in (*CONFIGS, "D1", "D2", "D3", "D4", "D5"):
-        cases = [c for c in (*ALL_STREAMS, *DEEPSEEK_STREAMS) if c["config"] == config]
+    for config in (*CONFIGS, "D1", "D2", "D3", "D4", "D5", "G1"):
+        cases = [c for c in (*ALL_STREAMS, *OTHER_FAMILY_STREAMS) if c["config"] == config]
         make_app = functools.partial(build_app, tokenizer_of(cases[0]))
         with replicas(make_app, list(cases[0]["server_flags"]), shared_redis.url) as clients:
             for case in cases:
