@@ -116,8 +116,13 @@ class EngineTools(ABC):
             if kind == TEXT:
                 if in_calls:
                     state.deferred_content += event.value
-                else:
-                    content.append(event.value)
+                    continue
+                if carried and not content:
+                    # Whitespace held from earlier chunks goes before this text, even
+                    # when calls follow in the same chunk.
+                    content.append(carried)
+                    state.deferred_content = carried = ""
+                content.append(event.value)
             elif kind == REASONING_TEXT:
                 reasoning.append(event.value)
             elif kind == REASONING_END:

@@ -293,3 +293,17 @@ def test_snapshot_and_restore_continue_identically(
     expected = stream(dsml_tokenizer, factory, options(), chunks, finish)
     restored = stream(dsml_tokenizer, factory, options(), chunks, finish, cut % (len(chunks) + 1))
     assert restored == expected
+
+
+def test_whitespace_held_before_content_keeps_its_place(dsml_tokenizer: Tokenizer) -> None:
+    """Content that is whitespace so far is held (calls may follow); when the next chunk
+    brings text and a call together, the held whitespace goes first, as one-shot has it."""
+    factory = _factory(dsml_tokenizer, "deepseek_v4")
+    output = 'Paris</think> "quotes"' + block(
+        "deepseek_v4", invoke("get_weather", [("city", STR, "Oslo")])
+    )
+    ids = dsml_tokenizer._hf.encode(output)
+    cut = len(dsml_tokenizer._hf.encode('Paris</think> "'))
+    for chunks in ([[i] for i in ids], [ids[:cut], ids[cut:]], [ids]):
+        folded = assemble(stream(dsml_tokenizer, factory, options(), chunks))
+        assert folded.content == ' "quotes"'
