@@ -50,7 +50,6 @@ from parsers.engine import (
     Event,
     Format,
     Grammar,
-    MarkerEngine,
     Transition,
 )
 from parsers.engine_tools import EngineTools
@@ -258,7 +257,7 @@ class DsmlToolState(Struct, tag="dsml"):
     reasoning_ended: bool = False
 
 
-class DsmlTools(EngineTools):
+class DsmlTools(EngineTools[DsmlSlot]):
     """DSML tool calls, streamed or one-shot, as vLLM's engine parsers emit them."""
 
     strip_content_beside_calls = False
@@ -273,15 +272,16 @@ class DsmlTools(EngineTools):
         id_seed: str = "",
         state: DsmlToolState | None = None,
     ) -> None:
-        self.options = options
-        self.dialect = grammar.dialect
-        self.id_seed = id_seed
-        self.state = state if state is not None else DsmlToolState()
-        self.engine = MarkerEngine(
-            grammar.grammar, self.state.engine, skip_reasoning=reasoning_markup_is_text
+        super().__init__(
+            grammar.grammar,
+            options,
+            state if state is not None else DsmlToolState(),
+            DsmlSlot,
+            reasoning_markup_is_text=reasoning_markup_is_text,
+            id_seed=id_seed,
         )
+        self.dialect = grammar.dialect
         self.has_reasoning = grammar.grammar.format is V4_FORMAT
-        self.suppress = options.tool_choice == "none" and bool(options.tools)
 
     # ------------------------------------------------------------------ entry points
 
@@ -295,18 +295,6 @@ class DsmlTools(EngineTools):
         return delta
 
     # ------------------------------------------------------------------ format hooks
-
-    def _slot(self, index: int) -> DsmlSlot:
-        slots = self.state.slots
-        while len(slots) <= index:
-            slots.append(DsmlSlot())
-        return slots[index]
-
-    def _begin_call(self, index: int) -> None:
-        self._slot(index)
-
-    def _name_piece(self, index: int, text: str) -> None:
-        self._slot(index).name += text
 
     def _reasoning_ended(self) -> None:
         self.state.reasoning_ended = True

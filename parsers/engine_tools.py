@@ -4,14 +4,14 @@ Every tool format declared on the engine (Qwen3-Coder's XML, DeepSeek's DSML) me
 same events in the same order, and vLLM's engine parsers treat content, reasoning and
 whitespace around calls alike; what differs between formats is only how a call's name
 and argument text become JSON. A format's parser subclasses ``EngineTools`` and says
-that in ``_begin_call``, ``_name_piece``, ``_arguments``, ``_end`` and ``_call``.
+that in ``_arguments``, ``_end`` and ``_call``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
 from parsers.engine import (
     CALL_ARGS,
@@ -21,33 +21,54 @@ from parsers.engine import (
     REASONING_END,
     REASONING_TEXT,
     TEXT,
+    EngineState,
     Event,
+    Grammar,
     MarkerEngine,
 )
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
+from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
 
 
-class ToolsState(Protocol):
+class ToolSlot(Protocol):
+    name: str
+
+
+SlotT = TypeVar("SlotT", bound=ToolSlot)
+
+
+class ToolsState(Protocol[SlotT]):
     """What the shared part reads and keeps of a format's plain-data state."""
 
+    engine: EngineState
+    slots: list[SlotT]
     deferred_content: str  # content held while calls may follow (whitespace, or in calls)
     content_has_nonws: bool
 
-    @property
-    def slots(self) -> Sequence[object]: ...
 
-
-class EngineTools(ABC):
+class EngineTools(ABC, Generic[SlotT]):
     supports_required_and_named = False
     engine_based = True
     # One-shot, content beside calls: vLLM's Qwen3-Coder strips it; DSML keeps it
     # unless it is all whitespace.
     strip_content_beside_calls = True
 
-    state: ToolsState
-    engine: MarkerEngine
-    id_seed: str
-    suppress: bool  # tool_choice "none" with tools: calls are read and dropped
+    def __init__(
+        self,
+        grammar: Grammar,
+        options: ParseOptions,
+        state: ToolsState[SlotT],
+        new_slot: Callable[[], SlotT],
+        *,
+        reasoning_markup_is_text: bool,
+        id_seed: str,
+    ) -> None:
+        self.options = options
+        self.id_seed = id_seed
+        self.state = state
+        self._new_slot = new_slot
+        self.engine = MarkerEngine(grammar, state.engine, skip_reasoning=reasoning_markup_is_text)
+        # tool_choice "none" with tools: calls are read and dropped.
+        self.suppress = options.tool_choice == "none" and bool(options.tools)
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         return self._delta(self.engine.feed(text, token_ids or []), finished=False)
@@ -75,15 +96,13 @@ class EngineTools(ABC):
                 text = None
         return ExtractedToolCalls(bool(calls), calls, text or None)
 
+    def _slot(self, index: int) -> SlotT:
+        slots = self.state.slots
+        while len(slots) <= index:
+            slots.append(self._new_slot())
+        return slots[index]
+
     # ------------------------------------------------------------------ format hooks
-
-    @abstractmethod
-    def _begin_call(self, index: int) -> None:
-        """Call ``index`` has begun."""
-
-    @abstractmethod
-    def _name_piece(self, index: int, text: str) -> None:
-        """More of call ``index``'s name."""
 
     @abstractmethod
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
@@ -97,7 +116,7 @@ class EngineTools(ABC):
     def _call(self, index: int) -> FunctionCall | None:
         """Call ``index`` as one-shot reads it, if it is one."""
 
-    def _reasoning_ended(self) -> None:  # noqa: B027 (optional: few formats track it)
+    def _reasoning_ended(self) -> None:
         """The reasoning section has closed (a format that tracks it says so here)."""
 
     # ------------------------------------------------------------------ events to deltas
@@ -132,9 +151,9 @@ class EngineTools(ABC):
             else:
                 in_calls = True
                 if kind == CALL_START:
-                    self._begin_call(event.call)
+                    self._slot(event.call)
                 elif kind == CALL_NAME:
-                    self._name_piece(event.call, event.value)
+                    self._slot(event.call).name += event.value
                 elif kind == CALL_ARGS:
                     self._arguments(event, calls)
                 elif kind == CALL_END:

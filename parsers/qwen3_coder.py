@@ -26,7 +26,6 @@ from parsers.engine import (
     CONTENT,
     EngineState,
     Event,
-    MarkerEngine,
 )
 from parsers.engine_tools import EngineTools
 from parsers.hermes import KeyMatch
@@ -229,7 +228,7 @@ class Qwen3CoderState(Struct, tag="qwen3_coder"):
     content_has_nonws: bool = False
 
 
-class Qwen3CoderTools(EngineTools):
+class Qwen3CoderTools(EngineTools[Slot]):
     """Tool calls in Qwen3's XML format, streamed or one-shot."""
 
     state: Qwen3CoderState
@@ -243,28 +242,17 @@ class Qwen3CoderTools(EngineTools):
         id_seed: str = "",
         state: Qwen3CoderState | None = None,
     ) -> None:
-        self.options = options
-        self.id_seed = id_seed
-        self.state = state if state is not None else Qwen3CoderState()
-        self.engine = MarkerEngine(
-            grammar.grammar, self.state.engine, skip_reasoning=reasoning_markup_is_text
+        super().__init__(
+            grammar.grammar,
+            options,
+            state if state is not None else Qwen3CoderState(),
+            Slot,
+            reasoning_markup_is_text=reasoning_markup_is_text,
+            id_seed=id_seed,
         )
-        self.suppress = options.tool_choice == "none" and bool(options.tools)
         self._properties_by_name: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ format hooks
-
-    def _slot(self, index: int) -> Slot:
-        slots = self.state.slots
-        while len(slots) <= index:
-            slots.append(Slot())
-        return slots[index]
-
-    def _begin_call(self, index: int) -> None:
-        self._slot(index)
-
-    def _name_piece(self, index: int, text: str) -> None:
-        self._slot(index).name += text
 
     def _announce(self, index: int, calls: list[DeltaToolCall], name: str | None) -> None:
         if not name:
