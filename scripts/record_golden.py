@@ -2,8 +2,10 @@
 
 Runs only with the oracle's Python (it imports vllm to tokenize exactly as vLLM does):
 
-    /work/oracle-copy/venv/bin/python scripts/record_golden.py \
-        --oracle /work/oracle-copy --out tests/golden [D1 D2 ...]
+    ../oracle-copy/venv/bin/python scripts/record_golden.py [D1 D2 ...]
+
+(the oracle folder, set up by ../shared/oracle/setup_oracle.sh in a writable copy, is the
+one whose venv runs the script unless ``--oracle`` names another).
 
 For each configuration it starts ``serve_oracle.sh`` (``vllm launch render``) on a
 free loopback port, renders every scenario's prompt through the server's own
@@ -205,17 +207,9 @@ WEATHER = ("get_weather", {"city": "Paris", "unit": "celsius"})
 TIME = ("get_time", {"timezone": "Asia/Tokyo"})
 
 
-def tool_scenarios(fmt: str, thinking_kwarg: bool) -> list[Scenario]:
-    """Every tool-parser configuration's scenarios; ``fmt`` is the call markup.
-
-    ``thinking_kwarg``: the reasoning parser reads ``thinking`` (deepseek_v3 defaults
-    to off, the V4 parsers to on), so thinking requests say so explicitly.
-    """
-    calls = FORMATS[fmt]
-    think = {"chat_template_kwargs": THINK} if thinking_kwarg else {}
-    tools = {"tools": TOOLS}
-    weather = [SYSTEM, ASK_WEATHER]
-    scenarios = [
+def _reasoning_scenarios(think: dict[str, Any]) -> list[Scenario]:
+    """Reasoning then an answer, and reasoning cut by length: every configuration's."""
+    return [
         Scenario(
             "reason_answer",
             "reasoning then an answer",
@@ -229,6 +223,21 @@ def tool_scenarios(fmt: str, thinking_kwarg: bool) -> list[Scenario]:
             [REASONING],
             finish="length",
         ),
+    ]
+
+
+def tool_scenarios(fmt: str, thinking_kwarg: bool) -> list[Scenario]:
+    """Every tool-parser configuration's scenarios; ``fmt`` is the call markup.
+
+    ``thinking_kwarg``: the reasoning parser reads ``thinking`` (deepseek_v3 defaults
+    to off, the V4 parsers to on), so thinking requests say so explicitly.
+    """
+    calls = FORMATS[fmt]
+    think = {"chat_template_kwargs": THINK} if thinking_kwarg else {}
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    scenarios = [
+        *_reasoning_scenarios(think),
         Scenario(
             "reason_one_call",
             "reasoning then one tool call",
@@ -321,19 +330,7 @@ def plain_scenarios() -> list[Scenario]:
     """Configurations without a tool parser: reasoning only, or no parser at all."""
     think = {"chat_template_kwargs": THINK}
     return [
-        Scenario(
-            "reason_answer",
-            "reasoning then an answer",
-            _chat([ASK_SUM], **think),
-            [f"{REASONING}</think>17 × 23 = **391**."],
-        ),
-        Scenario(
-            "reasoning_only_length",
-            "reasoning never closed, cut by length",
-            _chat([ASK_SUM], **think),
-            [REASONING],
-            finish="length",
-        ),
+        *_reasoning_scenarios(think),
         Scenario(
             "explicit_think_start",
             "output that opens with <think> itself",
@@ -954,7 +951,12 @@ def record(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", metavar="CONFIG", help=", ".join(CONFIGS))
-    parser.add_argument("--oracle", type=Path, default=Path("/work/oracle-copy"))
+    parser.add_argument(
+        "--oracle",
+        type=Path,
+        default=Path(sys.executable).parents[2],  # ORACLE/venv/bin/python
+        help="the oracle folder (serve_oracle.sh, tokenizers/); default: this venv's",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "tests" / "golden")
     parser.add_argument(
         "--project-python",
