@@ -1,6 +1,12 @@
-"""What docs/parity.md claims about chunking, for tests that check it on any output."""
+"""What docs/parity.md claims about chunking, and how tests chunk a stream and fold it."""
 
 from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from parsers.types import Delta
 
 # After qwen3 reasoning ends, these make vLLM's stream (and ours, which reproduces it)
 # depend on the chunking: docs/parity.md, qwen3-switch-chunk.
@@ -18,3 +24,26 @@ def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
     at, switch = min(ends)
     rest = output[at + len(switch) :]
     return not any(marker in rest for marker in _STRAY)
+
+
+@dataclass
+class Assembled:
+    """A stream's deltas folded together, as a client folds them."""
+
+    content: str = ""
+    reasoning: str = ""
+    calls: dict[int, list[str]] = field(default_factory=dict)
+
+    def add(self, delta: Delta | None) -> None:
+        if delta is None:
+            return
+        self.content += delta.content or ""
+        self.reasoning += delta.reasoning or ""
+        for call in delta.tool_calls:
+            name, arguments = self.calls.setdefault(call.index, ["", ""])
+            self.calls[call.index] = [name or call.name or "", arguments + (call.arguments or "")]
+
+
+def chunked(ids: list[int], cuts: Sequence[int]) -> list[list[int]]:
+    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
+    return [ids[a:b] for a, b in itertools.pairwise(bounds) if b > a]

@@ -9,10 +9,7 @@ token per chunk); multi-token chunks are checked against the one-token stream.
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -35,6 +32,7 @@ from parsers.deepseek import (
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta, FunctionCall, ParseOptions, ToolSpec, Vocabulary
+from tests.parity import Assembled, chunked
 
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 MARKERS = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
@@ -62,27 +60,6 @@ def options(**kwargs: Any) -> ParseOptions:
 
 
 THINKING = options(chat_template_kwargs={"thinking": True})
-
-
-@dataclass
-class Assembled:
-    content: str = ""
-    reasoning: str = ""
-    calls: dict[int, list[str]] = field(default_factory=dict)
-
-    def add(self, delta: Delta | None) -> None:
-        if delta is None:
-            return
-        self.content += delta.content or ""
-        self.reasoning += delta.reasoning or ""
-        for call in delta.tool_calls:
-            name, arguments = self.calls.setdefault(call.index, ["", ""])
-            self.calls[call.index] = [name or call.name or "", arguments + (call.arguments or "")]
-
-
-def chunked(ids: list[int], cuts: Sequence[int]) -> list[list[int]]:
-    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
-    return [ids[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def stream(

@@ -23,7 +23,8 @@ from app.tokenizer import Tokenizer, load_tokenizer
 from parsers.dsml_args import ArgsState, ArgsStream, Dialect, ParamScan, Schema, arguments_json
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
-from tests.test_deepseek import PROMPT, PROPS, assemble, chunked, stream
+from tests.parity import chunked
+from tests.test_deepseek import PROMPT, PROPS, assemble, stream
 
 DSML = "｜DSML｜"
 DIALECT = Dialect("<｜DSML｜parameter", "</｜DSML｜parameter>")

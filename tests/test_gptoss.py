@@ -10,9 +10,7 @@ the streamed message is the one-shot message.
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +25,7 @@ from parsers.harmony import HarmonyState, is_function_recipient, normalize_recip
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec
+from tests.parity import chunked
 
 TOOLS = (
     ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
@@ -87,11 +86,6 @@ class Assembled:
             if piece.id is not None:
                 assert piece.index not in self.ids, "a call's id is sent once"
                 self.ids[piece.index] = piece.id
-
-
-def chunked(ids: list[int], cuts: Sequence[int]) -> list[list[int]]:
-    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
-    return [ids[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def stream(

@@ -21,8 +21,8 @@ from app.tokenizer import Tokenizer
 from parsers.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec, Vocabulary
-from tests.parity import chunking_invariant
-from tests.test_parser_properties import Assembled, chunked, run
+from tests.parity import Assembled, chunked, chunking_invariant
+from tests.test_parser_properties import run
 
 TOOLS = (
     ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -25,6 +23,7 @@ from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
+from tests.parity import Assembled, chunked
 
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 TOOLS = (
@@ -32,6 +31,7 @@ TOOLS = (
     ToolSpec("count", {"type": "object", "properties": {"n": {"type": "integer"}}}),
     ToolSpec("noop", {"type": "object", "properties": {}}),
 )
+
 WORDS = [
     "Paris",
     " and",
@@ -59,29 +59,6 @@ PROPS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-
-
-@dataclass
-class Assembled:
-    """A stream's deltas folded together, as a client folds them."""
-
-    content: str = ""
-    reasoning: str = ""
-    calls: dict[int, list[str]] = field(default_factory=dict)
-
-    def add(self, delta: Delta | None) -> None:
-        if delta is None:
-            return
-        self.content += delta.content or ""
-        self.reasoning += delta.reasoning or ""
-        for call in delta.tool_calls:
-            name, arguments = self.calls.setdefault(call.index, ["", ""])
-            self.calls[call.index] = [name or call.name or "", arguments + (call.arguments or "")]
-
-
-def chunked(ids: list[int], cuts: Sequence[int]) -> list[list[int]]:
-    bounds = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
-    return [ids[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def run(

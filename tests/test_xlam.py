@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.xlam import XlamStream, split_calls
-from tests.test_parser_properties import PROMPT, Assembled, chunked, options, run, run_restored_at
+from tests.parity import Assembled, chunked
+from tests.test_parser_properties import PROMPT, options, run, run_restored_at
 
 HOSTILE = settings(
     max_examples=60,
