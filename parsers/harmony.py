@@ -20,9 +20,11 @@ The message grammar is the ``openai-harmony`` package's ``StreamableParser`` (th
 a content type or an error, and we do not re-derive it. Its state lives in Rust and
 cannot be carried as data, but it needs little to rebuild: between messages it holds
 nothing, and within one it holds the message's tokens. So ``HarmonyState`` carries
-whether a message has completed and the open message's token ids (vLLM keeps the same
-list to recover a broken header), and a restored stream replays that one message,
-once, into a fresh parser. A live session keeps its parser; per chunk the work is the
+whether the parser has left its first message and the open message's token ids (vLLM
+keeps the same list to recover a broken header), and a restored stream replays that
+one message, once, into a fresh parser. Every error the parser raises (a token where a
+``<|start|>`` belongs, a header it cannot read) drops the open message and leaves it
+waiting for ``<|start|>``; the state follows it there. A live session keeps its parser; per chunk the work is the
 chunk's tokens. The package's ``messages`` property re-serializes every message on
 each read, so it is read only at the end of a one-shot parse or a stream; a message's
 completion is seen from the token that ends it.
@@ -187,10 +189,11 @@ def function_name(recipient: str) -> str:
 
 
 class HarmonyState(Struct, tag="harmony"):
-    """Plain data: whether a message has completed, the open message's tokens, and the
+    """Plain data: whether the parser has left its first message (ended or dropped on an
+    error: a rebuilt one then waits for ``<|start|>``), the open message's tokens, and the
     next tool-call index. The Rust parser is rebuilt from it on restore."""
 
-    completed_any: bool = False
+    past_first_message: bool = False
     in_content: bool = False
     message_tokens: list[int] = field(default_factory=list)
     next_call: int = 0
@@ -237,7 +240,7 @@ class HarmonyStream:
         if self._parser is None:
             from openai_harmony import HarmonyError, Role, StreamableParser
 
-            role = None if self.s.completed_any else Role.ASSISTANT
+            role = None if self.s.past_first_message else Role.ASSISTANT
             parser = StreamableParser(self.grammar.encoding, role)
             # Only tokens the parser took are kept, so none fails again.
             for token_id in self.s.message_tokens:
@@ -258,6 +261,10 @@ class HarmonyStream:
             try:
                 parser.process(token_id)
             except HarmonyError:
+                # The parser dropped the open message and waits for <|start|>.
+                s.in_content = False
+                s.past_first_message = True
+                s.message_tokens.clear()
                 continue
             ended = False
             if s.in_content:
@@ -268,7 +275,7 @@ class HarmonyStream:
                 s.in_content = parser.state_data["state"] == "Content"
             if ended:
                 s.in_content = False
-                s.completed_any = True
+                s.past_first_message = True
                 s.message_tokens.clear()
                 pieces.append(_Piece(None, None, "", True))
                 continue

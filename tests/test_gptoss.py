@@ -238,12 +238,27 @@ def test_the_state_is_the_open_message_only(tokenizer: Tokenizer, factory: Parse
     session.feed(ids[:-1], ids[:-1], None)
     state = session.parser.state.harmony
     assert isinstance(state, HarmonyState)
-    assert state.completed_any and state.in_content
+    assert state.past_first_message and state.in_content
     # <|start|>assistant<|channel|>final<|message|>Answer: the closed analysis is gone.
     assert (
         tokenizer.decode(state.message_tokens)
         == "<|start|>assistant<|channel|>final<|message|>Answer"
     )
+
+
+def test_a_refused_header_is_dropped_live_and_after_a_restore(
+    tokenizer: Tokenizer, factory: ParserFactory
+) -> None:
+    # "assistantstray" is no role: the parser refuses the header at <|message|>, drops
+    # the message and waits for <|start|>; the "<" after it is refused too. Found by the
+    # chunking property with a restore right after the refused header.
+    output = call("get_weather", '{"city": "Paris"}') + f"{START}stray" + final("<")[:-10]
+    ids = encode(tokenizer, output)
+    expected = assemble(stream(tokenizer, factory, options(), [[t] for t in ids])[0])
+    assert expected.content == ""
+    chunks = [ids[:-1], ids[-1:]]
+    for at in (-1, 1):
+        assert assemble(stream(tokenizer, factory, options(), chunks, restore_at=at)[0]) == expected
 
 
 # ------------------------------------------------------------------ properties
