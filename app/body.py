@@ -6,6 +6,8 @@ Any failure to decode is the client's 400, whose message says what to send
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -15,11 +17,13 @@ from starlette.types import Receive
 from app import body_errors
 from app.errors import BodyTooLarge, InvalidBody
 from app.protocol import (
+    BodyView,
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
 )
+from app.state_json import LiftedHistory, lift_history
 
 T = TypeVar("T")
 
@@ -83,6 +87,34 @@ def decode_body(body: bytes, kind: type[T], endpoint: str = body_errors.CHAT) ->
     except RecursionError:
         raise body_errors.too_deep() from None
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A derender POST as its endpoint gets it: the body, one cheap view of its fields,
+    the stream id header, and the history arrays when they were lifted out of the
+    view's ``stream_state`` (app/state_json.py)."""
+
+    body: bytes
+    view: BodyView
+    stream_id: str | None
+    history: LiftedHistory | None = None
+
+
+def received(body: bytes, endpoint: str, stream_id: str | None) -> Received:
+    """The body viewed once. A streamed chunk's history is lifted out first, so the view
+    costs no more for a long stream than for a short one; a body that does not decode
+    lifted is viewed whole (and refused, if it is not JSON, as it is)."""
+    lifted = lift_history(body)
+    if lifted is not None:
+        with contextlib.suppress(msgspec.DecodeError, RecursionError):
+            view = _view_decoder.decode(lifted[0])
+            if view.stream:
+                return Received(body, view, stream_id, lifted[1])
+    return Received(body, decode_body(body, BodyView, endpoint), stream_id)
+
+
+_view_decoder = msgspec.json.Decoder(BodyView)
 
 
 class _Named(msgspec.Struct):

@@ -15,6 +15,7 @@ import msgspec
 from msgspec import Raw
 from starlette.responses import Response
 
+from app.body import Received
 from app.errors import DerenderError
 from app.protocol import (
     BodyView,
@@ -64,7 +65,7 @@ class ParsedChunks:
         digest = self.service.settings_digest
         return Fingerprint(digest, view.chat_request, view.prompt_token_ids)
 
-    async def continue_echoed(self, view: BodyView, stream_id: str | None) -> Response | None:
+    async def continue_echoed(self, received: Received) -> Response | None:
         """Answer a chunk that continues its kept session exactly, from the body's view.
 
         The re-sent state, prompt and chat request are compared as raw bytes with
@@ -73,11 +74,12 @@ class ParsedChunks:
         returns None and the chunk takes the full path, which also gives any error
         its exact message.
         """
+        view = received.view
         try:
             chunk = _chunk_decoder.decode(view.generate_chunk)
             requested = _optional_str.decode(view.model)
             prompt_tokens = _optional_int.decode(view.prompt_tokens)
-            check_stream_id(stream_id, chunk.request_id)
+            check_stream_id(received.stream_id, chunk.request_id)
             model = check_model(requested, self.limits)
             if len(chunk.choices) != 1:
                 return None
@@ -92,7 +94,8 @@ class ParsedChunks:
             used = len(session.prompt_token_ids) + len(session.output_token_ids)
             return used + delta <= self.limits.max_model_len
 
-        session = self.store.acquire_echoed(key, fingerprint, bytes(view.stream_state), fits)
+        sent = bytes(view.stream_state)
+        session = self.store.acquire_echoed(key, fingerprint, sent, received.history, fits)
         if session is None:
             return None
         assert session.answered is not None

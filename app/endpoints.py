@@ -7,7 +7,7 @@ from __future__ import annotations
 from msgspec import Raw
 from starlette.responses import Response
 
-from app.body import decode_body
+from app.body import Received, decode_body
 from app.chunk_path import ParsedChunks, json_response
 from app.pieces import free_in_slices
 from app.protocol import (
@@ -41,18 +41,19 @@ class ChatEndpoint:
         self.parsed = service.parsers.configured
         self.chunks = ParsedChunks(service)
 
-    async def __call__(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
+    async def __call__(self, received: Received) -> Response:
+        body, view = received.body, received.view
         if not view.stream:
             encoded = await self.service.run_one_shot(body, self._one_shot, body, view)
             return Response(encoded, media_type="application/json")
         if self.parsed and self.service.store.cache.enabled:
-            continued = await self.chunks.continue_echoed(view, stream_id)
+            continued = await self.chunks.continue_echoed(received)
             if continued is not None:
                 return continued
         request = decode_body(body, ChatStreamDerenderRequest)
         if not self.parsed:  # a parsed chunk's history is checked where a replay reads it
             check_history(request.stream_state)
-        check_stream_id(stream_id, request.generate_chunk.request_id)
+        check_stream_id(received.stream_id, request.generate_chunk.request_id)
         model = validate_chat_stream(request, view, self.service.limits)
         if self.parsed:
             return await self.chunks.answer(request, model, view)
@@ -78,13 +79,14 @@ class CompletionsEndpoint:
     def __init__(self, service: DerenderService) -> None:
         self.service = service
 
-    async def __call__(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
-        if not view.stream:
+    async def __call__(self, received: Received) -> Response:
+        body = received.body
+        if not received.view.stream:
             encoded = await self.service.run_one_shot(body, self._one_shot, body)
             return Response(encoded, media_type="application/json")
         request = decode_body(body, CompletionStreamDerenderRequest)
         check_history(request.stream_state)
-        check_stream_id(stream_id, request.generate_chunk.request_id)
+        check_stream_id(received.stream_id, request.generate_chunk.request_id)
         model = validate_completion_stream(request, self.service.limits)
         tokens = chunk_tokens(request.generate_chunk)
         derender = self.service.plain_stream.completion

@@ -24,14 +24,14 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.auth import ApiKeyGuard
-from app.body import decode_body, read_body, request_id_of
+from app.body import Received, read_body, received, request_id_of
 from app.budget import CpuBudgetExceeded
 from app.chunk_path import json_response
 from app.docs_page import docs_endpoint
 from app.endpoints import ChatEndpoint, CompletionsEndpoint
 from app.errors import DerenderError, InternalError, RoutingError
 from app.openapi import openapi_document
-from app.protocol import BodyView, encoder
+from app.protocol import encoder
 from app.routing import STREAM_ID_HEADER
 from app.service import DerenderService
 from app.settings import Settings
@@ -43,8 +43,8 @@ _STREAM_ID_KEY = STREAM_ID_HEADER.lower().encode()  # ASGI header names are lowe
 CHAT_PATH = "/v1/chat/completions/derender"
 COMPLETIONS_PATH = "/v1/completions/derender"
 
-# An endpoint: the body, its view and the stream id header, to a response.
-Handler = Callable[[bytes, BodyView, str | None], Awaitable[Response]]
+# An endpoint: a request as received, to a response.
+Handler = Callable[[Received], Awaitable[Response]]
 
 
 class DerenderApp:
@@ -87,12 +87,11 @@ class DerenderApp:
         try:
             headers = dict(scope["headers"])
             body = await read_body(headers, receive, service.settings.max_request_bytes)
-            view = decode_body(body, BodyView, endpoint)
-            mode = "stream" if view.stream else "oneshot"
             stream_id = headers.get(_STREAM_ID_KEY)
-            response = await handle(
-                body, view, None if stream_id is None else stream_id.decode("latin-1")
-            )
+            stream = None if stream_id is None else stream_id.decode("latin-1")
+            request = received(body, endpoint, stream)
+            mode = "stream" if request.view.stream else "oneshot"
+            response = await handle(request)
         except ClientDisconnect:
             return
         except CpuBudgetExceeded as exc:

@@ -32,7 +32,15 @@ from app.protocol import (
     GenerateChunk,
     StreamState,
 )
-from app.state_json import COMPACT, JSON_DUMPS, HistoryJson, json_dumps_echo
+from app.state_json import (
+    COMPACT,
+    JSON_DUMPS,
+    PLACEHOLDER,
+    HistoryJson,
+    LiftedHistory,
+    compact_lifted,
+    json_dumps_echo,
+)
 from app.tokenizer import Tokenizer
 from cache.redis_tier import Outcome
 from parsers.registry import ParserFactory
@@ -259,20 +267,38 @@ class StreamSession:
         ids, lens = self._history.arrays()
         return Raw(ids), Raw(lens)
 
-    def json_dumps_echo(self) -> bytes:
-        """The state the last reply carried, as a client re-encoding it with
-        ``json.dumps`` defaults sends it back (a ``requests`` or ``aiohttp`` user).
-
-        From the first call on, the session keeps its history in that encoding too
-        (built once, then grown by each chunk), so a hit from such a client costs a
-        byte comparison, as one from a client that echoes the bytes does.
-        """
-        assert self.answered is not None and self.answered.stream_state is not None
+    def _dumps(self) -> HistoryJson:
+        """The history as ``json.dumps`` writes it: built at the first call (a client
+        that re-encodes the state), then grown by each chunk."""
         if self._dumps_history is None:
             self._dumps_history = HistoryJson(
                 JSON_DUMPS, self.output_token_ids, self.output_chunk_lens
             )
-        return json_dumps_echo(self.answered.stream_state, self._dumps_history)
+        return self._dumps_history
+
+    def continues(self, sent: bytes, history: LiftedHistory | None, kept: bytes) -> bool:
+        """Whether ``sent`` is the state the last reply carried (``kept``, as we encoded
+        it), as sent back or as ``json.dumps`` re-encodes it (a ``requests`` or
+        ``aiohttp`` user): a byte comparison either way, never a decode.
+
+        ``history``: the body's history arrays were lifted out of ``sent``
+        (app/state_json.py); the rest of it and the arrays are compared apart.
+        """
+        if history is None:
+            return sent == kept or sent == self.json_dumps_echo()
+        assert self.answered is not None and self.answered.stream_state is not None
+        state = self.answered.stream_state
+        # A one-chunk history reads the same in both encodings: try both.
+        if self._history.holds(history) and sent == compact_lifted(state):
+            return True
+        dumps = self._dumps()
+        return dumps.holds(history) and sent == json_dumps_echo(state, PLACEHOLDER, PLACEHOLDER)
+
+    def json_dumps_echo(self) -> bytes:
+        """The state the last reply carried, as a client re-encoding it with
+        ``json.dumps`` defaults sends it back."""
+        assert self.answered is not None and self.answered.stream_state is not None
+        return json_dumps_echo(self.answered.stream_state, *self._dumps().arrays())
 
 
 class SessionBuilder:

@@ -21,6 +21,7 @@ import anyio
 from app.metrics import Metrics
 from app.session import Fingerprint, StreamSession
 from app.settings import Settings
+from app.state_json import LiftedHistory
 from cache.redis_tier import Outcome, RedisTier
 from cache.sessions import Eviction, Miss, SessionCache
 
@@ -104,17 +105,19 @@ class SessionStore:
         key: StreamKey,
         fingerprint: Fingerprint,
         sent: bytes,
+        history: LiftedHistory | None,
         accept: Callable[[StreamSession], bool],
     ) -> StreamSession | None:
-        """The kept session, checked out, if ``sent`` is the state its last reply
-        carried, as sent or as ``json.dumps`` re-encodes it, and ``accept`` takes it;
-        else None, and the session stays where it is. The direct lane's hit: the
-        state is compared as bytes, never decoded."""
+        """The kept session, checked out, if ``sent`` (with ``history``, when the body's
+        history arrays were lifted out of it) is the state its last reply carried, as
+        sent or as ``json.dumps`` re-encodes it, and ``accept`` takes it; else None, and
+        the session stays where it is. The direct lane's hit: the state is compared as
+        bytes, never decoded."""
         found = self.cache.peek(key, fingerprint)
         if found is None:
             return None
         session, kept = found
-        if session.answered is None or (sent != kept and sent != session.json_dumps_echo()):
+        if session.answered is None or not session.continues(sent, history, kept):
             return None
         if not accept(session):
             return None

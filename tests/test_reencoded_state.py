@@ -16,8 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from app.protocol import StreamState
-from app.state_json import COMPACT, JSON_DUMPS, HistoryJson, json_dumps_echo
+from app.protocol import BodyView, StreamState
+from app.state_json import (
+    COMPACT,
+    JSON_DUMPS,
+    HistoryJson,
+    LiftedHistory,
+    json_dumps_echo,
+    lift_history,
+)
 from app.tokenizer import Tokenizer
 from tests.conftest import AppFactory
 
@@ -185,6 +192,15 @@ def test_a_live_sessions_json_dumps_echo_is_json_dumps_of_the_state_it_sent(
     stream(cached, "live", ids, 2, json_dumps, finish=False)
     [entry] = cached.app.service.store.cache._entries.values()  # type: ignore[attr-defined]
     assert entry.session.json_dumps_echo() == json.dumps(json.loads(entry.state)).encode()
+    # Both kept encodings continue the session with the history lifted out of the body.
+    for encode in (as_sent, json_dumps):
+        state = msgspec.Raw(entry.state) if encode is as_sent else json.loads(entry.state)
+        lifted = lift_history(encode({"stream": True, "stream_state": state}))
+        assert lifted is not None
+        view = msgspec.json.decode(lifted[0], type=BodyView)
+        assert entry.session.continues(bytes(view.stream_state), lifted[1], entry.state)
+        history = LiftedHistory(lifted[1].token_ids.replace(b"]", b",1]"), lifted[1].chunk_lens)
+        assert not entry.session.continues(bytes(view.stream_state), history, entry.state)
 
 
 # ----------------------------------------------------------------------------- the byte forms
@@ -231,5 +247,113 @@ def test_the_kept_encodings_are_msgspecs_and_json_dumps(
         msgspec.json.encode(whole.output_chunk_lens),
     )
     assert (
-        json_dumps_echo(whole, dumps) == json.dumps(json.loads(msgspec.json.encode(whole))).encode()
+        json_dumps_echo(whole, *dumps.arrays())
+        == json.dumps(json.loads(msgspec.json.encode(whole))).encode()
     )
+
+
+# ----------------------------------------------------------------------------- lifted history
+
+# The history's key names inside the user's text (escaped there, so never a key), or
+# as a key of another object.
+decoys = st.sampled_from(
+    [
+        {"content": '"output_token_ids": [1, 2], "output_chunk_lens":[3]'},
+        {"content": "plain"},
+        {"content": "x", "output_token_ids": [1]},
+        {"content": "x", "output_chunk_lens": [1]},
+    ]
+)
+spacing = st.sampled_from(["", " ", "\n  "])
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
+    """Chunk bodies as any client may write them: any key order and spacing, the
+    history's key names inside other fields' text or as another object's keys, either
+    array missing."""
+    history = draw(chunks)
+    state: dict[str, Any] = {
+        "prev_tokens": draw(st.lists(pieces, max_size=2)),
+        "output_token_ids": [t for chunk in history for t in chunk],
+        "output_chunk_lens": [len(chunk) for chunk in history],
+        "role_sent": True,
+    }
+    for key in draw(st.lists(st.sampled_from(sorted(state)), unique=True, max_size=2)):
+        del state[key]
+    body = {
+        "stream": True,
+        "chat_request": {"messages": [{"role": "user", **draw(decoys)}]},
+        "stream_state": dict(draw(st.permutations(list(state.items())))),
+    }
+    items = draw(st.permutations(list(body.items())))
+    separators = (draw(spacing) + "," + draw(spacing), draw(spacing) + ":" + draw(spacing))
+    encoded = json.dumps(dict(items), separators=separators, ensure_ascii=draw(st.booleans()))
+    return encoded.encode(), body
+
+
+def _set_aside(value: Any, found: dict[str, list[Any]]) -> Any:
+    """``value`` with every history key's value replaced by 0, the values in ``found``."""
+    if isinstance(value, list):
+        return [_set_aside(item, found) for item in value]
+    if not isinstance(value, dict):
+        return value
+    result = {}
+    for key, item in value.items():
+        if key in found:
+            found[key].append(item)
+            item = 0
+        result[key] = _set_aside(item, found)
+    return result
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=bodies())
+def test_a_lifted_body_is_the_body_with_its_history_set_aside(
+    case: tuple[bytes, dict[str, Any]],
+) -> None:
+    """A body with each history key once is lifted: it decodes to itself with the two
+    arrays as placeholders, and the arrays are set aside as sent; any other is not."""
+    body, decoded = case
+    found: dict[str, list[Any]] = {"output_token_ids": [], "output_chunk_lens": []}
+    expected = _set_aside(decoded, found)
+    lifted = lift_history(body)
+    if any(len(values) != 1 for values in found.values()):
+        assert lifted is None
+        return
+    assert lifted is not None
+    rest, history = lifted
+    assert json.loads(rest) == expected
+    assert json.loads(history.token_ids) == found["output_token_ids"][0]
+    assert json.loads(history.chunk_lens) == found["output_chunk_lens"][0]
+
+
+def _misleading(body: dict[str, Any]) -> bytes:
+    """The history's key names and a look-alike array in the user's message."""
+    text = '"output_token_ids": [1, 2], "output_chunk_lens": [2]'
+    messages = [{"role": "user", "content": text}]
+    return json.dumps(
+        {**body, "chat_request": {**body["chat_request"], "messages": messages}}
+    ).encode()
+
+
+def _spaced_array(body: dict[str, Any]) -> bytes:
+    """Equal values, other bytes: a space inside each history array."""
+    return (
+        json.dumps(body)
+        .replace('_ids": [', '_ids": [ ')
+        .replace('_lens": [', '_lens": [ ')
+        .encode()
+    )
+
+
+@pytest.mark.parametrize("encode", [_misleading, _spaced_array], ids=["misleading", "spaced"])
+def test_bodies_the_lift_cannot_prove_take_the_full_path_to_the_same_bytes(
+    make_app: AppFactory, ids: list[int], encode: Encode
+) -> None:
+    cached = TestClient(make_app(FLAGS))
+    plain = TestClient(make_app([*FLAGS, "--stream-cache-size", "0"]))
+    replies, sources, _ = stream(cached, "lift", ids, 2, encode)
+    assert replies == stream(plain, "lift", ids, 2, encode)[0]
+    # still hits: the full path decodes the state and finds it equal
+    assert sources == ["miss"] + ["hit"] * (len(sources) - 1)
