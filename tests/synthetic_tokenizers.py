@@ -26,7 +26,7 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
 }
 
 # ChatML turns; tools listed as JSON in a system turn; the generation prompt opens
-# reasoning with "<think>\n" (closed at once when enable_thinking is false).
+# reasoning with "<think>\n" (closed at once when enable_thinking or thinking is false).
 CHAT_TEMPLATE = (
     "{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n' }}"
     "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
@@ -37,7 +37,8 @@ CHAT_TEMPLATE = (
     "{{- '<|im_end|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and not enable_thinking %}"
+    "{%- if (enable_thinking is defined and not enable_thinking)"
+    " or (thinking is defined and not thinking) %}"
     "{{- '<think>\\n\\n</think>\\n\\n' }}"
     "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
