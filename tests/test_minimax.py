@@ -98,7 +98,7 @@ def test_unknown_tools_are_dropped_and_names_spelled_three_ways(mm_tokenizer: To
         ("get_time", '{"tz": "UTC"}'),
         ("get_weather", '{"city": "Oslo", "days": 2}'),
     ]
-    # Without tools in the request every name is a call, its values strings.
+    # Without tools in the request the message keeps no calls (vLLM assembles none).
     bare = ParseOptions(tools=None, tool_choice="auto")
     parsed = factory(mm_tokenizer).for_request(bare).parse(text, None, "seed")
     assert [c.name for c in parsed.tool_calls] == []  # calls are kept only with tools
