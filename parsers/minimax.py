@@ -149,12 +149,12 @@ class MiniMaxReasoning(DsmlReasoning):
         state: DsmlReasoningState | None = None,
     ) -> None:
         super().__init__(grammar, options, state, thinking=True)
-        self.end_id = grammar.end_id
 
     def content_ids(self, token_ids: list[int]) -> list[int]:
         """The ids after the delta's last ``</think>`` (none without one), as vLLM's M2 has it."""
+        end_id = self.grammar.end_id
         for i in range(len(token_ids) - 1, -1, -1):
-            if token_ids[i] == self.end_id:
+            if token_ids[i] == end_id:
                 return token_ids[i + 1 :]
         return []
 

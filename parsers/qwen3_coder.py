@@ -292,7 +292,7 @@ class ParamTools(EngineTools[SlotT]):
     def _scan(self, slot: SlotT) -> ParamScanner:
         """The slot's parameter scanner."""
 
-    def _accepts(self, name: str | None) -> bool:
+    def _accepts(self, name: str) -> bool:
         """Whether a call of this name is one (vLLM checks names against the tools)."""
         if not name:
             return False
@@ -306,7 +306,7 @@ class ParamTools(EngineTools[SlotT]):
     # ------------------------------------------------------------------ format hooks
 
     def _announce(self, index: int, calls: list[DeltaToolCall], name: str | None) -> None:
-        if not self._accepts(name) or name is None:
+        if name is None or not self._accepts(name):
             return
         slot = self.state.slots[index]
         slot.name = name
