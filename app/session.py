@@ -25,6 +25,7 @@ from msgspec import Raw
 from app import budget
 from app.detokenizer import SEED_IDS, DecodeWindow, Detokenizer
 from app.memsize import deep_size, int_list_bytes
+from app.parsing import parse_options
 from app.protocol import (
     ChatRequest,
     ChatStreamDerenderRequest,
@@ -33,6 +34,8 @@ from app.protocol import (
 )
 from app.state_json import COMPACT, JSON_DUMPS, HistoryJson, json_dumps_echo
 from app.tokenizer import Tokenizer
+from cache.redis_tier import Outcome
+from parsers.registry import ParserFactory
 from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
 
@@ -270,3 +273,58 @@ class StreamSession:
                 JSON_DUMPS, self.output_token_ids, self.output_chunk_lens
             )
         return json_dumps_echo(self.answered.stream_state, self._dumps_history)
+
+
+class SessionBuilder:
+    """Builds a parsed stream's session: fresh for a first chunk, rebuilt by replaying the
+    carried history, or restored from a snapshot. Every way gives the same session."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        parsers: ParserFactory,
+        default_chat_template_kwargs: dict[str, object] | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.parsers = parsers
+        self.default_chat_template_kwargs = default_chat_template_kwargs or {}
+
+    def new(
+        self, request: ChatStreamDerenderRequest, parser_state: ChatStreamState | None = None
+    ) -> StreamSession:
+        """A session at the start of the request's stream (or of ``parser_state``)."""
+        chunk = request.generate_chunk
+        chat_request = request.chat_request
+        assert chat_request is not None and request.prompt_token_ids is not None
+        options = parse_options(chat_request, self.default_chat_template_kwargs)
+        index = chunk.choices[0].index if chunk.choices else 0
+        parser = self.parsers.stream_for_request(
+            options, f"{chunk.request_id}:{index}", parser_state
+        )
+        return StreamSession(self.tokenizer, parser, request.prompt_token_ids)
+
+    def replayed(self, request: ChatStreamDerenderRequest) -> StreamSession:
+        """The session rebuilt by replaying the carried history chunk by chunk, as it
+        first arrived (``output_chunk_lens``), so the parser ends exactly where the
+        previous chunk left it."""
+        session = self.new(request)
+        state = request.stream_state or StreamState()
+        session.replay(state.output_token_ids, state.output_chunk_lens)
+        return session
+
+    def restored(
+        self, request: ChatStreamDerenderRequest, snapshot: bytes
+    ) -> tuple[StreamSession | None, Outcome | None]:
+        """The session continued from a snapshot, without replay; None with the reason
+        when the bytes are not a snapshot (``CORRUPT``) or not one of this stream at this
+        point (``OUT_OF_RANGE``): the caller replays."""
+        saved = StreamSession.load_snapshot(snapshot)
+        if saved is None:
+            return None, Outcome.CORRUPT
+        state = request.stream_state or StreamState()
+        assert request.prompt_token_ids is not None
+        if saved.problem(self.tokenizer, request.prompt_token_ids, state.output_token_ids):
+            return None, Outcome.OUT_OF_RANGE
+        session = self.new(request, saved.parser)
+        session.resume(saved, state.output_token_ids, state.output_chunk_lens)
+        return session, None

@@ -1,23 +1,30 @@
-"""Checks that run after decoding and before any tokenizer work.
+"""Checks that run after decoding and before any tokenizer work, per endpoint.
 
-Each raises a ``BadRequest`` whose message says what to fix. The checks and their
-order follow vLLM 0.33.0's derender server, so a request fails here exactly when it
-fails there.
+Each raises a ``BadRequest`` (or ``NotFound`` for a model) whose message says what to
+fix. vLLM 0.33.0's own checks come first, in its order, so a request fails here
+exactly when it fails there; our bounds (``Limits``, from the settings) follow. The
+per-endpoint functions at the end are the order; the rules above them are the checks.
 """
 
 from __future__ import annotations
 
 import codecs
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from msgspec import UNSET
 
 from app import body_errors
-from app.errors import BadRequest, InvalidParameter
+from app.errors import BadRequest, InvalidBody, InvalidParameter, NotFound
 from app.protocol import (
+    BodyView,
+    ChatDerenderRequest,
     ChatRequest,
+    ChatStreamDerenderRequest,
+    CompletionDerenderRequest,
     CompletionRequest,
+    CompletionStreamDerenderRequest,
     DecodeOptions,
     GenerateChoice,
     GenerateChunk,
@@ -26,6 +33,7 @@ from app.protocol import (
     GenerateStreamChoice,
     StreamState,
 )
+from app.settings import Settings
 
 STREAM_STOP_STRINGS = (
     "stop strings are not supported by streaming derender because text already sent "
@@ -326,3 +334,223 @@ def chat_free_form(request: ChatRequest) -> list[tuple[str, Any]]:
     for index, tool in enumerate(request.tools or ()):
         values.append((f"chat_request.tools.{index}.function.parameters", tool.function.parameters))
     return values
+
+
+def check_history(state: StreamState | None) -> None:
+    """The carried history's chunk lengths must add up to its token ids, and the decode
+    window's offsets must point into it."""
+    if state is None:
+        return
+    problem = state.history_error()
+    if problem is not None:
+        raise InvalidBody(
+            f"1 validation error:\n  {problem}. Send {body_errors.STATE}.", "body.stream_state"
+        )
+    problem = state.window_error()
+    if problem is not None:
+        raise BadRequest(f"{problem}. Send {body_errors.STATE}.", "stream_state")
+
+
+# --------------------------------------------------------------------------- per endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the checks need of the server: its model, bounds and parser configuration."""
+
+    served_names: tuple[str, ...]
+    max_model_len: int
+    max_logprobs: int
+    max_n: int
+    vocab_size: int | None  # None: ids outside the vocabulary are allowed
+    max_chat_request_bytes: int
+    max_tools: int
+    max_json_depth: int
+    parsed: bool  # a parser is configured: chat needs its request and prompt ids
+
+    @classmethod
+    def of(cls, settings: Settings, max_model_len: int, vocab_size: int, parsed: bool) -> Limits:
+        return cls(
+            served_names=settings.served_names,
+            max_model_len=max_model_len,
+            max_logprobs=settings.max_logprobs,
+            max_n=settings.max_n_sequences,
+            vocab_size=None if settings.allow_out_of_vocab else vocab_size,
+            max_chat_request_bytes=settings.max_chat_request_bytes,
+            max_tools=settings.max_tools,
+            max_json_depth=settings.max_json_depth,
+            parsed=parsed,
+        )
+
+
+def check_model(requested: str | None, limits: Limits) -> str:
+    """The model name a reply carries: the one asked for, if this server serves it."""
+    served = limits.served_names
+    if not requested:
+        return served[0]
+    if requested not in served:
+        raise NotFound(
+            f"The model `{requested}` does not exist. Valid aliases: {', '.join(served)}.",
+            "model",
+        )
+    return requested
+
+
+def _known(ids: Sequence[int] | None, where: str, limits: Limits) -> None:
+    if limits.vocab_size is not None:
+        check_vocabulary(ids, where, limits.vocab_size)
+
+
+def _check_chat_limits(request: ChatRequest, view: BodyView, limits: Limits) -> None:
+    check_chat_request_bytes(len(view.chat_request), limits.max_chat_request_bytes)
+    check_chat_request_utf8(view.chat_request)
+    check_tool_count(request, limits.max_tools)
+    check_depth(chat_free_form(request), limits.max_json_depth)
+
+
+def _check_responses(
+    field: str,
+    responses: list[GenerateResponse],
+    prompts: Sequence[list[int] | None],
+    limits: Limits,
+) -> None:
+    """One-shot generate responses: ids in the vocabulary, pass-through JSON bounded."""
+    for index, (gen, prompt) in enumerate(zip(responses, prompts, strict=True)):
+        where = f"generate_responses.{index}" if field == "generate_responses" else field
+        if limits.vocab_size is not None:
+            check_choice_vocabulary(gen.choices, where, limits.vocab_size)
+        _known(gen.prompt_token_ids, f"{where}.prompt_token_ids", limits)
+        _known(prompt, "prompt_token_ids", limits)
+        check_depth(
+            [(f"{where}.kv_transfer_params", gen.kv_transfer_params)], limits.max_json_depth
+        )
+
+
+def check_chunk(chunk: GenerateChunk, limits: Limits) -> None:
+    """Everything a streamed chunk carries besides its context: checked on the kept
+    session's path and the full path alike."""
+    check_chunk_bounds(chunk, max_model_len=limits.max_model_len, max_logprobs=limits.max_logprobs)
+    if limits.vocab_size is not None:
+        check_choice_vocabulary(chunk.choices, "generate_chunk", limits.vocab_size)
+    _known(chunk.prompt_token_ids, "generate_chunk.prompt_token_ids", limits)
+
+
+def check_state_ids(state: StreamState | None, limits: Limits) -> None:
+    if limits.vocab_size is not None:
+        check_state_vocabulary(state, limits.vocab_size)
+
+
+def check_carried_state(state: StreamState | None, limits: Limits) -> None:
+    """The history a chunk carries, before a replay reads it."""
+    check_history(state)
+    check_state_ids(state, limits)
+
+
+def chunk_tokens(chunk: GenerateChunk) -> int:
+    return sum(len(c.token_ids) for c in chunk.choices if c.token_ids)
+
+
+def validate_chat(request: ChatDerenderRequest, view: BodyView, limits: Limits) -> str:
+    """A one-shot chat request; returns the reply's model name."""
+    if request.chat_request is not None:
+        check_chat_request(request.chat_request)
+        _check_chat_limits(request.chat_request, view, limits)
+    model = check_model(request.model, limits)
+    gen = request.generate_response
+    check_generate_bounds(
+        [gen],
+        max_model_len=limits.max_model_len,
+        max_logprobs=limits.max_logprobs,
+        max_n=limits.max_n,
+    )
+    check_prompt_length(request.prompt_token_ids, limits.max_model_len)
+    if limits.parsed and request.chat_request is None:
+        raise BadRequest(CHAT_REQUEST_REQUIRED)
+    check_token_ids_present([gen], completion=False)
+    _check_responses("generate_response", [gen], [request.prompt_token_ids], limits)
+    return model
+
+
+def validate_chat_stream(request: ChatStreamDerenderRequest, view: BodyView, limits: Limits) -> str:
+    """A streamed chat chunk on the full path, but its carried history (checked where a
+    replay reads it); returns the reply's model name."""
+    chat_request = request.chat_request
+    if chat_request is not None:
+        check_chat_request(chat_request)
+        _check_chat_limits(chat_request, view, limits)
+    model = check_model(request.model, limits)
+    if chat_request is not None and chat_request.stop:
+        raise BadRequest(STREAM_STOP_STRINGS)
+    if limits.parsed and chat_request is None:
+        raise BadRequest(CHAT_REQUEST_REQUIRED)
+    if limits.parsed and request.prompt_token_ids is None:
+        raise BadRequest(PROMPT_IDS_REQUIRED)
+    chunk = request.generate_chunk
+    if len(chunk.choices) > 1:
+        raise BadRequest(
+            f"derender_chat_stream expects at most one choice per chunk (got {len(chunk.choices)})."
+        )
+    prompt_len = len(request.prompt_token_ids or ())
+    history = len(request.stream_state.output_token_ids) if request.stream_state else 0
+    delta = chunk_tokens(chunk)
+    if prompt_len + history + delta > limits.max_model_len:
+        raise BadRequest(
+            f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
+            f"({history}) plus delta ({delta}) exceeds max_model_len ({limits.max_model_len})."
+        )
+    check_chunk(chunk, limits)
+    _known(request.prompt_token_ids, "prompt_token_ids", limits)
+    return model
+
+
+def validate_completion(request: CompletionDerenderRequest, limits: Limits) -> str:
+    """A one-shot completion request; returns the reply's model name."""
+    if request.completion_request is not None:
+        check_completion_request(request.completion_request)
+        _check_stream_options(request.completion_request, limits)
+    model = check_model(request.model, limits)
+    responses = request.generate_responses
+    if not responses:
+        raise BadRequest("generate_responses must not be empty")
+    check_generate_bounds(
+        responses,
+        max_model_len=limits.max_model_len,
+        max_logprobs=limits.max_logprobs,
+        max_n=limits.max_n,
+    )
+    for prompt_ids in request.prompt_token_ids or ():
+        check_prompt_length(prompt_ids, limits.max_model_len)
+    check_token_ids_present(responses, completion=True)
+    prompts = request.prompt_token_ids or [None] * len(responses)
+    _check_responses("generate_responses", responses, prompts, limits)
+    return model
+
+
+def validate_completion_stream(request: CompletionStreamDerenderRequest, limits: Limits) -> str:
+    """A streamed completion chunk with its carried state; returns the model name."""
+    completion_request = request.completion_request
+    if completion_request is not None:
+        check_completion_request(completion_request)
+        _check_stream_options(completion_request, limits)
+    model = check_model(request.model, limits)
+    if completion_request is not None and completion_request.stop:
+        raise BadRequest(STREAM_STOP_STRINGS)
+    check_prompt_length(request.prompt_token_ids, limits.max_model_len)
+    chunk = request.generate_chunk
+    if len(chunk.choices) > 1:
+        raise BadRequest("derender_completion_stream expects at most one choice per chunk")
+    delta = chunk_tokens(chunk)
+    if delta > limits.max_model_len:
+        raise BadRequest(
+            f"delta token_ids length ({delta}) exceeds max_model_len ({limits.max_model_len})."
+        )
+    check_history_length(request.stream_state, limits.max_model_len)
+    check_chunk(chunk, limits)
+    _known(request.prompt_token_ids, "prompt_token_ids", limits)
+    check_state_ids(request.stream_state, limits)
+    return model
+
+
+def _check_stream_options(request: CompletionRequest, limits: Limits) -> None:
+    options = request.stream_options
+    check_depth([("completion_request.stream_options", options)], limits.max_json_depth)

@@ -32,7 +32,6 @@ import msgspec
 from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
-from app.derender import Derenderer
 from app.protocol import (
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
@@ -41,7 +40,7 @@ from app.protocol import (
 )
 from app.session import StreamSession
 from app.tokenizer import Tokenizer
-from bench.micro import derenderer
+from bench.micro import Derender, derenderer
 from bench.plots import plt  # with the backend chosen
 from bench.report import machine, progress, table, write
 from bench.workload import (
@@ -315,7 +314,7 @@ def _chat_request(config: Config) -> dict[str, Any]:
     return {**CHAT_REQUEST, "tool_choice": config.tool_choice}
 
 
-def one_shot(derender: Derenderer, config: Config, ids: list[int], prompt: list[int]) -> float:
+def one_shot(derender: Derender, config: Config, ids: list[int], prompt: list[int]) -> float:
     """CPU seconds of one chat derender of the whole output."""
     body = {
         "generate_response": {
@@ -327,12 +326,12 @@ def one_shot(derender: Derenderer, config: Config, ids: list[int], prompt: list[
     }
     request = msgspec.json.decode(msgspec.json.encode(body), type=ChatDerenderRequest)
     started = time.process_time()
-    derender.chat(request, "qwen3")
+    derender.chat(request)
     return time.process_time() - started
 
 
 def streamed(
-    derender: Derenderer, config: Config, ids: list[int], prompt: list[int]
+    derender: Derender, config: Config, ids: list[int], prompt: list[int]
 ) -> tuple[float, float]:
     """CPU seconds of the whole stream, one token per chunk, and of its worst chunk."""
     body = {
@@ -352,7 +351,7 @@ def streamed(
         chunk = GenerateChunk([choice], request_id="hostile")
         request = msgspec.structs.replace(base, generate_chunk=chunk, stream_state=state)
         started = time.process_time()
-        _, state, session = derender.chat_stream_parsed(request, "qwen3", session)
+        state, session = derender.chunk(request, session)
         spent = time.process_time() - started
         total += spent
         worst = max(worst, spent)
@@ -361,7 +360,7 @@ def streamed(
 
 def _measure(
     send: Connection,
-    derender: Derenderer,
+    derender: Derender,
     config: Config,
     mode: str,
     ids: list[int],
@@ -374,7 +373,7 @@ def _measure(
 
 
 def in_child(
-    derender: Derenderer, config: Config, mode: str, ids: list[int], prompt: list[int]
+    derender: Derender, config: Config, mode: str, ids: list[int], prompt: list[int]
 ) -> tuple[float, float | None] | None:
     """The measurement in a forked child; None when it misses the deadline or dies.
 

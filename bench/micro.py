@@ -18,9 +18,16 @@ from pathlib import Path
 
 import msgspec
 
-from app.derender import Derenderer
-from app.protocol import ChatStreamDerenderRequest, GenerateChunk, GenerateStreamChoice
-from app.session import StreamSession
+from app.oneshot import OneShotDerenderer
+from app.parsed_stream import ParsedStreamDerenderer
+from app.protocol import (
+    ChatDerenderRequest,
+    ChatStreamDerenderRequest,
+    GenerateChunk,
+    GenerateStreamChoice,
+    StreamState,
+)
+from app.session import SessionBuilder, StreamSession
 from app.tokenizer import Tokenizer
 from bench import plots
 from bench.report import machine, progress, table, write
@@ -50,12 +57,33 @@ class ConfigRun(msgspec.Struct):
     points: list[ChunkCost]
 
 
-def derenderer(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> Derenderer:
+class Derender:
+    """The server's chat derendering over one parser configuration, without HTTP."""
+
+    def __init__(self, tokenizer: Tokenizer, parsers: ParserFactory) -> None:
+        self.one_shot = OneShotDerenderer(tokenizer, parsers)
+        self.sessions = SessionBuilder(tokenizer, parsers)
+        self.parsed = ParsedStreamDerenderer(tokenizer)
+
+    def chat(self, request: ChatDerenderRequest) -> None:
+        self.one_shot.chat(request, "qwen3")
+
+    def chunk(
+        self, request: ChatStreamDerenderRequest, session: StreamSession | None
+    ) -> tuple[StreamState, StreamSession]:
+        """One chunk fed to ``session``, or to one rebuilt by replay when None."""
+        if session is None:
+            session = self.sessions.replayed(request)
+        _, state = self.parsed.chunk(request, "qwen3", session)
+        return state, session
+
+
+def derenderer(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> Derender:
     vocab = tokenizer.vocabulary
     if tool == "llama3_json":  # Qwen3's tokenizer has no <|python_tag|>; lend it one
         tokens = {**vocab.token_ids, BOT_TOKEN: tokenizer.vocab_size}
         vocab = Vocabulary(tokens, vocab.special_tokens, vocab.token_text)
-    return Derenderer(tokenizer, ParserFactory(tool, reasoning, True, vocab))
+    return Derender(tokenizer, ParserFactory(tool, reasoning, True, vocab))
 
 
 def measure(tokenizer: Tokenizer, config: str, last: int, repeats: int) -> ConfigRun:
@@ -83,11 +111,11 @@ def measure(tokenizer: Tokenizer, config: str, last: int, repeats: int) -> Confi
             times = []
             for _ in range(repeats):
                 started = time.perf_counter()
-                derender.chat_stream_parsed(request, "qwen3", None)
+                derender.chunk(request, None)
                 times.append(time.perf_counter() - started)
             replays[position] = statistics.median(times)
         started = time.perf_counter()
-        _, state, session = derender.chat_stream_parsed(request, "qwen3", session)
+        state, session = derender.chunk(request, session)
         costs.append(time.perf_counter() - started)
     positions = range(1, len(output) + 1)
     return ConfigRun(

@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import logging
 import time
+from enum import StrEnum
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -42,21 +43,35 @@ MAC_BYTES = hashlib.sha256().digest_size
 # Room for the envelope's own fields around a snapshot of the largest size written.
 ENVELOPE_OVERHEAD = 256
 
-# Outcomes of a take, besides a hit.
-ABSENT = "absent"
-FINGERPRINT = "fingerprint"
-HISTORY = "history"
-CORRUPT = "corrupt"
-FORGED = "forged"
-OVERSIZED = "oversized"
-# A snapshot its user found does not continue the request (reported by the user).
-OUT_OF_RANGE = "out_of_range"
-ERROR = "error"
-BREAKER_OPEN = "breaker_open"
-# Outcomes of a put or drop, besides those.
-WRITTEN = "written"
-DELETED = "deleted"
-TOO_LARGE = "too_large"
+class Outcome(StrEnum):
+    """What a Redis call did (a metric label)."""
+
+    HIT = "hit"
+    # Misses of a take.
+    ABSENT = "absent"
+    FINGERPRINT = "fingerprint"
+    HISTORY = "history"
+    CORRUPT = "corrupt"
+    FORGED = "forged"
+    OVERSIZED = "oversized"
+    # A snapshot its user found does not continue the request (reported by the user).
+    OUT_OF_RANGE = "out_of_range"
+    ERROR = "error"
+    BREAKER_OPEN = "breaker_open"
+    # Outcomes of a put or drop.
+    WRITTEN = "written"
+    DELETED = "deleted"
+    TOO_LARGE = "too_large"
+
+    @property
+    def untrusted(self) -> bool:
+        """A value refused as not ours, not whole, or not this stream's."""
+        return self in (Outcome.FORGED, Outcome.OVERSIZED, Outcome.CORRUPT, Outcome.OUT_OF_RANGE)
+
+    @property
+    def write(self) -> bool:
+        """A put's or drop's outcome that the writes metric counts."""
+        return self in (Outcome.WRITTEN, Outcome.DELETED, Outcome.TOO_LARGE)
 
 
 class Envelope(msgspec.Struct, array_like=True):
@@ -166,34 +181,34 @@ class RedisTier:
 
     async def take(
         self, stream: tuple[str, int], fingerprint: bytes, state: bytes, history_len: int
-    ) -> tuple[bytes | None, str]:
+    ) -> tuple[bytes | None, Outcome]:
         """Check out the snapshot that continues ``state``: (snapshot, "hit") or (None, why)."""
         if not self.breaker.allows():
-            return None, BREAKER_OPEN
+            return None, Outcome.BREAKER_OPEN
         key = redis_key(stream, fingerprint)
         limit = MAC_BYTES + ENVELOPE_OVERHEAD + self.max_snapshot_bytes
         try:
             raw = await self._call(self._take(keys=[key], args=[limit]))
         except (RedisError, OSError, TimeoutError):
-            return None, ERROR
+            return None, Outcome.ERROR
         if raw is None:
-            return None, ABSENT
+            return None, Outcome.ABSENT
         if isinstance(raw, int):
-            return None, OVERSIZED
+            return None, Outcome.OVERSIZED
         mac, body = raw[:MAC_BYTES], raw[MAC_BYTES:]
         if not hmac.compare_digest(mac, envelope_mac(self.secret, key, body)):
-            return None, FORGED
+            return None, Outcome.FORGED
         try:
             envelope = _envelope_decoder.decode(body)
         except msgspec.DecodeError:
-            return None, CORRUPT
+            return None, Outcome.CORRUPT
         if envelope.version != SCHEMA_VERSION:
-            return None, CORRUPT
+            return None, Outcome.CORRUPT
         if envelope.fingerprint != fingerprint:
-            return None, FINGERPRINT
+            return None, Outcome.FINGERPRINT
         if envelope.history_len != history_len or envelope.state_digest != _digest(state):
-            return None, HISTORY
-        return envelope.snapshot, "hit"
+            return None, Outcome.HISTORY
+        return envelope.snapshot, Outcome.HIT
 
     async def put(
         self,
@@ -202,12 +217,12 @@ class RedisTier:
         state: bytes,
         history_len: int,
         snapshot: bytes,
-    ) -> str:
+    ) -> Outcome:
         """Keep ``snapshot`` until the client sends ``state`` back; returns what happened."""
         if len(snapshot) > self.max_snapshot_bytes:
-            return TOO_LARGE
+            return Outcome.TOO_LARGE
         if not self.breaker.allows():
-            return BREAKER_OPEN
+            return Outcome.BREAKER_OPEN
         key = redis_key(stream, fingerprint)
         envelope = Envelope(SCHEMA_VERSION, fingerprint, history_len, _digest(state), snapshot)
         body = msgspec.msgpack.encode(envelope)
@@ -216,18 +231,18 @@ class RedisTier:
                 self._redis.set(key, envelope_mac(self.secret, key, body) + body, ex=self.ttl)
             )
         except (RedisError, OSError, TimeoutError):
-            return ERROR
-        return WRITTEN
+            return Outcome.ERROR
+        return Outcome.WRITTEN
 
-    async def drop(self, stream: tuple[str, int], fingerprint: bytes) -> str:
+    async def drop(self, stream: tuple[str, int], fingerprint: bytes) -> Outcome:
         """The stream ended: its snapshot is of no further use."""
         if not self.breaker.allows():
-            return BREAKER_OPEN
+            return Outcome.BREAKER_OPEN
         try:
             await self._call(self._redis.delete(redis_key(stream, fingerprint)))
         except (RedisError, OSError, TimeoutError):
-            return ERROR
-        return DELETED
+            return Outcome.ERROR
+        return Outcome.DELETED
 
     async def _call(self, command: Awaitable[Any]) -> Any:
         """Await one command under the timeout, feeding the breaker."""

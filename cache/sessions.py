@@ -8,6 +8,10 @@ else is a miss, and the caller rebuilds the session from the client's state. Ent
 are checked out (removed) while a chunk is processed, so two concurrent calls never
 share one; they are bounded by count, bytes and idle time, least recently used first.
 
+Not ``cachetools``: its caches bound one measure (count or size), evict without
+saying why, and know nothing of check-out or of several variants per key; the
+ordered dict below is the whole LRU.
+
 A key holds up to ``variants`` sessions of different fingerprints, so streams that
 share a request id (by accident or on purpose) do not evict each other's sessions; a
 lookup compares the request's fingerprint with at most that many.
@@ -20,23 +24,30 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Generic, TypeVar
 
 S = TypeVar("S")
 
-# Miss reasons.
-ABSENT = "absent"
-FINGERPRINT = "fingerprint"
-HISTORY = "history"
-EXPIRED = "expired"
-CHECKED_OUT = "checked_out"
 
-# Eviction reasons.
-CAPACITY = "capacity"
-BYTES = "bytes"
-TTL = "ttl"
-FINISHED = "finished"
-ERROR = "error"
+class Miss(StrEnum):
+    """Why a checkout found no session (a metric label)."""
+
+    ABSENT = "absent"
+    FINGERPRINT = "fingerprint"
+    HISTORY = "history"
+    EXPIRED = "expired"
+    CHECKED_OUT = "checked_out"
+
+
+class Eviction(StrEnum):
+    """Why a session left the cache other than by checkout (a metric label)."""
+
+    CAPACITY = "capacity"
+    BYTES = "bytes"
+    TTL = "ttl"
+    FINISHED = "finished"
+    ERROR = "error"
 
 
 @dataclass(slots=True)
@@ -62,7 +73,7 @@ class SessionCache(Generic[S]):
         ttl: float,
         *,
         variants: int = 4,
-        on_evict: Callable[[str], None] = lambda reason: None,
+        on_evict: Callable[[Eviction], None] = lambda reason: None,
         on_collision: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -110,7 +121,7 @@ class SessionCache(Generic[S]):
 
     def checkout(
         self, key: Hashable, fingerprint: object, state: bytes
-    ) -> tuple[S | None, str | None]:
+    ) -> tuple[S | None, Miss | None]:
         """Take the session for ``key`` and ``fingerprint`` if it continues ``state``.
 
         Returns the session (None on a miss) and the miss reason (None on a hit).
@@ -118,26 +129,29 @@ class SessionCache(Generic[S]):
         the key under other fingerprints stay.
         """
         if fingerprint in self._out.get(key, ()):
-            return None, CHECKED_OUT
+            return None, Miss.CHECKED_OUT
         slot = self._find(key, fingerprint)
         if slot is None:
-            return None, (FINGERPRINT if key in self._slots else ABSENT)
+            return None, (Miss.FINGERPRINT if key in self._slots else Miss.ABSENT)
         entry = self._remove(slot)
         if self._clock() - entry.used > self.ttl:
-            self._on_evict(TTL)
-            return None, EXPIRED
+            self._on_evict(Eviction.TTL)
+            return None, Miss.EXPIRED
         if entry.state != state:
-            return None, HISTORY
+            return None, Miss.HISTORY
         self._out.setdefault(key, []).append(fingerprint)
         return entry.session, None
 
-    def release(self, key: Hashable, fingerprint: object) -> None:
-        """The caller is done with the checked-out session without checking it back in."""
+    def release(self, key: Hashable, fingerprint: object) -> bool:
+        """The caller is done with the checked-out session without checking it back in;
+        False when none was checked out under ``key`` and ``fingerprint``."""
         out = self._out.get(key)
-        if out is not None and fingerprint in out:
-            out.remove(fingerprint)
-            if not out:
-                del self._out[key]
+        if out is None or fingerprint not in out:
+            return False
+        out.remove(fingerprint)
+        if not out:
+            del self._out[key]
+        return True
 
     def checkin(
         self,
@@ -161,16 +175,16 @@ class SessionCache(Generic[S]):
                 self._on_collision()  # a new stream under this request id
             if len(slots) >= self.variants:
                 self._remove(slots[0])
-                self._on_evict(CAPACITY)
+                self._on_evict(Eviction.CAPACITY)
                 slots = self._slots.setdefault(key, [])
         slot = (key, next(self._serials))
         slots.append(slot)
         self._entries[slot] = _Entry(session, fingerprint, state, size, self._clock())
         self.bytes += size
         while len(self._entries) > self.max_entries:
-            self._evict_oldest(CAPACITY)
+            self._evict_oldest(Eviction.CAPACITY)
         while self.bytes > self.max_bytes:
-            self._evict_oldest(BYTES)
+            self._evict_oldest(Eviction.BYTES)
 
     def sweep(self) -> int:
         """Drop sessions idle for longer than the TTL; returns how many.
@@ -183,7 +197,7 @@ class SessionCache(Generic[S]):
             entry = next(iter(self._entries.values()))
             if now - entry.used <= self.ttl:
                 break
-            self._evict_oldest(TTL)
+            self._evict_oldest(Eviction.TTL)
             dropped += 1
         return dropped
 
@@ -202,6 +216,6 @@ class SessionCache(Generic[S]):
             del self._slots[key]
         return entry
 
-    def _evict_oldest(self, reason: str) -> None:
+    def _evict_oldest(self, reason: Eviction) -> None:
         self._remove(next(iter(self._entries)))
         self._on_evict(reason)

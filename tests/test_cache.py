@@ -12,17 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from cache.sessions import (
-    ABSENT,
-    BYTES,
-    CAPACITY,
-    CHECKED_OUT,
-    EXPIRED,
-    FINGERPRINT,
-    HISTORY,
-    TTL,
-    SessionCache,
-)
+from cache.sessions import Eviction, Miss, SessionCache
 from tests.conftest import AppFactory
 from tests.golden import load_cases, stream_body
 
@@ -49,12 +39,12 @@ def make_cache(**kwargs: Any) -> tuple[SessionCache[str], list[str], Clock]:
 def test_hit_needs_the_same_fingerprint_and_state() -> None:
     cache, _, _ = make_cache()
     cache.checkin("k", "session", b"fp", b'{"ids":[1,2]}', 10)
-    assert cache.checkout("k", b"other", b'{"ids":[1,2]}') == (None, FINGERPRINT)
+    assert cache.checkout("k", b"other", b'{"ids":[1,2]}') == (None, Miss.FINGERPRINT)
     cache.checkin("k", "session", b"fp", b'{"ids":[1,2]}', 10)
-    assert cache.checkout("k", b"fp", b'{"ids":[1,3]}') == (None, HISTORY)
+    assert cache.checkout("k", b"fp", b'{"ids":[1,3]}') == (None, Miss.HISTORY)
     cache.checkin("k", "session", b"fp", b'{"ids":[1,2]}', 10)
     assert cache.checkout("k", b"fp", b'{"ids":[1,2]}') == ("session", None)
-    assert cache.checkout("absent", b"fp", b"null") == (None, ABSENT)
+    assert cache.checkout("absent", b"fp", b"null") == (None, Miss.ABSENT)
 
 
 def test_peek_finds_what_checkout_would_and_leaves_it() -> None:
@@ -65,28 +55,28 @@ def test_peek_finds_what_checkout_would_and_leaves_it() -> None:
     assert len(cache) == 1
     clock.now = 11
     assert cache.peek("k", b"fp") is None
-    assert cache.checkout("k", b"fp", b"s") == (None, EXPIRED)
+    assert cache.checkout("k", b"fp", b"s") == (None, Miss.EXPIRED)
 
 
 def test_a_checked_out_session_is_not_shared() -> None:
     cache, _, _ = make_cache()
     cache.checkin("k", "session", b"fp", b"s", 10)
     assert cache.checkout("k", b"fp", b"s") == ("session", None)
-    assert cache.checkout("k", b"fp", b"s") == (None, CHECKED_OUT)
+    assert cache.checkout("k", b"fp", b"s") == (None, Miss.CHECKED_OUT)
     cache.release("k", b"fp")
-    assert cache.checkout("k", b"fp", b"s") == (None, ABSENT)
+    assert cache.checkout("k", b"fp", b"s") == (None, Miss.ABSENT)
 
 
 def test_bounds_evict_least_recently_used() -> None:
     cache, evicted, _ = make_cache()
     for key in "abcd":
         cache.checkin(key, key, b"fp", b"s", 100)
-    assert len(cache) == 3 and evicted == [CAPACITY]
-    assert cache.checkout("a", b"fp", b"s") == (None, ABSENT)
+    assert len(cache) == 3 and evicted == [Eviction.CAPACITY]
+    assert cache.checkout("a", b"fp", b"s") == (None, Miss.ABSENT)
     cache.checkin("big", "big", b"fp", b"s", 900)
-    assert cache.bytes <= 1000 and BYTES in evicted
+    assert cache.bytes <= 1000 and Eviction.BYTES in evicted
     cache.checkin("huge", "huge", b"fp", b"s", 5000)
-    assert cache.checkout("huge", b"fp", b"s") == (None, ABSENT)
+    assert cache.checkout("huge", b"fp", b"s") == (None, Miss.ABSENT)
 
 
 def test_idle_sessions_expire() -> None:
@@ -96,12 +86,12 @@ def test_idle_sessions_expire() -> None:
     clock.now = 5
     cache.checkin("c", "c", b"fp", b"s", 10)
     clock.now = 11
-    assert cache.checkout("a", b"fp", b"s") == (None, EXPIRED)
+    assert cache.checkout("a", b"fp", b"s") == (None, Miss.EXPIRED)
     assert cache.sweep() == 1  # b; c is still fresh
     assert len(cache) == 1 and cache.bytes == 10
     clock.now = 16
     assert cache.sweep() == 1 and len(cache) == 0 and cache.bytes == 0
-    assert evicted.count(TTL) == 3
+    assert evicted.count(Eviction.TTL) == 3
 
 
 def test_disabled_cache_keeps_nothing() -> None:
@@ -216,8 +206,8 @@ def test_a_request_id_keeps_a_few_variants_at_most() -> None:
     cache, evicted, _ = make_cache(max_entries=10, variants=2)
     for fingerprint in (b"one", b"two", b"three"):
         cache.checkin("k", fingerprint.decode(), fingerprint, b"s", 10)
-    assert len(cache) == 2 and evicted == [CAPACITY]
-    assert cache.checkout("k", b"one", b"s") == (None, FINGERPRINT)
+    assert len(cache) == 2 and evicted == [Eviction.CAPACITY]
+    assert cache.checkout("k", b"one", b"s") == (None, Miss.FINGERPRINT)
     assert cache.checkout("k", b"two", b"s") == ("two", None)
     assert cache.checkout("k", b"three", b"s") == ("three", None)
 
@@ -241,7 +231,7 @@ def test_cache_faults_never_change_a_byte(
     flags = list(case["server_flags"])
     cached = TestClient(make_app(flags))
     plain = TestClient(make_app([*flags, "--stream-cache-size", "0"]))
-    sessions = cached.app.service.sessions  # type: ignore[attr-defined]
+    sessions = cached.app.service.store.cache  # type: ignore[attr-defined]
     states: dict[int, Any] = {}
     sent: list[dict[str, Any]] = []
 
@@ -285,7 +275,7 @@ def test_abandoned_streams_are_bounded_and_expire(make_app: AppFactory) -> None:
     flags = [*FLAGS, "--stream-cache-size", "5", "--stream-cache-ttl", "0.3"]
     case = next(c for c in STREAMS if c["id"] == "C1.tool_single/chat_stream#t3")
     with TestClient(make_app(flags)) as client:
-        sessions = client.app.service.sessions  # type: ignore[attr-defined]
+        sessions = client.app.service.store.cache  # type: ignore[attr-defined]
         for n in range(20):
             chunk = dict(case["chunks"][0], request_id=f"abandoned-{n}")
             assert (

@@ -8,8 +8,9 @@ import unicodedata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.derender import Derenderer
 from app.detokenizer import DecodeWindow, Detokenizer
+from app.oneshot import OneShotDerenderer
+from app.plain_stream import PlainStreamDerenderer
 from app.protocol import (
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
@@ -58,7 +59,7 @@ def chunked(ids: list[int], cuts: list[int]) -> list[list[int]]:
     return [ids[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def stream_text(derenderer: Derenderer, ids: list[int], cuts: list[int], seed: list[int]) -> str:
+def stream_text(tokenizer: Tokenizer, ids: list[int], cuts: list[int], seed: list[int]) -> str:
     state: StreamState | None = None
     parts = []
     for part in chunked(ids, cuts):
@@ -67,17 +68,17 @@ def stream_text(derenderer: Derenderer, ids: list[int], cuts: list[int], seed: l
             stream_state=state,
             prompt_token_ids=seed,
         )
-        chunk, state = derenderer.completion_stream(request, "m")
+        chunk, state = PlainStreamDerenderer(tokenizer).completion(request, "m")
         parts.append(chunk.choices[0].text)
     return "".join(parts)
 
 
-def one_shot_text(derenderer: Derenderer, ids: list[int], seed: list[int]) -> str:
+def one_shot_text(tokenizer: Tokenizer, ids: list[int], seed: list[int]) -> str:
     request = CompletionDerenderRequest(
         generate_responses=[GenerateResponse([GenerateChoice(0, token_ids=ids)])],
         prompt_token_ids=[seed],
     )
-    return derenderer.completion(request, "m").choices[0].text
+    return OneShotDerenderer(tokenizer).completion(request, "m").choices[0].text
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,11 +86,10 @@ def one_shot_text(derenderer: Derenderer, ids: list[int], seed: list[int]) -> st
 def test_any_chunking_gives_one_shot_text(
     tokenizer: Tokenizer, text: str, extra: list[int], cuts: list[int]
 ) -> None:
-    derenderer = Derenderer(tokenizer)
     ids = tokenizer._hf.encode(text) + extra
     seed = tokenizer._hf.encode("<|im_start|>assistant\n")
-    streamed = stream_text(derenderer, ids, cuts, seed)
-    assert streamed == one_shot_text(derenderer, ids, seed)
+    streamed = stream_text(tokenizer, ids, cuts, seed)
+    assert streamed == one_shot_text(tokenizer, ids, seed)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -97,9 +97,8 @@ def test_any_chunking_gives_one_shot_text(
 def test_valid_text_round_trips_without_replacement_chars(
     tokenizer: Tokenizer, text: str, cuts: list[int]
 ) -> None:
-    derenderer = Derenderer(tokenizer)
     ids = tokenizer._hf.encode(text)
-    streamed = stream_text(derenderer, ids, cuts, [])
+    streamed = stream_text(tokenizer, ids, cuts, [])
     assert streamed == unicodedata.normalize("NFC", text)
     assert "\ufffd" not in streamed
 

@@ -22,7 +22,7 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from app.server import RESTART_WARNING, WARNING_HEADER
+from app.chunk_path import RESTART_WARNING, WARNING_HEADER
 from tests.conftest import AppFactory, internal_errors
 from tests.golden import load_cases
 from tests.processes import serving

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from app.body import decode_body
 from app.errors import DerenderError
 from app.protocol import (
     BodyView,
@@ -29,7 +30,6 @@ from app.protocol import (
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
 )
-from app.server import decode_body
 from tests.conftest import AppFactory, fuzz_counts
 from tests.golden import flags_of, load_cases, stream_body
 

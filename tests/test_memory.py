@@ -91,9 +91,9 @@ def test_a_sessions_accounted_size_is_what_it_costs(
                 state = reply.json()["stream_state"]
         del body, reply, state
         gc.collect()
-        accounted = app.service.sessions.bytes
+        accounted = app.service.store.cache.bytes
         held = tracemalloc.get_traced_memory()[0]
-        app.service.sessions.clear()
+        app.service.store.cache.clear()
         gc.collect()
         measured = held - tracemalloc.get_traced_memory()[0]
     finally:

@@ -28,17 +28,11 @@ from starlette.testclient import TestClient
 from app.session import SessionSnapshot
 from bench.servers import RedisServer, redis_server
 from cache.redis_tier import (
-    ABSENT,
-    BREAKER_OPEN,
-    ERROR,
-    FORGED,
-    HISTORY,
     KEY_PREFIX,
     MAC_BYTES,
-    TOO_LARGE,
-    WRITTEN,
     CircuitBreaker,
     Envelope,
+    Outcome,
     RedisTier,
     envelope_mac,
 )
@@ -105,14 +99,14 @@ def test_a_snapshot_is_taken_once_and_only_by_the_state_it_continues(
         return seen
 
     assert asyncio.run(scenario()) == [
-        WRITTEN,
-        (None, ABSENT),
+        Outcome.WRITTEN,
+        (None, Outcome.ABSENT),
         (b"snap", "hit"),
-        (None, ABSENT),
-        (None, HISTORY),
-        (None, HISTORY),
-        TOO_LARGE,
-        (None, ABSENT),
+        (None, Outcome.ABSENT),
+        (None, Outcome.HISTORY),
+        (None, Outcome.HISTORY),
+        Outcome.TOO_LARGE,
+        (None, Outcome.ABSENT),
     ]
 
 
@@ -143,7 +137,7 @@ def test_a_snapshot_damaged_in_place_is_refused(
             client.flushdb()
         return seen
 
-    assert asyncio.run(scenario()) == [(None, FORGED), (None, FORGED)]
+    assert asyncio.run(scenario()) == [(None, Outcome.FORGED), (None, Outcome.FORGED)]
 
 
 def test_the_breaker_stops_asking_a_dead_redis_and_tries_again_after_the_cooldown() -> None:
@@ -177,11 +171,11 @@ def test_the_breaker_stops_asking_a_dead_redis_and_tries_again_after_the_cooldow
         return seen
 
     assert asyncio.run(scenario()) == [
-        (None, ERROR),
-        ERROR,
-        ((None, BREAKER_OPEN), True),
-        (None, BREAKER_OPEN),
-        (WRITTEN, False),
+        (None, Outcome.ERROR),
+        Outcome.ERROR,
+        ((None, Outcome.BREAKER_OPEN), True),
+        (None, Outcome.BREAKER_OPEN),
+        (Outcome.WRITTEN, False),
         (b"snap", "hit"),
     ]
 

@@ -183,7 +183,7 @@ def test_a_live_sessions_json_dumps_echo_is_json_dumps_of_the_state_it_sent(
 ) -> None:
     cached = TestClient(make_app(FLAGS))
     stream(cached, "live", ids, 2, json_dumps, finish=False)
-    [entry] = cached.app.service.sessions._entries.values()  # type: ignore[attr-defined]
+    [entry] = cached.app.service.store.cache._entries.values()  # type: ignore[attr-defined]
     assert entry.session.json_dumps_echo() == json.dumps(json.loads(entry.state)).encode()
 
 

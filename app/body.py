@@ -1,0 +1,110 @@
+"""A request body: read under the size limit, decoded once into msgspec structs.
+
+Any failure to decode is the client's 400, whose message says what to send
+(app/body_errors.py words it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
+
+from app import body_errors
+from app.errors import BodyTooLarge, InvalidBody
+from app.protocol import (
+    ChatDerenderRequest,
+    ChatStreamDerenderRequest,
+    CompletionDerenderRequest,
+    CompletionStreamDerenderRequest,
+)
+
+T = TypeVar("T")
+
+_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+
+# The endpoint each request body belongs to, and whether it is the streamed one.
+_BODY_KINDS: dict[type[Any], tuple[str, bool]] = {
+    ChatDerenderRequest: (body_errors.CHAT, False),
+    ChatStreamDerenderRequest: (body_errors.CHAT, True),
+    CompletionDerenderRequest: (body_errors.COMPLETIONS, False),
+    CompletionStreamDerenderRequest: (body_errors.COMPLETIONS, True),
+}
+
+
+def too_large(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(
+        f"request body exceeds the server limit of {limit} bytes (--max-request-bytes). "
+        "Send fewer choices, tokens or logprobs per request, or raise the limit."
+    )
+
+
+async def read_body(headers: dict[bytes, bytes], receive: Receive, limit: int) -> bytes:
+    """The whole body of a JSON request, refused as soon as it passes ``limit`` bytes."""
+    declared = headers.get(b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(limit)
+    content_type = headers.get(b"content-type", b"").decode("latin-1")
+    if content_type.lower().split(";", 1)[0].strip() != "application/json":
+        raise InvalidBody(
+            "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+        )
+    parts = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
+        part = message.get("body", b"")
+        size += len(part)
+        if size > limit:
+            raise too_large(limit)
+        parts.append(part)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def decode_body(body: bytes, kind: type[T], endpoint: str = body_errors.CHAT) -> T:
+    """Decode and type-check a JSON body; any failure is the client's 400, whose message
+    says what to send (``endpoint`` names the path for a ``BodyView``)."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    try:
+        result: T = decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        endpoint, streamed = _BODY_KINDS.get(kind, (endpoint, False))
+        raise body_errors.invalid(body, str(exc), endpoint, streamed) from None
+    except msgspec.DecodeError as exc:
+        endpoint, _ = _BODY_KINDS.get(kind, (endpoint, False))
+        raise body_errors.malformed(body, str(exc), endpoint) from None
+    except RecursionError:
+        raise body_errors.too_deep() from None
+    return result
+
+
+class _Named(msgspec.Struct):
+    request_id: str | None = None
+
+
+class _RequestIds(msgspec.Struct):
+    generate_chunk: _Named | None = None
+    generate_response: _Named | None = None
+    generate_responses: list[_Named] | None = None
+
+
+_request_ids = msgspec.json.Decoder(_RequestIds)
+
+
+def request_id_of(body: bytes) -> str:
+    """The request id a body names, for a log line ("?" when it names none)."""
+    try:
+        ids = _request_ids.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return "?"
+    named = ids.generate_chunk or ids.generate_response
+    if named is None and ids.generate_responses:
+        named = ids.generate_responses[0]
+    return (named.request_id if named is not None else None) or "?"

@@ -1,0 +1,205 @@
+"""The chunk path of a parsed chat stream (../shared/DESIGN.md), in one place.
+
+A chunk is answered from its stream's session: the one kept since the previous
+chunk, else one restored from Redis, else one rebuilt by replaying the carried
+history. Whichever it is, the reply is the same bytes. The direct lane answers a
+chunk that continues its kept session from the body's raw fields, without decoding
+the carried state; anything else takes the full path.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+from msgspec import Raw
+from starlette.responses import Response
+
+from app.errors import DerenderError
+from app.protocol import (
+    BodyView,
+    ChatCompletionChunk,
+    ChatStreamDerenderRequest,
+    ChatStreamReply,
+    GenerateChunk,
+    StreamState,
+    encoder,
+)
+from app.routing import check_stream_id
+from app.service import DerenderService
+from app.session import Fingerprint, StreamSession
+from app.session_store import Acquired, Source, StreamKey
+from app.validation import check_carried_state, check_chunk, check_model, chunk_tokens
+from cache.sessions import Eviction, Miss
+
+logger = logging.getLogger("derender_server")
+
+_chunk_decoder = msgspec.json.Decoder(GenerateChunk)
+_optional_str = msgspec.json.Decoder(str | None)
+_optional_int = msgspec.json.Decoder(int | None)
+
+# Set on a reply to a chunk that started its live stream over (see _report_restart).
+WARNING_HEADER = "x-derender-warning"
+RESTART_WARNING = (
+    "restarted: this chunk has no stream_state, but its request_id and choice index had a "
+    "live stream, so it started over. To continue a stream, send the stream_state of its "
+    "previous reply."
+)
+
+
+def json_response(value: object) -> Response:
+    return Response(encoder.encode(value), media_type="application/json")
+
+
+class ParsedChunks:
+    """Answers parsed chat chunks with the service's session store."""
+
+    def __init__(self, service: DerenderService) -> None:
+        self.service = service
+        self.store = service.store
+        self.limits = service.limits
+        self.metrics = service.metrics
+
+    def _fingerprint(self, view: BodyView) -> Fingerprint:
+        digest = self.service.settings_digest
+        return Fingerprint(digest, view.chat_request, view.prompt_token_ids)
+
+    async def continue_echoed(self, view: BodyView, stream_id: str | None) -> Response | None:
+        """Answer a chunk that continues its kept session exactly, from the body's view.
+
+        The re-sent state, prompt and chat request are compared as raw bytes with
+        what the session was built from and last sent, never decoded; only the small
+        fields are. Anything else (a miss, a field that fails to decode or check)
+        returns None and the chunk takes the full path, which also gives any error
+        its exact message.
+        """
+        try:
+            chunk = _chunk_decoder.decode(view.generate_chunk)
+            requested = _optional_str.decode(view.model)
+            prompt_tokens = _optional_int.decode(view.prompt_tokens)
+            check_stream_id(stream_id, chunk.request_id)
+            model = check_model(requested, self.limits)
+            if len(chunk.choices) != 1:
+                return None
+            check_chunk(chunk, self.limits)
+        except (msgspec.DecodeError, DerenderError):
+            return None
+        key = (chunk.request_id, chunk.choices[0].index)
+        fingerprint = self._fingerprint(view)
+        delta = chunk_tokens(chunk)
+
+        def fits(session: StreamSession) -> bool:
+            used = len(session.prompt_token_ids) + len(session.output_token_ids)
+            return used + delta <= self.limits.max_model_len
+
+        session = self.store.acquire_echoed(key, fingerprint, bytes(view.stream_state), fits)
+        if session is None:
+            return None
+        assert session.answered is not None
+        request = msgspec.structs.replace(
+            session.answered, generate_chunk=chunk, model=requested, prompt_tokens=prompt_tokens
+        )
+        acquired = Acquired(session, Source.HIT)
+        return await self._answer(request, model, key, fingerprint, acquired, delta)
+
+    async def answer(
+        self, request: ChatStreamDerenderRequest, model: str, view: BodyView
+    ) -> Response:
+        """A chunk on the full path: its session from the store, else a replay."""
+        chunk = request.generate_chunk
+        key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
+        history = len(request.stream_state.output_token_ids) if request.stream_state else 0
+        fingerprint = None
+        acquired = Acquired(None, Source.MISS)
+        # A usage-only chunk needs no session.
+        if chunk.choices and self.store.enabled:
+            fingerprint = self._fingerprint(view)
+            carried = encoder.encode(request.stream_state)
+            acquired = await self.store.acquire(
+                key,
+                fingerprint,
+                carried,
+                history,
+                lambda snapshot: self.service.sessions.restored(request, snapshot),
+            )
+        if acquired.session is None:
+            check_carried_state(request.stream_state, self.limits)
+            if chunk.choices:
+                self.metrics.replays.inc()
+                self.metrics.replayed_tokens.inc(history)
+        delta = chunk_tokens(chunk)
+        tokens = delta if acquired.session else delta + history
+        response = await self._answer(request, model, key, fingerprint, acquired, tokens)
+        # No state, same request, live stream: a restart or a forgotten state.
+        if acquired.miss is Miss.HISTORY and request.stream_state is None:
+            self._report_restart(key, response)
+        return response
+
+    def _derender(
+        self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
+    ) -> tuple[ChatCompletionChunk, StreamState, StreamSession | None]:
+        """The chunk fed to ``session``, rebuilt by replay when None (on a worker
+        thread when the replay is long)."""
+        if session is None and request.generate_chunk.choices:
+            session = self.service.sessions.replayed(request)
+        reply, state = self.service.parsed_stream.chunk(request, model, session)
+        return reply, state, session
+
+    async def _answer(
+        self,
+        request: ChatStreamDerenderRequest,
+        model: str,
+        key: StreamKey,
+        fingerprint: Fingerprint | None,
+        acquired: Acquired,
+        tokens: int,
+    ) -> Response:
+        """Feed the chunk to its session and reply.
+
+        The session is checked out while the chunk is processed, so a concurrent
+        duplicate replays instead of sharing it. Unless this chunk ends the stream
+        or fails, the store keeps it for the next chunk.
+        """
+        chunk = request.generate_chunk
+        try:
+            reply, state, session = await self.service.run(
+                tokens, self._derender, request, model, acquired.session
+            )
+        except BaseException:
+            # Any failure or cancellation drops the checked-out session; the error itself
+            # is re-raised and answered as ours (a logged 500).
+            if fingerprint is not None:
+                await self.store.drop(key, fingerprint, Eviction.ERROR)
+            raise
+        if session is not None:
+            ids, lens = session.history_json()  # ready JSON: the history is not re-encoded
+            state = msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
+        carried = encoder.encode(state)
+        if session is not None and fingerprint is not None:
+            if chunk.choices[0].finish_reason is not None:
+                await self.store.drop(key, fingerprint, Eviction.FINISHED)
+            else:
+                await self.store.keep(key, fingerprint, session, carried)
+        response = json_response(ChatStreamReply(reply, Raw(carried)))
+        if chunk.choices:
+            response.headers["x-derender-cache"] = acquired.source
+        return response
+
+    def _report_restart(self, key: StreamKey, response: Response) -> None:
+        """Say that a chunk without ``stream_state`` started a live stream over.
+
+        It is answered as a first chunk, as vLLM answers it (not refused): a restart or a
+        retried first chunk under the same request id is legitimate, and a refusal would
+        make the reply depend on what this replica's cache holds. The lookup dropped the
+        kept session; its Redis snapshot, if any, serves only a chunk carrying its exact
+        state, and this stream's own snapshot replaces it under the same key. A client
+        that meant to continue is told here.
+        """
+        self.metrics.stream_restarts.inc()
+        response.headers[WARNING_HEADER] = RESTART_WARNING
+        logger.info(  # not a warning: any client can cause it, as often as it likes
+            "request %r choice %d: a chunk without stream_state started a live stream over. "
+            "To continue a stream send the stream_state of its previous reply; give a "
+            "new stream a new request_id.",
+            *key,
+        )

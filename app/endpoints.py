@@ -1,0 +1,101 @@
+"""The two derender endpoints. Each handler reads top to bottom: decode, validate,
+derender, reply; the body was read and its variant (``stream``) picked by the ASGI
+app (app/server.py), which also turns any error into its response."""
+
+from __future__ import annotations
+
+from msgspec import Raw
+from starlette.responses import Response
+
+from app.body import decode_body
+from app.chunk_path import ParsedChunks, json_response
+from app.pieces import free_in_slices
+from app.protocol import (
+    BodyView,
+    ChatDerenderRequest,
+    ChatStreamDerenderRequest,
+    ChatStreamReply,
+    CompletionDerenderRequest,
+    CompletionStreamDerenderRequest,
+    CompletionStreamReply,
+    encoder,
+)
+from app.routing import check_stream_id
+from app.service import DerenderService
+from app.validation import (
+    check_history,
+    check_state_ids,
+    chunk_tokens,
+    validate_chat,
+    validate_chat_stream,
+    validate_completion,
+    validate_completion_stream,
+)
+
+
+class ChatEndpoint:
+    """``POST /v1/chat/completions/derender``: one-shot, or one streamed chunk."""
+
+    def __init__(self, service: DerenderService) -> None:
+        self.service = service
+        self.parsed = service.parsers.configured
+        self.chunks = ParsedChunks(service)
+
+    async def __call__(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
+        if not view.stream:
+            encoded = await self.service.run_one_shot(body, self._one_shot, body, view)
+            return Response(encoded, media_type="application/json")
+        if self.parsed and self.service.store.cache.enabled:
+            continued = await self.chunks.continue_echoed(view, stream_id)
+            if continued is not None:
+                return continued
+        request = decode_body(body, ChatStreamDerenderRequest)
+        if not self.parsed:  # a parsed chunk's history is checked where a replay reads it
+            check_history(request.stream_state)
+        check_stream_id(stream_id, request.generate_chunk.request_id)
+        model = validate_chat_stream(request, view, self.service.limits)
+        if self.parsed:
+            return await self.chunks.answer(request, model, view)
+        check_state_ids(request.stream_state, self.service.limits)
+        tokens = chunk_tokens(request.generate_chunk)
+        reply, state = await self.service.run(
+            tokens, self.service.plain_stream.chat, request, model
+        )
+        return json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
+
+    def _one_shot(self, body: bytes, view: BodyView) -> bytes:
+        request = decode_body(body, ChatDerenderRequest)
+        model = validate_chat(request, view, self.service.limits)
+        try:
+            return self.service.encoded(self.service.one_shot.chat_lazily(request, model))
+        finally:  # refused or failed too: the request is as large either way
+            free_in_slices([request.generate_response])
+
+
+class CompletionsEndpoint:
+    """``POST /v1/completions/derender``: one-shot, or one streamed chunk."""
+
+    def __init__(self, service: DerenderService) -> None:
+        self.service = service
+
+    async def __call__(self, body: bytes, view: BodyView, stream_id: str | None) -> Response:
+        if not view.stream:
+            encoded = await self.service.run_one_shot(body, self._one_shot, body)
+            return Response(encoded, media_type="application/json")
+        request = decode_body(body, CompletionStreamDerenderRequest)
+        check_history(request.stream_state)
+        check_stream_id(stream_id, request.generate_chunk.request_id)
+        model = validate_completion_stream(request, self.service.limits)
+        tokens = chunk_tokens(request.generate_chunk)
+        derender = self.service.plain_stream.completion
+        reply, state = await self.service.run(tokens, derender, request, model)
+        return json_response(CompletionStreamReply(reply, state))
+
+    def _one_shot(self, body: bytes) -> bytes:
+        request = decode_body(body, CompletionDerenderRequest)
+        model = validate_completion(request, self.service.limits)
+        responses = request.generate_responses
+        try:
+            return self.service.encoded(self.service.one_shot.completion_lazily(request, model))
+        finally:  # refused or failed too: the request is as large either way
+            free_in_slices(responses)

@@ -1,0 +1,92 @@
+"""Streamed chat chunks through a parser: the session carries the parse between chunks.
+
+The session (kept, restored or rebuilt by replay: app/session_store.py and
+app/session.py) is fed the chunk; the carried ``stream_state`` grows exactly as
+vLLM's, so any later chunk can be answered from it alone.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from app.derender import chat_chunk, chat_top_logprobs, drop_stop_token, resolve_stream_logprobs
+from app.logprobs import context_tail
+from app.parsing import to_wire_delta
+from app.protocol import (
+    ChatCompletionChunk,
+    ChatStreamChoice,
+    ChatStreamDerenderRequest,
+    StreamState,
+)
+from app.session import StreamSession
+from app.tokenizer import Tokenizer
+from parsers.types import Delta
+
+
+class ParsedStreamDerenderer:
+    """One parsed chunk at a time, fed to the stream's session."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def chunk(
+        self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
+    ) -> tuple[ChatCompletionChunk, StreamState]:
+        """The chunk's reply and the state it carries. ``session`` is None only for a
+        chunk without a choice (a usage-only chunk), which needs no parser."""
+        chat_request = request.chat_request
+        assert chat_request is not None
+        state = request.stream_state or StreamState()
+        return_token_ids = bool(chat_request.return_token_ids)
+        choices = []
+        if request.generate_chunk.choices:
+            assert session is not None
+            choice, state = self._feed(request, session, state, return_token_ids)
+            choices.append(choice)
+        return chat_chunk(request, model, choices, return_token_ids), state
+
+    def _feed(
+        self,
+        request: ChatStreamDerenderRequest,
+        session: StreamSession,
+        state: StreamState,
+        return_token_ids: bool,
+    ) -> tuple[ChatStreamChoice, StreamState]:
+        chat_request = request.chat_request
+        assert chat_request is not None
+        parser = session.parser
+        # Hidden reasoning would leak through per-token metadata, so it goes too.
+        hide_metadata = not parser.options.include_reasoning
+        # The carried flag is authoritative over the one the session rebuilt.
+        parser.state.tools_streamed = state.tools_streamed
+        choice = request.generate_chunk.choices[0]
+        token_ids = choice.token_ids or []
+        text_ids, stop_reason = drop_stop_token(
+            self.tokenizer, token_ids, choice.finish_reason, choice.stop_reason, chat_request
+        )
+        delta, finish_reason = session.feed(token_ids, text_ids, choice.finish_reason)
+        logprobs = None
+        if not hide_metadata:
+            logprobs = resolve_stream_logprobs(
+                self.tokenizer, choice.logprobs, state, chat_top_logprobs(chat_request)
+            )
+        pinned_ids = list(state.last_tool_call_ids)
+        reply = ChatStreamChoice(
+            index=choice.index,
+            delta=to_wire_delta(delta or Delta(), pinned_ids, state.role_sent),
+            logprobs=logprobs,
+            finish_reason=finish_reason,
+            stop_reason=stop_reason,
+            token_ids=choice.token_ids if return_token_ids and not hide_metadata else None,
+        )
+        state = msgspec.structs.replace(
+            state,
+            output_token_ids=session.output_token_ids,
+            output_chunk_lens=session.output_chunk_lens,
+            role_sent=True,
+            tools_streamed=parser.state.tools_streamed,
+            last_tool_call_ids=pinned_ids,
+            logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
+        )
+        session.answer(request, state)
+        return reply, state
