@@ -47,6 +47,7 @@ from bench.workload import (
     CHAT_REQUEST,
     HARMONY_CALL_OPEN,
     HARMONY_THOUGHT,
+    MINIMAX_CALL_OPEN,
     SENTENCE,
     dsml_call_open,
     encode,
@@ -93,6 +94,15 @@ def _dsml_config(tool: str, reasoning: str | None) -> Config:
     call = f"{call_open}x{close}parameter>\n{close}invoke>\n"
     return Config(
         tool, reasoning, call_open=dsml_call_open(tool), call=call, section=section + "\n"
+    )
+
+
+def _minimax_config(reasoning: str) -> Config:
+    """MiniMax M2's calls: the section's opener once, then invoke after invoke."""
+    section, call_open = MINIMAX_CALL_OPEN.split("\n", 1)
+    call = f"{call_open}x</parameter>\n</invoke>\n"
+    return Config(
+        "minimax_m2", reasoning, call_open=MINIMAX_CALL_OPEN, call=call, section=section + "\n"
     )
 
 
@@ -176,6 +186,8 @@ CONFIGS: dict[str, Config] = {
     "deepseek_v32": _dsml_config("deepseek_v32", None),
     "deepseek_v4+deepseek_v4": _dsml_config("deepseek_v4", "deepseek_v4"),
     "deepseek_v41+deepseek_v41": _dsml_config("deepseek_v41", "deepseek_v41"),
+    "minimax_m2+minimax_m2": _minimax_config("minimax_m2"),
+    "minimax_m2_append_think+minimax_m2": _minimax_config("minimax_m2_append_think"),
     "openai_gptoss+openai": Config(
         "openai",
         "openai_gptoss",
@@ -242,6 +254,11 @@ FAMILIES: dict[str, Family] = {
         _fixed('<｜DSML｜parameter name="k" string="true">v>w</｜DSML｜parameter>'),
     ),
     "DSML invoke storm": Family(_fixed("<｜DSML｜tool_calls>\n"), _fixed('<｜DSML｜invoke name="')),
+    "MiniMax parameter storm": Family(
+        _in_call("v</parameter>"), _fixed('<parameter name="k">v>w</parameter>')
+    ),
+    "MiniMax invoke storm": Family(_fixed("<minimax:tool_call>\n"), _fixed('<invoke name="')),
+    "MiniMax open name storm": Family(_in_call(""), _fixed('<parameter name="k')),
     "long number": Family(_in_call("1"), _fixed("234")),
     "duplicate keys": Family(_in_call('1, "a": 1, "a": 2'), _fixed(', "b": 1')),
     "surrogate escapes": Family(_in_call('"'), _fixed("\\ud800")),

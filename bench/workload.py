@@ -64,6 +64,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "deepseek_v4+deepseek_v4": ("deepseek_v4", "deepseek_v4", "dsml_v4_call"),
     "deepseek_v41+deepseek_v41": ("deepseek_v41", "deepseek_v41", "dsml_v41_call"),
     "openai_gptoss+openai": ("openai", "openai_gptoss", "harmony_call"),
+    "minimax_m2+minimax_m2": ("minimax_m2", "minimax_m2", "minimax_call"),
+    "minimax_m2_append_think+minimax_m2": ("minimax_m2", "minimax_m2_append_think", "minimax_call"),
 }
 # gpt-oss's Harmony: a short analysis message, then a call's JSON body left open.
 HARMONY_THOUGHT = "<|channel|>analysis<|message|>Short thought.<|end|><|start|>assistant"
@@ -71,6 +73,9 @@ HARMONY_CALL_OPEN = (
     '<|channel|>commentary to=functions.save_note <|constrain|>json<|message|>{"body": '
 )
 DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
+# MiniMax M2: a call section's opener, then one call to save_note with its string body open.
+MINIMAX_MARKERS = ("<minimax:tool_call>", "</minimax:tool_call>")
+MINIMAX_CALL_OPEN = '<minimax:tool_call>\n<invoke name="save_note">\n<parameter name="body">'
 DSML_TOOLS = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 DSML_STRING_PARAM = '<｜DSML｜parameter name="body" string="true">'
 
@@ -116,6 +121,17 @@ def qwen3_with_dsml() -> Tokenizer:
 
 
 @cache
+def qwen3_with_minimax_markers() -> Tokenizer:
+    """A test tokenizer: Qwen3's vocabulary plus MiniMax's call-section markers as tokens
+    (the invoke and parameter tags are text, as in MiniMax's own vocabulary)."""
+    from tokenizers import AddedToken
+
+    hf = load_tokenizer("qwen3")._hf
+    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in MINIMAX_MARKERS])
+    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+
+
+@cache
 def gpt_oss() -> Tokenizer:
     """The bundled gpt-oss tokenizer (o200k_harmony): Harmony is read by its ids."""
     return load_tokenizer("gpt-oss")
@@ -127,6 +143,8 @@ def tokenizer_for(tool: str | None) -> Tokenizer:
         return gpt_oss()
     if tool in DSML_TOOLS:
         return qwen3_with_dsml()
+    if tool == "minimax_m2":
+        return qwen3_with_minimax_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -166,6 +184,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dsml_v4_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v4"),
         "dsml_v41_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v41"),
         "harmony_call": HARMONY_THOUGHT + HARMONY_CALL_OPEN + '"',
+        "minimax_call": "Short thought.\n</think>\n\n" + MINIMAX_CALL_OPEN,
     }[kind]
     return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
 

@@ -55,7 +55,7 @@ from parsers.engine import (
 from parsers.engine_tools import EngineTools
 from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
-from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
+from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
 from parsers.qwen3_coder import json_name, name_and_arguments
 from parsers.schema import coerce_arguments
 from parsers.types import (
@@ -208,13 +208,15 @@ class DsmlReasoning(Qwen3Reasoning):
 
     def __init__(
         self,
-        grammar: DsmlGrammar,
+        grammar: ThinkGrammar,
         options: ParseOptions,
         state: DsmlReasoningState | None = None,
+        *,
+        thinking: bool | None = None,
     ) -> None:
         self.dsml_state = state if state is not None else DsmlReasoningState()
         super().__init__(grammar, options, self.dsml_state)
-        self.thinking = v4_thinking(options)
+        self.thinking = v4_thinking(options) if thinking is None else thinking
 
     def extract(
         self, text: str, prompt_token_ids: Sequence[int] | None

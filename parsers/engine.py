@@ -116,6 +116,13 @@ class Format:
             for (s, t), tr in transitions.items()
             if tr.next_state in call_states or s in call_states
         )
+        # Markers that leave the calls (MiniMax's closer may end an inner call, not
+        # its wrapper, so exits are read off the transitions).
+        self.exit_terminals = frozenset(
+            t
+            for (s, t), tr in transitions.items()
+            if s in call_states and tr.next_state not in call_states
+        )
 
 
 QWEN3_FORMAT = Format(TRANSITIONS, _STATE_EVENTS, TOOL_STATES)
@@ -201,6 +208,8 @@ class EngineState(Struct):
     deferred_text: str = ""
     # How much of deferred_text was already searched for the first deferred marker.
     deferred_searched: int = 0
+    # Reasoning-only mode: inside tool markup that passes through as content.
+    in_skipped_calls: bool = False
 
 
 class MarkerEngine:
@@ -462,16 +471,41 @@ class MarkerEngine:
         kind = self.grammar.format.state_events.get(self.s.state)
         return [Event(kind, text, self.s.tool_index)] if kind is not None else []
 
+    def _skips(self, terminal: str, transition: Transition) -> bool:
+        """Reasoning-only mode: whether tool markup passes through as text.
+
+        A closer outside any skipped call markup (MiniMax's ``</minimax:tool_call>``
+        in content) is not tool markup there: its own transition applies.
+        """
+        s = self.s
+        markup = self.grammar.format
+        opener = transition.next_state in markup.call_states
+        closer = terminal in markup.exit_terminals
+        if closer and not opener and not s.in_skipped_calls:
+            return False
+        if opener:
+            s.in_skipped_calls = True
+        elif closer:
+            s.in_skipped_calls = False
+        return True
+
     def _terminal(self, terminal: str, text: str) -> list[Event]:
         s = self.s
-        transition = self.grammar.format.transitions.get((s.state, terminal))
+        markup = self.grammar.format
+        transition = markup.transitions.get((s.state, terminal))
         if transition is None:
             if terminal == DROP:
                 return []
+            if self.skip_tools and terminal in markup.exit_terminals:
+                s.in_skipped_calls = False
             return self._text(text)
         if self.skip_reasoning and terminal in REASONING_MARKUP:
             return self._text(text)
-        if self.skip_tools and terminal in self.grammar.format.tool_terminals:
+        if (
+            self.skip_tools
+            and terminal in markup.tool_terminals
+            and self._skips(terminal, transition)
+        ):
             if REASONING_END in transition.events:
                 s.state = CONTENT
                 return [Event(REASONING_END, text, s.tool_index), Event(TEXT, text, s.tool_index)]

@@ -18,7 +18,9 @@ open inside the JSON sends nothing until it ends (docs/parity.md).
 from __future__ import annotations
 
 import json
-from typing import Any
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from msgspec import Struct, field
 
@@ -26,8 +28,9 @@ from parsers.engine import (
     CONTENT,
     EngineState,
     Event,
+    Grammar,
 )
-from parsers.engine_tools import EngineTools
+from parsers.engine_tools import EngineTools, ToolsState
 from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
 from parsers.qwen3 import Qwen3Grammar
@@ -179,11 +182,14 @@ class OpenValue(Struct):
     sent: list[str] = field(default_factory=list)
 
 
-def read_value(value: OpenValue, raw: str, end: int) -> str:
-    """The JSON-escaped text ``raw[value.read_to:end]`` adds to the open value, with one
-    leading newline dropped and a trailing one held (they may be the template's)."""
+def read_value(value: OpenValue, raw: str, end: int, *, trim: bool = True) -> str:
+    """The JSON-escaped text ``raw[value.read_to:end]`` adds to the open value; with
+    ``trim``, one leading newline dropped and a trailing one held (they may be the
+    template's)."""
     text = value.held + raw[value.read_to : end]
     value.read_to = end
+    if not trim:
+        return json.dumps(text, ensure_ascii=False)[1:-1]
     if not value.started and text:
         value.started = True
         text = text.removeprefix("\n")
@@ -192,7 +198,22 @@ def read_value(value: OpenValue, raw: str, end: int) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-class Slot(Struct):
+class ParamScanner(Protocol):
+    """A format's parameter syntax, matched once per character as a call body grows."""
+
+    @property
+    def name_end(self) -> int:
+        """Where the open parameter's head ends (its value starts just past it)."""
+        ...
+
+    def next_parameter(self, raw: str) -> tuple[str, str] | None: ...
+
+    def open_name(self, raw: str) -> str | None: ...
+
+    def settled(self) -> int: ...
+
+
+class ParamSlot(Struct):
     """One call: its name, raw body, parameters so far, and what of their JSON was sent.
 
     The arguments JSON is ``{`` + entries joined by ``, `` + ``}``, one ``"key": value``
@@ -206,7 +227,6 @@ class Slot(Struct):
     args: str = ""
     name_sent: bool = False
     string_keys: list[str] | None = None
-    scan: ParamScan = field(default_factory=ParamScan)
     json_name: KeyMatch = field(default_factory=KeyMatch)
     names: list[str] = field(default_factory=list)
     values: list[str] = field(default_factory=list)
@@ -221,6 +241,15 @@ class Slot(Struct):
     open_value: OpenValue | None = None
 
 
+class Slot(ParamSlot):
+    """A Qwen3-Coder call: ``<parameter=K>`` parameters."""
+
+    scan: ParamScan = field(default_factory=ParamScan)
+
+
+SlotT = TypeVar("SlotT", bound=ParamSlot)
+
+
 class Qwen3CoderState(Struct, tag="qwen3_coder"):
     engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
     slots: list[Slot] = field(default_factory=list)
@@ -228,34 +257,56 @@ class Qwen3CoderState(Struct, tag="qwen3_coder"):
     content_has_nonws: bool = False
 
 
-class Qwen3CoderTools(EngineTools[Slot]):
-    """Tool calls in Qwen3's XML format, streamed or one-shot."""
+class ParamTools(EngineTools[SlotT]):
+    """XML-style calls whose body is parameters read as strings (Qwen3-Coder, MiniMax):
+    the JSON of the parameters, typed by the tool's schema, streamed as a growing
+    prefix. A format says how parameters are spelled (``_scan``), whether a value's
+    wrapping newlines are markup, and which call names it accepts."""
 
-    state: Qwen3CoderState
+    # One leading and one trailing newline of a value belong to the template.
+    trims_newlines = True
+    # Names absent from the request's tools are not calls (when it has tools).
+    validates_names = False
 
     def __init__(
         self,
-        grammar: Qwen3Grammar,
+        grammar: Grammar,
         options: ParseOptions,
+        state: ToolsState[SlotT],
+        new_slot: Callable[[], SlotT],
         *,
         reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: Qwen3CoderState | None = None,
+        id_seed: str,
     ) -> None:
         super().__init__(
-            grammar.grammar,
+            grammar,
             options,
-            state if state is not None else Qwen3CoderState(),
-            Slot,
+            state,
+            new_slot,
             reasoning_markup_is_text=reasoning_markup_is_text,
             id_seed=id_seed,
         )
         self._properties_by_name: dict[str, dict[str, Any]] = {}
 
+    @abstractmethod
+    def _scan(self, slot: SlotT) -> ParamScanner:
+        """The slot's parameter scanner."""
+
+    def _accepts(self, name: str) -> bool:
+        """Whether a call of this name is one (vLLM checks names against the tools)."""
+        if not name:
+            return False
+        if not self.validates_names or not self.options.tools:
+            return True
+        return self.options.tool(name) is not None
+
+    def _trimmed(self, value: str) -> str:
+        return _trim_wrapping_newlines(value) if self.trims_newlines else value
+
     # ------------------------------------------------------------------ format hooks
 
     def _announce(self, index: int, calls: list[DeltaToolCall], name: str | None) -> None:
-        if not name:
+        if name is None or not self._accepts(name):
             return
         slot = self.state.slots[index]
         slot.name = name
@@ -293,7 +344,7 @@ class Qwen3CoderTools(EngineTools[Slot]):
             remaining = released + (remaining or "")
         if not slot.name_sent:
             name = slot.name or json_name(slot.args, slot.json_name)
-            if name:
+            if name and self._accepts(name):
                 slot.name = name
                 slot.name_sent = True
                 slot.string_keys = self._string_keys(name)
@@ -311,13 +362,13 @@ class Qwen3CoderTools(EngineTools[Slot]):
         if remaining and slot.name_sent:
             calls.append(DeltaToolCall(index=index, arguments=remaining))
 
-    def _ensure_id(self, index: int, slot: Slot) -> None:
+    def _ensure_id(self, index: int, slot: SlotT) -> None:
         if not slot.id:
             slot.id = chat_tool_call_id(self.id_seed, index)
 
     # ------------------------------------------------------------------ arguments
 
-    def _argument_delta(self, slot: Slot) -> str | None:
+    def _argument_delta(self, slot: SlotT) -> str | None:
         """The arguments text the body's new text adds, as vLLM's engine streams it.
 
         The JSON is re-derived where it can change, and only from what changed: at
@@ -330,7 +381,7 @@ class Qwen3CoderTools(EngineTools[Slot]):
             return None
         self._retype(slot)
         pieces: list[str] = []
-        scan = slot.scan
+        scan = self._scan(slot)
         while (parameter := scan.next_parameter(slot.args)) is not None:
             self._record(slot, *parameter)
             pending = slot.entries[len(slot.sent_entries) :] if self._extends(slot) else None
@@ -345,14 +396,14 @@ class Qwen3CoderTools(EngineTools[Slot]):
                 pieces.append(piece)
         return "".join(pieces) or None
 
-    def _open(self, slot: Slot, name: str) -> str | None:
+    def _open(self, slot: SlotT, name: str) -> str | None:
         """What the JSON with a newly open parameter adds; how its value goes on from there.
 
         A repeated key keeps its first place, so while it is open again its value sits
         inside the JSON, not at its end: unless it is the last entry, nothing is sent
         until it ends. Its text read in the meantime changes nothing that can be sent.
         """
-        scan = slot.scan
+        scan = self._scan(slot)
         value = OpenValue(scan.name_end + 1)
         slot.open_value = value
         position = slot.positions.get(name, len(slot.entries))
@@ -360,8 +411,8 @@ class Qwen3CoderTools(EngineTools[Slot]):
         if position < last or slot.stale:
             return None
         raw = slot.args[value.read_to : scan.settled()]
-        read_value(value, slot.args, scan.settled())
-        entry = self._entry(slot.name, name, _trim_wrapping_newlines(raw))
+        read_value(value, slot.args, scan.settled(), trim=self.trims_newlines)
+        entry = self._entry(slot.name, name, self._trimmed(raw))
         head, streams = _head(entry, name, slot.string_keys)
         covered = len(slot.sent_entries)
         if position == covered and slot.sent_tail:  # the same key's head was sent last
@@ -382,13 +433,12 @@ class Qwen3CoderTools(EngineTools[Slot]):
             value.mode = _SENDS
         return piece
 
-    @staticmethod
-    def _read_open(slot: Slot, end: int) -> str | None:
+    def _read_open(self, slot: SlotT, end: int) -> str | None:
         """The JSON-escaped text the open value adds up to ``end``, if it is sent."""
         value = slot.open_value
         if value is None or value.mode == _SILENT:
             return None
-        text = read_value(value, slot.args, end)
+        text = read_value(value, slot.args, end, trim=self.trims_newlines)
         if not text:
             return None
         if value.mode == _BEHIND:
@@ -406,7 +456,7 @@ class Qwen3CoderTools(EngineTools[Slot]):
         value.sent.append(text)
         return text
 
-    def _final_arguments(self, slot: Slot) -> str | None:
+    def _final_arguments(self, slot: SlotT) -> str | None:
         """What the closed object adds to the arguments sent (None if it does not extend them)."""
         self._complete(slot)
         self._close_open_value(slot)
@@ -423,12 +473,12 @@ class Qwen3CoderTools(EngineTools[Slot]):
         return piece
 
     @staticmethod
-    def _extends(slot: Slot) -> bool:
+    def _extends(slot: SlotT) -> bool:
         """Whether the entries now still read as what was sent (else nothing more is)."""
         return not slot.stale and slot.tail_ok
 
     @staticmethod
-    def _send(slot: Slot, pending: list[str], head: str) -> str:
+    def _send(slot: SlotT, pending: list[str], head: str) -> str:
         """Send the JSON of the entries past the covered ones, the last as ``head`` only.
 
         The caller has checked that it extends what was sent; returns what it adds.
@@ -440,13 +490,13 @@ class Qwen3CoderTools(EngineTools[Slot]):
         slot.tail_ok = True
         return piece
 
-    def _complete(self, slot: Slot) -> None:
+    def _complete(self, slot: SlotT) -> None:
         """Read the rest of the body's parameters, sending nothing in between."""
         self._retype(slot)
-        while (parameter := slot.scan.next_parameter(slot.args)) is not None:
+        while (parameter := self._scan(slot).next_parameter(slot.args)) is not None:
             self._record(slot, *parameter)
 
-    def _record(self, slot: Slot, name: str, value: str) -> None:
+    def _record(self, slot: SlotT, name: str, value: str) -> None:
         """Keep a completed parameter: a new entry, or the new value of a repeated key."""
         self._close_open_value(slot)
         entry = self._entry(slot.name, name, value)
@@ -466,7 +516,7 @@ class Qwen3CoderTools(EngineTools[Slot]):
             slot.tail_ok = entry[:-1].startswith(slot.sent_tail)
 
     @staticmethod
-    def _close_open_value(slot: Slot) -> None:
+    def _close_open_value(slot: SlotT) -> None:
         """The open value ended: what of it was streamed joins the sent head."""
         value = slot.open_value
         if value is None:
@@ -480,7 +530,7 @@ class Qwen3CoderTools(EngineTools[Slot]):
                 slot.sent_tail
             )
 
-    def _retype(self, slot: Slot) -> None:
+    def _retype(self, slot: SlotT) -> None:
         """Re-type every parameter when the call's name changed since they were typed."""
         if slot.coerced_as == slot.name:
             return
@@ -549,10 +599,37 @@ class Qwen3CoderTools(EngineTools[Slot]):
             arguments = "{" + ", ".join(entries) + "}"
         else:
             arguments = "{}"
-        if not name:
+        if not self._accepts(name):
             return None
         self._ensure_id(index, slot)
         return FunctionCall(name, arguments)
+
+
+class Qwen3CoderTools(ParamTools[Slot]):
+    """Tool calls in Qwen3's XML format, streamed or one-shot."""
+
+    state: Qwen3CoderState
+
+    def __init__(
+        self,
+        grammar: Qwen3Grammar,
+        options: ParseOptions,
+        *,
+        reasoning_markup_is_text: bool,
+        id_seed: str = "",
+        state: Qwen3CoderState | None = None,
+    ) -> None:
+        super().__init__(
+            grammar.grammar,
+            options,
+            state if state is not None else Qwen3CoderState(),
+            Slot,
+            reasoning_markup_is_text=reasoning_markup_is_text,
+            id_seed=id_seed,
+        )
+
+    def _scan(self, slot: Slot) -> ParamScan:
+        return slot.scan
 
 
 def _head(entry: str, name: str, string_keys: list[str] | None) -> tuple[str, bool]:

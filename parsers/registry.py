@@ -19,6 +19,14 @@ from parsers.engine import Grammar
 from parsers.harmony import HarmonyGrammar, HarmonyState, HarmonyStream, HarmonyUnavailable
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
+from parsers.minimax import (
+    AppendThinkReasoning,
+    AppendThinkState,
+    MiniMaxGrammar,
+    MiniMaxReasoning,
+    MiniMaxTools,
+    MiniMaxToolState,
+)
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.qwen3 import Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState, Qwen3CoderTools
@@ -28,7 +36,16 @@ from parsers.types import ParseOptions, Vocabulary
 from parsers.xlam import XlamState, XlamStream, XlamTools
 
 REASONING_PARSERS = frozenset(
-    {"qwen3", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41", "openai_gptoss"}
+    {
+        "qwen3",
+        "deepseek_r1",
+        "deepseek_v3",
+        "deepseek_v4",
+        "deepseek_v41",
+        "openai_gptoss",
+        "minimax_m2",
+        "minimax_m2_append_think",
+    }
 )
 
 # Aliases map to the parser they share an implementation with.
@@ -46,12 +63,17 @@ TOOL_PARSERS = {
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v41",
     "openai": "openai",
+    "minimax_m2": "minimax_m2",
 }
 _DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
 # Parsers built on vLLM's declarative engine rather than its legacy classes; the
 # difference shows in how tool_choice "none" and unparsed markup are handled.
-_ENGINE_BASED = frozenset({"qwen3", "qwen3_coder", "deepseek_v32", "deepseek_v4", "deepseek_v41"})
+_ENGINE_BASED = frozenset(
+    {"qwen3", "qwen3_coder", "deepseek_v32", "deepseek_v4", "deepseek_v41", "minimax_m2"}
+)
+_MINIMAX = "minimax_m2"
+_APPEND_THINK = "minimax_m2_append_think"
 _DSML = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 # gpt-oss's Harmony: one parser reads reasoning and calls, so neither mixes with others.
 _HARMONY_REASONING = "openai_gptoss"
@@ -127,6 +149,10 @@ class ParserFactory:
                 self._deepseek = deepseek_grammar(vocab)
             except DeepSeekUnavailable as exc:
                 raise ParserConfigError(f"--tool-call-parser {tool_parser}: {exc}") from None
+        self._minimax = (
+            MiniMaxGrammar(vocab) if _MINIMAX in (reasoning_parser, self.tool_name) else None
+        )
+        self._vocab = vocab
         self._harmony = self._harmony_grammar(reasoning_parser, tool, vocab)
         active = [n for n in (self.reasoning_name, self.tool_name) if n is not None]
         self.engine_based = all(name in _ENGINE_BASED for name in active)
@@ -199,6 +225,10 @@ class ParserFactory:
             reasoning = self._think_parser(options)
         elif self._dsml_reasoning is not None:
             reasoning = DsmlReasoning(self._dsml_reasoning, options)
+        elif self.reasoning_name == _MINIMAX and self._minimax is not None:
+            reasoning = MiniMaxReasoning(self._minimax, options)
+        elif self.reasoning_name == _APPEND_THINK:
+            reasoning = AppendThinkReasoning(self._vocab)
         tools: ToolParser | None = None
         if self.tool_name == "hermes":
             tools = HermesTools()
@@ -219,6 +249,10 @@ class ParserFactory:
         elif self._dsml_tools is not None and self.tool_name is not None:
             tools = DsmlTools(
                 self._dsml_tools, options, reasoning_markup_is_text=self.reasoning_name is None
+            )
+        elif self.tool_name == _MINIMAX and self._minimax is not None:
+            tools = MiniMaxTools(
+                self._minimax, options, reasoning_markup_is_text=self.reasoning_name is None
             )
         return ChatParser(options, reasoning, tools, engine_based=self.engine_based)
 
@@ -251,6 +285,12 @@ class ParserFactory:
         elif self._dsml_reasoning is not None:
             state.reasoning = _reuse(state.reasoning, DsmlReasoningState)
             reasoning = DsmlReasoning(self._dsml_reasoning, options, state.reasoning)
+        elif self.reasoning_name == _MINIMAX and self._minimax is not None:
+            state.reasoning = _reuse(state.reasoning, DsmlReasoningState)
+            reasoning = MiniMaxReasoning(self._minimax, options, state.reasoning)
+        elif self.reasoning_name == _APPEND_THINK:
+            state.reasoning = _reuse(state.reasoning, AppendThinkState)
+            reasoning = AppendThinkReasoning(self._vocab, state.reasoning)
         elif (think := self._think_parser(options)) is not None:
             state.reasoning = _reuse(state.reasoning, ThinkTagStreamState)
             reasoning = ThinkTagStream(think, state.reasoning)
@@ -280,6 +320,15 @@ class ParserFactory:
             state.tools = _reuse(state.tools, DsmlToolState)
             tools = DsmlTools(
                 self._dsml_tools,
+                options,
+                reasoning_markup_is_text=self.reasoning_name is None,
+                id_seed=id_seed,
+                state=state.tools,
+            )
+        elif self.tool_name == _MINIMAX and self._minimax is not None:
+            state.tools = _reuse(state.tools, MiniMaxToolState)
+            tools = MiniMaxTools(
+                self._minimax,
                 options,
                 reasoning_markup_is_text=self.reasoning_name is None,
                 id_seed=id_seed,

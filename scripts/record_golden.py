@@ -155,12 +155,28 @@ def v31_calls(calls: list[tuple[str, Any]]) -> str:
     return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
 
 
+def minimax_calls(calls: list[tuple[str, Any]]) -> str:
+    """MiniMax M2: ``<invoke>`` blocks of ``<parameter>`` tags in a ``<minimax:tool_call>``."""
+    text = "<minimax:tool_call>\n"
+    for name, args in calls:
+        text += f'<invoke name="{name}">\n'
+        if isinstance(args, str):  # raw (malformed) parameter markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f'<parameter name="{key}">{body}</parameter>\n'
+        text += "</invoke>\n"
+    return text + "</minimax:tool_call>"
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
     "v32": Dsml("function_calls", "invoke", "parameter").calls,
     "v4": Dsml("tool_calls", "invoke", "parameter").calls,
     "v41": Dsml(" calls", " invoke", " parameter").calls,
+    "minimax": minimax_calls,
 }
 MALFORMED = {
     "v3": '{"city": "Paris", "unit": }',
@@ -168,6 +184,7 @@ MALFORMED = {
     "v32": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
     "v4": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
     "v41": '<｜DSML｜ parameter name="days" string="false">[1, 2</｜DSML｜ parameter>\n',
+    "minimax": '<parameter name="days">[1, 2</parameter>\n<parameter name=>x</parameter>\n',
 }
 
 
@@ -326,8 +343,11 @@ def tool_scenarios(fmt: str, thinking_kwarg: bool) -> list[Scenario]:
     return scenarios
 
 
-def plain_scenarios() -> list[Scenario]:
-    """Configurations without a tool parser: reasoning only, or no parser at all."""
+def plain_scenarios(calls: Callable[[list[tuple[str, Any]]], str] = v31_calls) -> list[Scenario]:
+    """Configurations without a tool parser: reasoning only, or no parser at all.
+
+    ``calls``: the family's call markup, which stays content.
+    """
     think = {"chat_template_kwargs": THINK}
     return [
         *_reasoning_scenarios(think),
@@ -345,14 +365,14 @@ def plain_scenarios() -> list[Scenario]:
         ),
         Scenario(
             "call_markup_stays_content",
-            "V3.1 tool-call markup with no tool parser (tool_choice none): content",
+            "tool-call markup with no tool parser (tool_choice none): content",
             _chat(
                 [SYSTEM, ASK_WEATHER],
                 tools=TOOLS,
                 tool_choice="none",
                 chat_template_kwargs=NO_THINK,
             ),
-            [v31_calls([WEATHER])],
+            [calls([WEATHER])],
         ),
         Scenario(
             "multibyte",
@@ -537,6 +557,58 @@ def harmony_scenarios() -> list[Scenario]:
     ]
 
 
+# --- MiniMax M2 (synthetic tokenizer) ------------------------------------------------
+
+MINIMAX = "minimax_m2"  # the synthetic tokenizer's family (tests/synthetic_tokenizers.py)
+QWEN3_EOS = "<|im_end|>"
+
+
+def served_as(served: str, scenarios: list[Scenario]) -> list[Scenario]:
+    """The scenarios with their chat requests naming ``served`` as the model."""
+    for scenario in scenarios:
+        scenario.chat_request = scenario.chat_request | {"model": served}
+    return scenarios
+
+
+def minimax_scenarios() -> list[Scenario]:
+    """The DeepSeek tool scenarios in MiniMax's markup, plus what only MiniMax reads."""
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    time_call = '<parameter name="timezone">Asia/Tokyo</parameter>\n</invoke>\n'
+    return [
+        *tool_scenarios("minimax", True),
+        Scenario(
+            "unknown_tool",
+            "a call to a tool the request does not declare is dropped; the next one stays",
+            _chat(weather, **tools),
+            [f"{PLAN}</think>" + minimax_calls([("get_stock", {"symbol": "AAPL"}), WEATHER])],
+        ),
+        Scenario(
+            "name_spellings",
+            "single-quoted and bare names, spaces around a parameter's name",
+            _chat(weather, **tools),
+            [
+                f"{PLAN_TWO}</think><minimax:tool_call>\n<invoke name='get_time'>\n"
+                + time_call
+                + "<invoke name=get_weather>\n<parameter name = 'city' >Paris</parameter>\n"
+                "<parameter name=days>2</parameter>\n</invoke>\n</minimax:tool_call>"
+            ],
+        ),
+        Scenario(
+            "invoke_without_wrapper",
+            "an <invoke> outside <minimax:tool_call> is a call too; text after it is dropped",
+            _chat(weather, **tools),
+            [f'{PLAN}</think>Checking.\n<invoke name="get_time">\n{time_call}Done.'],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: calls are read and dropped",
+            _chat(weather, **tools, tool_choice="none"),
+            [f"{PLAN}</think>Sure.{minimax_calls([WEATHER])}"],
+        ),
+    ]
+
+
 V4 = "DeepseekV4ForCausalLM"
 CONFIGS = {
     config.name: config
@@ -563,6 +635,30 @@ CONFIGS = {
             eos="",
             served=GPT_OSS_SERVED,
         ),
+        Config(
+            "M1",
+            _parsers("minimax_m2", "minimax_m2"),
+            MINIMAX,
+            served_as(MINIMAX, minimax_scenarios()),
+            eos=QWEN3_EOS,
+            served=MINIMAX,
+        ),
+        Config(
+            "M2",
+            _parsers("minimax_m2_append_think", "minimax_m2"),
+            MINIMAX,
+            served_as(MINIMAX, tool_scenarios("minimax", True)),
+            eos=QWEN3_EOS,
+            served=MINIMAX,
+        ),
+        Config(
+            "M3",
+            _parsers("minimax_m2", None),
+            MINIMAX,
+            served_as(MINIMAX, plain_scenarios(minimax_calls)),
+            eos=QWEN3_EOS,
+            served=MINIMAX,
+        ),
     )
 }
 MODEL_TYPES = {
@@ -586,6 +682,21 @@ def gptoss_model_dir(root: Path, project_python: Path) -> Path:
     ).stdout.strip()
     target = root / "gpt_oss"
     shutil.copytree(built, target, dirs_exist_ok=True)
+    return target
+
+
+def synthetic_model_dir(family: str, root: Path, project_python: Path, oracle_dir: Path) -> Path:
+    """A synthetic tokenizer built by the project's Python (the suite's own ids), with the
+    oracle's Qwen3 config.json: vLLM reads the model's shape from it, and renders the
+    tokenizer's chat template."""
+    target = root / family
+    subprocess.run(
+        [str(project_python), "-m", "tests.synthetic_tokenizers", family, str(target)],
+        cwd=Path(__file__).parents[1],
+        check=True,
+        capture_output=True,
+    )
+    shutil.copyfile(oracle_dir / "tokenizers" / "qwen3" / "config.json", target / "config.json")
     return target
 
 
@@ -928,6 +1039,8 @@ def record(
 ) -> int:
     if config.architecture == GPT_OSS:
         model = gptoss_model_dir(work, project_python)
+    elif config.architecture == MINIMAX:
+        model = synthetic_model_dir(MINIMAX, work, project_python, oracle_dir)
     else:
         model = model_dir(config.architecture, work)
     tokenizer = get_tokenizer(str(model))

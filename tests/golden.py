@@ -9,13 +9,19 @@ allowed to differ: ``created`` and the random part of tool-call ids.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import gzip
 import json
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.synthetic_tokenizers import write_synthetic_tokenizer
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -79,10 +85,23 @@ def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
 # The bundled tokenizer each family's transcripts were recorded with, by the first
 # letter of the configuration.
 _TOKENIZERS = {"C": "qwen3", "D": "deepseek", "G": "gpt-oss"}
+# Families recorded with a synthetic tokenizer (tests/synthetic_tokenizers.py).
+_SYNTHETIC = {"M": "minimax_m2"}
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
-    return _TOKENIZERS[case["config"][0]]
+    letter = case["config"][0]
+    if letter in _SYNTHETIC:
+        return str(synthetic_model(_SYNTHETIC[letter]))
+    return _TOKENIZERS[letter]
+
+
+@functools.cache
+def synthetic_model(family: str) -> Path:
+    """The family's synthetic tokenizer directory, built once per process."""
+    folder = Path(tempfile.mkdtemp(prefix=f"synthetic-{family}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return write_synthetic_tokenizer(family, folder)
 
 
 @dataclass

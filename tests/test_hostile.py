@@ -68,7 +68,18 @@ CONFIGS: dict[str, tuple[tuple[str, ...], Any]] = {
     "xlam, required": ((*TOOL_FLAGS, "xlam"), "required"),
     "pythonic": ((*TOOL_FLAGS, "pythonic"), "auto"),
     "pythonic, named": ((*TOOL_FLAGS, "pythonic"), NAMED),
+    "minimax_m2+minimax_m2": (
+        ("--reasoning-parser", "minimax_m2", *TOOL_FLAGS, "minimax_m2"),
+        "auto",
+    ),
+    "minimax_m2_append_think+minimax_m2": (
+        ("--reasoning-parser", "minimax_m2_append_think", *TOOL_FLAGS, "minimax_m2"),
+        "auto",
+    ),
 }
+# Their engine drops whitespace-only content per delta once a call exists, so text
+# after a call depends on the chunking as in vLLM (docs/parity.md): no invariance claim.
+CHUNKING_DEPENDENT = frozenset({"minimax_m2+minimax_m2", "minimax_m2_append_think+minimax_m2"})
 
 # What parsers react to, and what makes them work hardest when repeated.
 PIECES = [
@@ -77,7 +88,9 @@ PIECES = [
     "\\", "\\\\", '\\"', ":", ",", "=", ";", " ", "\n", "```", "```json\n", "[TOOL_CALLS]",
     '{"name": "get_weather", "arguments": ', '"name"', '"arguments"', "get_weather(",
     "city=", "[a(b=", '{"a":', "True", "None", "null", "1e5", "-", "東京", "👍🏽", "Paris",
-    "<|im_end|>", "<|python_tag|>",
+    "<|im_end|>", "<|python_tag|>", '<invoke name="', "<invoke name=", "</invoke>",
+    '<parameter name="', "<parameter name=", '">', "'>", "<minimax:tool_call>",
+    "</minimax:tool_call>",
 ]  # fmt: skip
 OPENINGS = [
     "",
@@ -88,6 +101,7 @@ OPENINGS = [
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": ',
     "<tool_call>\n<function=get_weather>\n<parameter=city>\n",
     "```json\n[",
+    '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">',
 ]
 MAX_TOKENS = 80
 
@@ -215,7 +229,9 @@ def test_hostile_outputs_finish_and_keep_the_stream_invariants(
     assert with_session == replayed
     one_token = stream(kept, "hostile-b", [[t] for t in ids], finish, context)
     reasoning = "qwen3" if config == "qwen3" or config.startswith("qwen3+") else None
-    if chunking_invariant(reasoning, tokenizer._hf.decode(ids)):
+    if config not in CHUNKING_DEPENDENT and chunking_invariant(
+        reasoning, tokenizer._hf.decode(ids)
+    ):
         assert assembled(one_token) == assembled(with_session), (output, chunks)
 
 
