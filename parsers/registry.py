@@ -19,6 +19,7 @@ from parsers.engine import Grammar
 from parsers.harmony import HarmonyGrammar, HarmonyState, HarmonyStream, HarmonyUnavailable
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
+from parsers.llama4_pythonic import Llama4PythonicState, Llama4PythonicStream, Llama4PythonicTools
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.qwen3 import Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState, Qwen3CoderTools
@@ -39,7 +40,10 @@ TOOL_PARSERS = {
     "qwen3_xml": "qwen3_coder",
     "xlam": "xlam",
     "pythonic": "pythonic",
+    "llama4_pythonic": "llama4_pythonic",
     "llama3_json": "llama3_json",
+    # vLLM registers one class under both names: Llama 4's JSON calls are Llama 3's.
+    "llama4_json": "llama3_json",
     "deepseek_v3": "deepseek_v3",
     "deepseek_v31": "deepseek_v31",
     "deepseek_v32": "deepseek_v32",
@@ -210,6 +214,8 @@ class ParserFactory:
             tools = XlamTools()
         elif self.tool_name == "pythonic":
             tools = PythonicTools()
+        elif self.tool_name == "llama4_pythonic":
+            tools = Llama4PythonicTools()
         elif self.tool_name == "llama3_json":
             tools = Llama3JsonTools()
         elif self.tool_name == "deepseek_v3":
@@ -273,6 +279,9 @@ class ParserFactory:
         elif self.tool_name == "pythonic":
             state.tools = _reuse(state.tools, PythonicState)
             tools = PythonicStream(id_seed, state.tools, self._token_text)
+        elif self.tool_name == "llama4_pythonic":
+            state.tools = _reuse(state.tools, Llama4PythonicState)
+            tools = Llama4PythonicStream(id_seed, state.tools, self._token_text)
         elif self.tool_name == "llama3_json":
             state.tools = _reuse(state.tools, Llama3JsonState)
             tools = Llama3JsonStream(id_seed, state.tools)
