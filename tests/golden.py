@@ -2,9 +2,10 @@
 
 The corpus (tests/golden/) holds requests with the replies vLLM's own derender server
 gave: the Qwen3 configurations C1-C7 (a copy of shared/golden), the DeepSeek ones
-D1-D7, gpt-oss's G1 and the Llama ones L1-L3 (recorded by scripts/record_golden.py). A case is replayed through our app with our own
-``stream_state`` threaded between calls, then compared after normalizing what is
-allowed to differ: ``created`` and the random part of tool-call ids.
+D1-D7, gpt-oss's G1 and the Llama ones L1-L3 (recorded by scripts/record_golden.py). A
+case is replayed through our app with our own ``stream_state`` threaded between calls,
+then compared after normalizing what is allowed to differ: ``created`` and the random
+part of tool-call ids.
 """
 
 from __future__ import annotations
