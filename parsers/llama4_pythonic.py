@@ -50,6 +50,7 @@ class Llama4PythonicState(Struct, tag="llama4_pythonic"):
     head: str = ""  # the text so far, while ``start``
     opened: bool = False  # the output opened with <|python_start|>
     end_held: bool = False  # the text so far ends with <|python_end|>, not yet read
+    line_start: bool = True  # after the marker, no indentation on the line so far
     pythonic: PythonicState = field(default_factory=PythonicState)
 
 
@@ -108,11 +109,27 @@ class Llama4PythonicStream:
         if s.end_held:
             text = text[: -len(PYTHON_END)]
         if s.opened and not s.pythonic.started:
-            # After the marker, the rest must open the list itself: anything else
-            # fails to parse as a list of calls, chunk after chunk.
+            text = self._skip_blank_lines(text)
             if not text:
                 return None
-            if not text.startswith("["):
-                s.phase = "silent"
-                return None
         return self.pythonic.stream(text, token_ids)
+
+    def _skip_blank_lines(self, text: str) -> str:
+        """The text from the list's ``[`` on, once the marker's rest reaches it.
+
+        Python skips blank lines before the list, so vLLM's parse does too; anything
+        else first (indentation, prose) never parses as a list, chunk after chunk.
+        (A comment line first would parse; no model writes one, and it reads as prose.)
+        """
+        s = self.s
+        for at, ch in enumerate(text):
+            if ch in "\r\n\f":  # a form feed resets Python's indentation too
+                s.line_start = True
+            elif ch in " \t":
+                s.line_start = False
+            else:
+                if ch != "[" or not s.line_start:
+                    s.phase = "silent"
+                    return ""
+                return text[at:]
+        return ""
