@@ -41,7 +41,10 @@ class Llama4PythonicState(Struct, tag="llama4_pythonic"):
     """Where a streamed output stands; plain data, so it snapshots.
 
     ``phase``: ``start`` while the text so far is empty or a proper prefix of
-    ``<|python_start|>`` (vLLM sends such text as content), ``list`` once the
+    ``<|python_start|>`` (held back: vLLM sends it as content, then reads the calls
+    after the marker if it completes, so the message would depend on how the marker
+    was chunked; the held text goes out as content once it cannot be the marker, or
+    at the end), ``list`` once the
     pythonic scanner reads it, ``content`` for an output that is no call list,
     ``silent`` for one that opened with the marker but whose rest can never parse.
     """
@@ -80,7 +83,11 @@ class Llama4PythonicStream:
         return self._read(text, token_ids)
 
     def finish(self) -> Delta | None:
-        return self.pythonic.finish() if self.s.phase == "list" else None
+        s = self.s
+        if s.phase == "start":
+            held, s.head, s.phase = s.head, "", "content"
+            return Delta(content=held) if held else None
+        return self.pythonic.finish() if s.phase == "list" else None
 
     def remaining_arguments(self) -> str:
         return self.pythonic.remaining_arguments() if self.s.phase == "list" else ""
@@ -94,11 +101,13 @@ class Llama4PythonicStream:
         if head.startswith(PYTHON_START):
             s.phase, s.head, s.opened = "list", "", True
             return self._read(head[len(PYTHON_START) :], token_ids)
+        if not head:
+            return Delta(content=text)
         if PYTHON_START.startswith(head) and len(head) < len(PYTHON_START):
-            s.head = head
-        else:
-            s.phase, s.head = "content", ""
-        return Delta(content=text)
+            s.head = head  # held back (docs/parity.md llama4-marker-prefix)
+            return None
+        s.phase, s.head = "content", ""
+        return Delta(content=head)
 
     def _read(self, text: str, token_ids: list[int] | None) -> Delta | None:
         """Feed the scanner; a ``<|python_end|>`` ending the text waits for what follows."""

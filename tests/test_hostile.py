@@ -68,6 +68,7 @@ CONFIGS: dict[str, tuple[tuple[str, ...], Any]] = {
     "xlam, required": ((*TOOL_FLAGS, "xlam"), "required"),
     "pythonic": ((*TOOL_FLAGS, "pythonic"), "auto"),
     "pythonic, named": ((*TOOL_FLAGS, "pythonic"), NAMED),
+    "llama4_pythonic": ((*TOOL_FLAGS, "llama4_pythonic"), "auto"),
 }
 
 # What parsers react to, and what makes them work hardest when repeated.
@@ -77,13 +78,14 @@ PIECES = [
     "\\", "\\\\", '\\"', ":", ",", "=", ";", " ", "\n", "```", "```json\n", "[TOOL_CALLS]",
     '{"name": "get_weather", "arguments": ', '"name"', '"arguments"', "get_weather(",
     "city=", "[a(b=", '{"a":', "True", "None", "null", "1e5", "-", "東京", "👍🏽", "Paris",
-    "<|im_end|>", "<|python_tag|>",
+    "<|im_end|>", "<|python_tag|>", "<|python_start|>", "<|python_end|>",
 ]  # fmt: skip
 OPENINGS = [
     "",
     "</think>\n\n",
     "[",
     "[get_weather(city=",
+    "<|python_start|>[get_weather(city=",
     '[{"name": "get_weather", "arguments": {"city": ',
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": ',
     "<tool_call>\n<function=get_weather>\n<parameter=city>\n",

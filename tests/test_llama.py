@@ -173,15 +173,25 @@ Step = tuple[str | None, list[tuple[int, str | None, str | None]]] | None
             [("Sur", []), ("e. ", []), (START, []), ("[a(", [])],
         ),
         ([START, " [a", "(x=1)]"], [None, None, None]),
-        (
-            ["<|py", "thon_start|>", "[a(x=1)]"],
-            [("<|py", []), None, (None, [_call(0, "a", '{"x": 1}')])],
-        ),
+        (["<", "b>hi"], [None, ("<b>hi", [])]),
     ],
 )
 def test_streaming_follows_vllm(deltas: list[str], expected: list[Step]) -> None:
+    """vLLM's deltas, except that a possible marker's start is held (the last case:
+    vLLM sends ``<`` at once; docs/parity.md llama4-marker-prefix)."""
     stream = Llama4PythonicStream("seed")
     assert [_step(stream.stream(delta, None)) for delta in deltas] == expected
+
+
+def test_a_marker_spelled_across_deltas_leaks_nothing() -> None:
+    """vLLM sends ``<|py`` as content, then reads the call once the marker completes;
+    held back here, the message is the one a single delta gives."""
+    stream = Llama4PythonicStream("seed")
+    steps = [_step(stream.stream(d, None)) for d in ("<|py", "thon_start|>", "[a(x=1)]")]
+    assert steps == [None, None, (None, [_call(0, "a", '{"x": 1}')])]
+    cut = Llama4PythonicStream("seed")
+    assert cut.stream("<|python_st", None) is None
+    assert _step(cut.finish()) == ("<|python_st", [])
 
 
 def _step(delta: Delta | None) -> Step:
