@@ -44,9 +44,9 @@ class Llama4PythonicState(Struct, tag="llama4_pythonic"):
     ``<|python_start|>`` (held back: vLLM sends it as content, then reads the calls
     after the marker if it completes, so the message would depend on how the marker
     was chunked; the held text goes out as content once it cannot be the marker, or
-    at the end), ``list`` once the
-    pythonic scanner reads it, ``content`` for an output that is no call list,
-    ``silent`` for one that opened with the marker but whose rest can never parse.
+    at the end), ``list`` once the pythonic scanner reads it, ``content`` for an
+    output that is no call list, ``silent`` for one that opened with the marker but
+    whose rest can never parse.
     """
 
     phase: str = "start"
