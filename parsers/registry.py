@@ -99,7 +99,8 @@ class ParserFactory:
                 f"unknown --tool-call-parser {tool_parser!r}; choose one of: {known}"
             )
         tool = TOOL_PARSERS[tool_parser] if tool_parser is not None else None
-        if tool == "llama3_json" and vocab.id_of(BOT_TOKEN) is None:
+        # As vLLM: only an active tool parser (--enable-auto-tool-choice) is checked.
+        if enable_auto_tools and tool == "llama3_json" and vocab.id_of(BOT_TOKEN) is None:
             raise ParserConfigError(
                 f"--tool-call-parser {tool_parser} cannot be used with this tokenizer: "
                 f"it has no {BOT_TOKEN!r} token to mark tool calls."

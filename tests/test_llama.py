@@ -101,6 +101,8 @@ def test_llama4_json_refuses_the_llama4_vocabulary_as_vllm_does() -> None:
             ParserFactory(name, None, True, llama("llama4").vocabulary)
     ParserFactory("llama4_json", None, True, llama("llama3").vocabulary)
     ParserFactory("llama4_pythonic", None, True, llama("llama4").vocabulary)
+    # Without --enable-auto-tool-choice the tool parser is inactive: vLLM starts.
+    assert not ParserFactory("llama4_json", None, False, llama("llama4").vocabulary).configured
 
 
 def test_the_server_refuses_to_start_llama4_json_on_llama4() -> None:
