@@ -56,6 +56,7 @@ from bench.workload import (
     tokenizer_for,
 )
 from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, SEP
+from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
 
 SIZES = (256, 1024, 4096, 16384)
 MODES = ("one-shot", "stream")
@@ -169,6 +170,13 @@ CONFIGS: dict[str, Config] = {
         call_open='{"name": "save_note", "parameters": {"body": ',
         call='{"name": "save_note", "parameters": {"body": "x"}}; ',
     ),
+    "llama4_pythonic": Config(
+        "llama4_pythonic",
+        None,
+        call_open=f"{PYTHON_START}[save_note(body=",
+        call='save_note(body="x", n=[1, {"k": True}], m=None), ',
+        section=f"{PYTHON_START}[",
+    ),
     "deepseek_v3+deepseek_v31": Config(
         "deepseek_v31",
         "deepseek_v3",
@@ -264,6 +272,8 @@ FAMILIES: dict[str, Family] = {
     "surrogate escapes": Family(_in_call('"'), _fixed("\\ud800")),
     "control characters in a string": Family(_in_call('"\x01'), _fixed("abc")),
     "many short values": Family(_in_call("{"), _fixed(_DISTINCT_MEMBERS)),
+    # Llama 4: the end marker, held back while it ends the text, over and over in a call.
+    "<|python_end|> storm in a call": Family(_in_call('"'), _fixed(PYTHON_END)),
     # Harmony: a header that never closes, and markers inside one message's text.
     "Harmony header storm": Family(_fixed(""), _fixed("<|start|>assistant<|channel|> to=f")),
     "Harmony marker storm in a message": Family(

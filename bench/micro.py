@@ -40,7 +40,7 @@ from bench.workload import (
     tokenizer_for,
 )
 from parsers.llama3_json import BOT_TOKEN
-from parsers.registry import ParserFactory
+from parsers.registry import TOOL_PARSERS, ParserFactory
 from parsers.types import Vocabulary
 
 FIRST = 256
@@ -80,7 +80,8 @@ class Derender:
 
 def derenderer(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> Derender:
     vocab = tokenizer.vocabulary
-    if tool == "llama3_json":  # Qwen3's tokenizer has no <|python_tag|>; lend it one
+    if tool is not None and TOOL_PARSERS.get(tool) == "llama3_json":
+        # Qwen3's tokenizer has no <|python_tag|>; lend it one
         tokens = {**vocab.token_ids, BOT_TOKEN: tokenizer.vocab_size}
         vocab = Vocabulary(tokens, vocab.special_tokens, vocab.token_text)
     return Derender(tokenizer, ParserFactory(tool, reasoning, True, vocab))

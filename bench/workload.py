@@ -14,6 +14,7 @@ from typing import Any
 
 from app.tokenizer import Tokenizer, load_tokenizer
 from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
+from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
 
 SERVER_FLAGS = (
     "--reasoning-parser",
@@ -58,6 +59,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "xlam": ("xlam", None, "content"),
     "pythonic": ("pythonic", None, "content"),
     "llama3_json": ("llama3_json", None, "content"),
+    "llama4_pythonic": ("llama4_pythonic", None, "llama4_call"),
     "deepseek_v3+deepseek_v31": ("deepseek_v31", "deepseek_v3", "deepseek_v31_call"),
     "deepseek_v3+deepseek_v3": ("deepseek_v3", "deepseek_v3", "deepseek_v3_call"),
     "deepseek_v32": ("deepseek_v32", None, "dsml_v32_call"),
@@ -77,6 +79,7 @@ DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 MINIMAX_MARKERS = ("<minimax:tool_call>", "</minimax:tool_call>")
 MINIMAX_CALL_OPEN = '<minimax:tool_call>\n<invoke name="save_note">\n<parameter name="body">'
 DSML_TOOLS = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
+LLAMA4_MARKERS = (PYTHON_START, PYTHON_END)
 DSML_STRING_PARAM = '<｜DSML｜parameter name="body" string="true">'
 
 
@@ -132,6 +135,17 @@ def qwen3_with_minimax_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_llama4_markers() -> Tokenizer:
+    """A test tokenizer: Qwen3's vocabulary plus Llama 4's ``<|python_start|>`` and
+    ``<|python_end|>`` as tokens that reach the parser as text, as in Meta's files."""
+    from tokenizers import AddedToken
+
+    hf = load_tokenizer("qwen3")._hf
+    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in LLAMA4_MARKERS])
+    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+
+
+@cache
 def gpt_oss() -> Tokenizer:
     """The bundled gpt-oss tokenizer (o200k_harmony): Harmony is read by its ids."""
     return load_tokenizer("gpt-oss")
@@ -145,6 +159,8 @@ def tokenizer_for(tool: str | None) -> Tokenizer:
         return qwen3_with_dsml()
     if tool == "minimax_m2":
         return qwen3_with_minimax_markers()
+    if tool == "llama4_pythonic":
+        return qwen3_with_llama4_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -185,6 +201,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dsml_v41_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v41"),
         "harmony_call": HARMONY_THOUGHT + HARMONY_CALL_OPEN + '"',
         "minimax_call": "Short thought.\n</think>\n\n" + MINIMAX_CALL_OPEN,
+        "llama4_call": f'{PYTHON_START}[save_note(body="',
     }[kind]
     return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
 

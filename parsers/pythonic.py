@@ -227,13 +227,20 @@ _FRAME_CLOSERS = {"call": ")", "list": "]", "tuple": ")", "dict": "}"}
 _HEX_ESCAPE_DIGITS = {"x": 2, "u": 4, "U": 8}
 _OCTAL = frozenset("01234567")
 _HEX = frozenset("0123456789abcdefABCDEF")
+_JSON_ESCAPED = frozenset('"\\')
 _JSON_WORDS = {"True": "true", "False": "false", "None": "null"} | {
     name: name for name in _JSON_NAMES
 }
 
 
 def _json_chars(text: str) -> str:
-    """``text`` as it appears inside a JSON string (``json.dumps``, non-ASCII kept)."""
+    """``text`` as it appears inside a JSON string (``json.dumps``, non-ASCII kept).
+
+    One character that ``json.dumps`` leaves alone (all but quotes, backslashes and
+    control characters) is itself: the scanner's common case skips the encoder.
+    """
+    if len(text) == 1 and text >= " " and text not in _JSON_ESCAPED:
+        return text
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 

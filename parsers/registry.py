@@ -19,6 +19,7 @@ from parsers.engine import Grammar
 from parsers.harmony import HarmonyGrammar, HarmonyState, HarmonyStream, HarmonyUnavailable
 from parsers.hermes import HermesState, HermesStream, HermesTools
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
+from parsers.llama4_pythonic import Llama4PythonicState, Llama4PythonicStream, Llama4PythonicTools
 from parsers.minimax import (
     AppendThinkReasoning,
     AppendThinkState,
@@ -56,7 +57,10 @@ TOOL_PARSERS = {
     "qwen3_xml": "qwen3_coder",
     "xlam": "xlam",
     "pythonic": "pythonic",
+    "llama4_pythonic": "llama4_pythonic",
     "llama3_json": "llama3_json",
+    # vLLM registers one class under both names: Llama 4's JSON calls are Llama 3's.
+    "llama4_json": "llama3_json",
     "deepseek_v3": "deepseek_v3",
     "deepseek_v31": "deepseek_v31",
     "deepseek_v32": "deepseek_v32",
@@ -117,7 +121,8 @@ class ParserFactory:
                 f"unknown --tool-call-parser {tool_parser!r}; choose one of: {known}"
             )
         tool = TOOL_PARSERS[tool_parser] if tool_parser is not None else None
-        if tool == "llama3_json" and vocab.id_of(BOT_TOKEN) is None:
+        # As vLLM: only an active tool parser (--enable-auto-tool-choice) is checked.
+        if enable_auto_tools and tool == "llama3_json" and vocab.id_of(BOT_TOKEN) is None:
             raise ParserConfigError(
                 f"--tool-call-parser {tool_parser} cannot be used with this tokenizer: "
                 f"it has no {BOT_TOKEN!r} token to mark tool calls."
@@ -240,6 +245,8 @@ class ParserFactory:
             tools = XlamTools()
         elif self.tool_name == "pythonic":
             tools = PythonicTools()
+        elif self.tool_name == "llama4_pythonic":
+            tools = Llama4PythonicTools()
         elif self.tool_name == "llama3_json":
             tools = Llama3JsonTools()
         elif self.tool_name == "deepseek_v3":
@@ -313,6 +320,9 @@ class ParserFactory:
         elif self.tool_name == "pythonic":
             state.tools = _reuse(state.tools, PythonicState)
             tools = PythonicStream(id_seed, state.tools, self._token_text)
+        elif self.tool_name == "llama4_pythonic":
+            state.tools = _reuse(state.tools, Llama4PythonicState)
+            tools = Llama4PythonicStream(id_seed, state.tools, self._token_text)
         elif self.tool_name == "llama3_json":
             state.tools = _reuse(state.tools, Llama3JsonState)
             tools = Llama3JsonStream(id_seed, state.tools)

@@ -22,6 +22,7 @@ from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.harmony import HarmonyState, HarmonyStream
 from parsers.hermes import HermesState
 from parsers.llama3_json import Llama3JsonState
+from parsers.llama4_pythonic import Llama4PythonicState
 from parsers.minimax import AppendThinkState, MiniMaxToolState
 from parsers.pythonic import PythonicState
 from parsers.qwen3 import Qwen3ReasoningState
@@ -61,6 +62,7 @@ ToolState = (
     HermesState
     | Qwen3CoderState
     | PythonicState
+    | Llama4PythonicState
     | XlamState
     | Llama3JsonState
     | DeepSeekToolState

@@ -1,4 +1,4 @@
-"""Record DeepSeek and gpt-oss golden transcripts from vLLM 0.33.0's own derender server.
+"""Record DeepSeek, gpt-oss and Llama golden transcripts from vLLM 0.33.0's derender server.
 
 Runs only with the oracle's Python (it imports vllm to tokenize exactly as vLLM does):
 
@@ -22,6 +22,10 @@ The gpt-oss configurations (G) use the bundled ``gpt-oss`` tokenizer (o200k_harm
 built by the project's own Python from ``quicktok-v1``: ``--project-python``) and a
 ``config.json`` of ``model_type: gpt_oss``, which makes vLLM render and parse Harmony.
 Their outputs spell Harmony's stop tokens themselves, so nothing is appended.
+
+The Llama configurations (L) use the tests' Llama 3.1 and Llama 4 tokenizers, built from
+the ``llama-models`` package by the project's Python (``-m tests.llama_tokenizers``),
+with a ``config.json`` naming a Llama architecture.
 
 Nothing in app/, cache/, parsers/ or tests/ imports this script.
 """
@@ -201,6 +205,7 @@ class Scenario:
     logprobs: int | None = None  # top_logprobs per position
     usage_chunk: bool = False
     one_shot: bool = True
+    stop_token: str | None = None  # a "stop" output's end, if not the configuration's
 
 
 @dataclass
@@ -609,6 +614,200 @@ def minimax_scenarios() -> list[Scenario]:
     ]
 
 
+# --- Llama 3.1 and Llama 4 ----------------------------------------------------------
+
+# Architecture -> the tests' tokenizer fixture (tests/llama_tokenizers.py) built from
+# llama-models' real vocabularies by the project's own Python.
+LLAMA_FAMILIES = {"LlamaForCausalLM": "llama3", "Llama4ForCausalLM": "llama4"}
+LLAMA3_EOT = "<|eot_id|>"
+LLAMA4_EOT = "<|eot|>"
+
+
+def llama3_calls(calls: list[tuple[str, Any]], tag: bool = True) -> str:
+    """Llama 3.1's JSON calls, ``; ``-separated, after ``<|python_tag|>`` when ``tag``."""
+    body = "; ".join(
+        f'{{"name": "{name}", "parameters": {_json_args(args)}}}' for name, args in calls
+    )
+    return ("<|python_tag|>" if tag else "") + body
+
+
+def pythonic_calls(calls: list[tuple[str, Any]]) -> str:
+    """A pythonic call list: keyword arguments as Python literals."""
+
+    def literal(value: Any) -> str:
+        return repr(value) if not isinstance(value, bool | type(None)) else str(value)
+
+    return (
+        "["
+        + ", ".join(
+            f"{name}({', '.join(f'{k}={literal(v)}' for k, v in args.items())})"
+            for name, args in calls
+        )
+        + "]"
+    )
+
+
+def _served(served: str) -> Callable[..., dict[str, Any]]:
+    def chat(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {"model": served, "messages": messages, **extra}
+
+    return chat
+
+
+NAMED_TIME = {"type": "function", "function": {"name": "get_time"}}
+UNKNOWN = ("get_stock_price", {"symbol": "META"})
+
+
+def llama3_json_scenarios(served: str) -> list[Scenario]:
+    """llama3_json (and llama4_json) on the Llama 3.1 vocabulary."""
+    chat = _served(served)
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    return [
+        Scenario("plain_answer", "plain content", chat([ASK_SUM]), ["17 × 23 = **391**."]),
+        Scenario(
+            "one_call_python_tag",
+            "one call after <|python_tag|>, ended by <|eom_id|>",
+            chat(weather, **tools),
+            [llama3_calls([WEATHER])],
+            stop_token="<|eom_id|>",
+        ),
+        Scenario(
+            "one_call_bare_json",
+            "one call as bare JSON (no <|python_tag|>)",
+            chat(weather, **tools),
+            [llama3_calls([WEATHER], tag=False)],
+        ),
+        Scenario(
+            "two_calls",
+            "two calls separated by '; '",
+            chat(weather, **tools),
+            [llama3_calls([WEATHER, TIME])],
+        ),
+        Scenario(
+            "content_then_call",
+            "text before the call: one-shot finds the call, the stream keeps content",
+            chat(weather, **tools),
+            ["Let me check. " + llama3_calls([WEATHER], tag=False)],
+        ),
+        Scenario(
+            "unknown_tool",
+            "a call to a tool the request does not declare",
+            chat(weather, **tools),
+            [llama3_calls([UNKNOWN])],
+        ),
+        Scenario(
+            "tool_choice_named",
+            "named tool_choice: the output is the arguments alone",
+            chat(weather, **tools, tool_choice=NAMED_TIME),
+            [json.dumps(TIME[1])],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required: a JSON list of {name, parameters}",
+            chat(weather, **tools, tool_choice="required"),
+            [json.dumps([{"name": WEATHER[0], "parameters": WEATHER[1]}])],
+        ),
+        Scenario(
+            "malformed_arguments",
+            "malformed JSON after <|python_tag|>",
+            chat(weather, **tools),
+            ['<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris", "unit": }}'],
+        ),
+        Scenario(
+            "call_cut_length",
+            "a call cut by length in its arguments",
+            chat(weather, **tools),
+            [llama3_calls([WEATHER])[:-12]],
+            finish="length",
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in a string argument",
+            chat([ASK_JA], **tools),
+            [llama3_calls([("get_weather", {"city": "東京 🗼", "days": 2})])],
+        ),
+    ]
+
+
+def llama4_pythonic_scenarios(served: str) -> list[Scenario]:
+    """llama4_pythonic on the Llama 4 vocabulary."""
+    chat = _served(served)
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    marked = f"<|python_start|>{pythonic_calls([WEATHER])}<|python_end|>"
+    return [
+        Scenario("plain_answer", "plain content", chat([ASK_SUM]), ["17 × 23 = **391**."]),
+        Scenario(
+            "one_call",
+            "one call as a bare list",
+            chat(weather, **tools),
+            [pythonic_calls([WEATHER])],
+        ),
+        Scenario(
+            "one_call_python_markers",
+            "one call inside <|python_start|> ... <|python_end|>",
+            chat(weather, **tools),
+            [marked],
+        ),
+        Scenario(
+            "markers_special_kept",
+            "the same with skip_special_tokens false",
+            chat(weather, **tools, skip_special_tokens=False),
+            [marked],
+        ),
+        Scenario(
+            "two_calls",
+            "two calls in one list",
+            chat(weather, **tools),
+            [f"<|python_start|>{pythonic_calls([WEATHER, TIME])}<|python_end|>"],
+        ),
+        Scenario(
+            "content_then_call",
+            "text before the list: all content",
+            chat(weather, **tools),
+            ["Let me check. " + pythonic_calls([WEATHER])],
+        ),
+        Scenario(
+            "unknown_tool",
+            "a call to a tool the request does not declare",
+            chat(weather, **tools),
+            [pythonic_calls([UNKNOWN])],
+        ),
+        Scenario(
+            "tool_choice_named",
+            "named tool_choice: the output is the arguments alone",
+            chat(weather, **tools, tool_choice=NAMED_TIME),
+            [json.dumps(TIME[1])],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required: a JSON list of {name, parameters}",
+            chat(weather, **tools, tool_choice="required"),
+            [json.dumps([{"name": WEATHER[0], "parameters": WEATHER[1]}])],
+        ),
+        Scenario(
+            "marker_then_prose",
+            "<|python_start|> then text that is no list: nothing streams",
+            chat(weather, **tools),
+            ["<|python_start|>I will look it up.<|python_end|>"],
+        ),
+        Scenario(
+            "call_cut_length",
+            "a call cut by length in its arguments",
+            chat(weather, **tools),
+            [f"<|python_start|>{pythonic_calls([WEATHER])}"[:-10]],
+            finish="length",
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in a string argument",
+            chat([ASK_JA], **tools),
+            [pythonic_calls([("get_weather", {"city": "東京 🗼", "days": 2})])],
+        ),
+    ]
+
+
 V4 = "DeepseekV4ForCausalLM"
 CONFIGS = {
     config.name: config
@@ -659,6 +858,30 @@ CONFIGS = {
             eos=QWEN3_EOS,
             served=MINIMAX,
         ),
+        Config(
+            "L1",
+            _parsers(None, "llama3_json"),
+            "LlamaForCausalLM",
+            llama3_json_scenarios("llama3"),
+            eos=LLAMA3_EOT,
+            served="llama3",
+        ),
+        Config(
+            "L2",
+            _parsers(None, "llama4_pythonic"),
+            "Llama4ForCausalLM",
+            llama4_pythonic_scenarios("llama4"),
+            eos=LLAMA4_EOT,
+            served="llama4",
+        ),
+        Config(
+            "L3",
+            _parsers(None, "llama4_json"),
+            "LlamaForCausalLM",
+            llama3_json_scenarios("llama3")[:4],
+            eos=LLAMA3_EOT,
+            served="llama3",
+        ),
     )
 }
 MODEL_TYPES = {
@@ -697,6 +920,18 @@ def synthetic_model_dir(family: str, root: Path, project_python: Path, oracle_di
         capture_output=True,
     )
     shutil.copyfile(oracle_dir / "tokenizers" / "qwen3" / "config.json", target / "config.json")
+    return target
+
+
+def llama_model_dir(family: str, root: Path, project_python: Path) -> Path:
+    """The tests' Llama tokenizer fixture, built by the project's own Python."""
+    target = root / family
+    subprocess.run(
+        [str(project_python), "-m", "tests.llama_tokenizers", family, str(target)],
+        cwd=Path(__file__).parents[1],
+        check=True,
+        capture_output=True,
+    )
     return target
 
 
@@ -820,7 +1055,8 @@ class Recorder:
         rng = random.Random(f"{self.config.name}.{s.name}")
         choices = []
         for index, text in enumerate(s.outputs):
-            ids = self.encode(text + (self.config.eos if s.finish == "stop" else ""))
+            stop = s.stop_token if s.stop_token is not None else self.config.eos
+            ids = self.encode(text + (stop if s.finish == "stop" else ""))
             choice: dict[str, Any] = {"index": index, "token_ids": ids, "finish_reason": s.finish}
             if s.logprobs:
                 choice["logprobs"] = {"content": [self.logprob(t, s.logprobs, rng) for t in ids]}
@@ -1041,6 +1277,8 @@ def record(
         model = gptoss_model_dir(work, project_python)
     elif config.architecture == MINIMAX:
         model = synthetic_model_dir(MINIMAX, work, project_python, oracle_dir)
+    elif config.architecture in LLAMA_FAMILIES:
+        model = llama_model_dir(LLAMA_FAMILIES[config.architecture], work, project_python)
     else:
         model = model_dir(config.architecture, work)
     tokenizer = get_tokenizer(str(model))
@@ -1075,7 +1313,7 @@ def main() -> None:
         "--project-python",
         type=Path,
         default=Path(__file__).parents[1] / ".venv" / "bin" / "python",
-        help="the project's Python, which builds the bundled gpt-oss tokenizer",
+        help="the project's Python, which builds the gpt-oss and Llama tokenizers",
     )
     parser.add_argument(
         "--url", help="an oracle already serving the one CONFIG given, instead of starting one"

@@ -76,6 +76,7 @@ CONFIGS: dict[str, tuple[tuple[str, ...], Any]] = {
         ("--reasoning-parser", "minimax_m2_append_think", *TOOL_FLAGS, "minimax_m2"),
         "auto",
     ),
+    "llama4_pythonic": ((*TOOL_FLAGS, "llama4_pythonic"), "auto"),
 }
 # Their engine drops whitespace-only content per delta once a call exists, so text
 # after a call depends on the chunking as in vLLM (docs/parity.md): no invariance claim.
@@ -91,12 +92,14 @@ PIECES = [
     "<|im_end|>", "<|python_tag|>", '<invoke name="', "<invoke name=", "</invoke>",
     '<parameter name="', "<parameter name=", '">', "'>", "<minimax:tool_call>",
     "</minimax:tool_call>",
+    "<|im_end|>", "<|python_tag|>", "<|python_start|>", "<|python_end|>",
 ]  # fmt: skip
 OPENINGS = [
     "",
     "</think>\n\n",
     "[",
     "[get_weather(city=",
+    "<|python_start|>[get_weather(city=",
     '[{"name": "get_weather", "arguments": {"city": ',
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": ',
     "<tool_call>\n<function=get_weather>\n<parameter=city>\n",

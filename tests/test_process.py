@@ -36,7 +36,7 @@ def run_cli(*flags: str) -> subprocess.CompletedProcess[str]:
     [
         (["--tool-call-parser", "nope"], "unknown --tool-call-parser 'nope'"),
         (["--reasoning-parser", "nope"], "unknown --reasoning-parser 'nope'"),
-        (["--tool-call-parser", "llama3_json"], "<|python_tag|>"),
+        (["--tool-call-parser", "llama3_json", "--enable-auto-tool-choice"], "<|python_tag|>"),
         (["--model", "/nonexistent/model"], "never downloads"),
         (["--default-chat-template-kwargs", "[1]"], "must be a JSON object"),
     ],
