@@ -22,6 +22,8 @@ from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.harmony import HarmonyState, HarmonyStream
 from parsers.hermes import HermesState
 from parsers.llama3_json import Llama3JsonState
+from parsers.mistral import MistralReasoningState, MistralToolState
+from parsers.mistral_json import MistralJsonState
 from parsers.pythonic import PythonicState
 from parsers.qwen3 import Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState
@@ -55,7 +57,9 @@ class ToolStream(Protocol):
     def remaining_arguments(self) -> str: ...
 
 
-ReasoningState = Qwen3ReasoningState | ThinkTagStreamState | DsmlReasoningState
+ReasoningState = (
+    Qwen3ReasoningState | ThinkTagStreamState | DsmlReasoningState | MistralReasoningState
+)
 ToolState = (
     HermesState
     | Qwen3CoderState
@@ -64,6 +68,8 @@ ToolState = (
     | Llama3JsonState
     | DeepSeekToolState
     | DsmlToolState
+    | MistralToolState
+    | MistralJsonState
 )
 
 
