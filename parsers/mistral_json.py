@@ -393,7 +393,9 @@ class MistralJsonTools:
         while text:
             before = reader.phase
             if before == ALL_DONE:
-                content, text = text, ""
+                # vLLM replaces the content before the marker with this text when both
+                # come in one chunk (docs/parity.md: mistral-array-content); we keep both.
+                content, text = (content or "") + text, ""
                 continue
             cut = _CUTS.get(before)
             match = cut.search(text) if cut is not None else None
