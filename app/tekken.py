@@ -86,3 +86,11 @@ def _rename_controls(converter: Any, renames: Mapping[int, str]) -> None:
         del vocab[str(specials[token_id].content)]
         vocab[text] = token_id
         specials[token_id] = AddedToken(text, special=True)
+
+
+if __name__ == "__main__":  # python -m app.tekken TEKKEN_JSON DIR
+    import sys
+
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m app.tekken TEKKEN_JSON DIR")
+    write_tekken_tokenizer(Path(sys.argv[1]), Path(sys.argv[2]))
