@@ -48,6 +48,10 @@ from bench.workload import (
     HARMONY_CALL_OPEN,
     HARMONY_THOUGHT,
     MINIMAX_CALL_OPEN,
+    MISTRAL_ARRAY,
+    MISTRAL_ARRAY_OPEN,
+    MISTRAL_CALL_OPEN,
+    MISTRAL_THOUGHT,
     SENTENCE,
     dsml_call_open,
     encode,
@@ -203,6 +207,21 @@ CONFIGS: dict[str, Config] = {
         call=HARMONY_CALL_OPEN + '"x"}<|call|><|start|>assistant',
         after_reasoning=HARMONY_THOUGHT,
     ),
+    "mistral+mistral": Config(
+        "mistral",
+        "mistral",
+        call_open=MISTRAL_CALL_OPEN,
+        call=MISTRAL_CALL_OPEN + '"x"}',
+        after_reasoning=MISTRAL_THOUGHT,
+    ),
+    f"mistral+mistral {MISTRAL_ARRAY}": Config(
+        "mistral",
+        "mistral",
+        call_open=MISTRAL_ARRAY_OPEN,
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="[TOOL_CALLS][",
+        after_reasoning="",
+    ),
 }
 
 
@@ -279,6 +298,9 @@ FAMILIES: dict[str, Family] = {
     "Harmony marker storm in a message": Family(
         _fixed("<|channel|>final<|message|>"), _fixed("<|message|><|channel|><|constrain|>")
     ),
+    # Mistral: call markers back to back, and markers inside a call's arguments.
+    "[TOOL_CALLS] storm": Family(_fixed(""), _fixed("[TOOL_CALLS]")),
+    "[ARGS] and brace storm in a call": Family(_in_call(""), _fixed("[ARGS]{[TOOL_CALLS]")),
 }
 
 
@@ -416,7 +438,7 @@ def measure(configs: list[str], families: list[str], sizes: list[int]) -> list[M
     done = 0
     for name in configs:
         config = CONFIGS[name]
-        tokenizer = tokenizer_for(config.tool)
+        tokenizer = tokenizer_for(config.tool, name)
         prompt = prompt_ids(tokenizer, 100)
         derender = derenderer(tokenizer, config.tool, config.reasoning)
         for family in families:

@@ -185,7 +185,7 @@ def main(args: argparse.Namespace) -> int:
     runs = []
     for config in args.configs or PARSER_CONFIGS:
         progress(f"micro: {config}")
-        tokenizer = tokenizer_for(PARSER_CONFIGS[config][0])
+        tokenizer = tokenizer_for(PARSER_CONFIGS[config][0], config)
         runs.append(measure(tokenizer, config, args.positions, args.repeats))
     figure = draw(runs, args.out)
     write(args.out, "micro", {"machine": machine(), "runs": runs}, render(runs), [figure])

@@ -10,6 +10,7 @@ parser configuration works hardest on.
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from app.tokenizer import Tokenizer, load_tokenizer
@@ -68,7 +69,15 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "openai_gptoss+openai": ("openai", "openai_gptoss", "harmony_call"),
     "minimax_m2+minimax_m2": ("minimax_m2", "minimax_m2", "minimax_call"),
     "minimax_m2_append_think+minimax_m2": ("minimax_m2", "minimax_m2_append_think", "minimax_call"),
+    "mistral+mistral": ("mistral", "mistral", "mistral_call"),
+    "mistral+mistral (JSON array)": ("mistral", "mistral", "mistral_array_call"),
 }
+# Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
+# layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
+MISTRAL_ARRAY = "(JSON array)"
+MISTRAL_THOUGHT = "[THINK]Short thought.[/THINK]"
+MISTRAL_CALL_OPEN = '[TOOL_CALLS]save_note[ARGS]{"body": '
+MISTRAL_ARRAY_OPEN = '[TOOL_CALLS][{"name": "save_note", "arguments": {"body": '
 # gpt-oss's Harmony: a short analysis message, then a call's JSON body left open.
 HARMONY_THOUGHT = "<|channel|>analysis<|message|>Short thought.<|end|><|start|>assistant"
 HARMONY_CALL_OPEN = (
@@ -146,13 +155,31 @@ def qwen3_with_llama4_markers() -> Tokenizer:
 
 
 @cache
+def mistral_tekken(array: bool) -> Tokenizer:
+    """A tokenizer converted from mistral-common's tekken file (a dev dependency): the
+    real one (``array``: pre-v11 calls), else with Magistral's v13 control tokens."""
+    import mistral_common
+
+    from app.bundled import built_once
+    from app.tekken import MAGISTRAL_CONTROLS, write_tekken_tokenizer
+
+    tekken = Path(mistral_common.__file__).parent / "data" / "tekken_240911.json"
+    renames = {} if array else MAGISTRAL_CONTROLS
+    name = "bench-mistral-v3" if array else "bench-mistral-v13"
+    folder = built_once(name, 1, lambda out: write_tekken_tokenizer(tekken, out, renames))
+    return load_tokenizer(str(folder))
+
+
+@cache
 def gpt_oss() -> Tokenizer:
     """The bundled gpt-oss tokenizer (o200k_harmony): Harmony is read by its ids."""
     return load_tokenizer("gpt-oss")
 
 
-def tokenizer_for(tool: str | None) -> Tokenizer:
+def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
     """The tokenizer a parser configuration is benched with."""
+    if tool == "mistral":
+        return mistral_tekken(MISTRAL_ARRAY in config)
     if tool == "openai":
         return gpt_oss()
     if tool in DSML_TOOLS:
@@ -202,6 +229,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "harmony_call": HARMONY_THOUGHT + HARMONY_CALL_OPEN + '"',
         "minimax_call": "Short thought.\n</think>\n\n" + MINIMAX_CALL_OPEN,
         "llama4_call": f'{PYTHON_START}[save_note(body="',
+        "mistral_call": MISTRAL_THOUGHT + MISTRAL_CALL_OPEN + '"',
+        "mistral_array_call": MISTRAL_ARRAY_OPEN + '"',
     }[kind]
     return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
 

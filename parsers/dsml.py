@@ -182,9 +182,7 @@ def v4_thinking(options: ParseOptions) -> bool:
     return thinking and kwargs.get("reasoning_effort") != "none"
 
 
-def _strip_trailing_reasoning(
-    delta: Delta | None, deferred: list[str], ended: bool
-) -> Delta | None:
+def strip_trailing_reasoning(delta: Delta | None, deferred: list[str], ended: bool) -> Delta | None:
     """vLLM's DSML engines hold a reasoning delta's trailing whitespace until more
     reasoning shows it was not the end (the end drops it)."""
     if delta is not None and delta.reasoning is not None:
@@ -231,7 +229,7 @@ class DsmlReasoning(Qwen3Reasoning):
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         state = self.dsml_state
         deferred = [state.deferred_reasoning]
-        delta = _strip_trailing_reasoning(super().stream(text, token_ids), deferred, state.ended)
+        delta = strip_trailing_reasoning(super().stream(text, token_ids), deferred, state.ended)
         state.deferred_reasoning = deferred[0]
         return delta
 
@@ -292,7 +290,7 @@ class DsmlTools(EngineTools[DsmlSlot]):
         state = self.state
         deferred = [state.deferred_reasoning]
         ended = state.reasoning_ended or not self.has_reasoning
-        delta = _strip_trailing_reasoning(delta, deferred, ended)
+        delta = strip_trailing_reasoning(delta, deferred, ended)
         state.deferred_reasoning = deferred[0]
         return delta
 

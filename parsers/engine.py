@@ -161,9 +161,15 @@ class Grammar:
         table += [(text, DROP) for text in sorted(set(drops))]
         self.literals = table
         self.first_chars = frozenset(text[0] for text, _ in table if text)
-        self.by_first: dict[str, list[tuple[str, str]]] = {}
+        # A literal's terminal (the first listed wins), and by first character the
+        # literals' lengths, longest first: a position is matched with one lookup per
+        # length, however many literals (a tokenizer may have a thousand to drop).
+        self.by_text: dict[str, str] = {}
+        lengths: dict[str, set[int]] = {}
         for text, name in table:
-            self.by_first.setdefault(text[0], []).append((text, name))
+            self.by_text.setdefault(text, name)
+            lengths.setdefault(text[0], set()).add(len(text))
+        self.lengths = {c: tuple(sorted(ls, reverse=True)) for c, ls in lengths.items()}
         self.prefixes = frozenset(text[:i] for text, _ in table for i in range(1, len(text)))
         self.longest = max((len(text) for text, _ in table), default=0)
         self.first_char_re = re.compile(
@@ -188,15 +194,6 @@ class Piece(NamedTuple):
 
     terminal: str | None
     text: str
-
-
-def _may_grow(
-    buffer: str, best: tuple[str, str] | None, candidates: Iterable[tuple[str, str]]
-) -> bool:
-    """Whether a held buffer can still become a marker (other than the one it is)."""
-    if best is None:
-        return True
-    return any(len(lit) > len(best[0]) and lit.startswith(buffer) for lit, _ in candidates)
 
 
 class EngineState(Struct):
@@ -414,18 +411,9 @@ class MarkerEngine:
         pos = 0
         pieces: list[Piece] = []
         while pos < size:
-            candidates = grammar.by_first.get(buffer[pos], ())
-            best: tuple[str, str] | None = None
-            for literal, name in candidates:
-                longer = best is None or len(literal) > len(best[0])
-                if longer and buffer.startswith(literal, pos):
-                    best = (literal, name)
-            if (
-                not final
-                and size - pos < grammar.longest
-                and (tail := buffer[pos:]) in grammar.prefixes
-                and _may_grow(tail, best, candidates)
-            ):
+            best = self._longest_literal(buffer, pos)
+            # A tail that is the start of a longer literal may still grow into it.
+            if not final and size - pos < grammar.longest and buffer[pos:] in grammar.prefixes:
                 break
             if best is not None:
                 pieces.append(Piece(best[1], best[0]))
@@ -437,6 +425,15 @@ class MarkerEngine:
         s.held = buffer[pos:]
         return pieces
 
+    def _longest_literal(self, buffer: str, pos: int) -> tuple[str, str] | None:
+        """The longest literal at ``pos`` and its terminal, if any starts there."""
+        by_text = self.grammar.by_text
+        for length in self.grammar.lengths.get(buffer[pos], ()):
+            text = buffer[pos : pos + length]
+            if len(text) == length and (name := by_text.get(text)) is not None:
+                return text, name
+        return None
+
     def _text_end(self, buffer: str, start: int) -> int:
         """Where text from ``start`` stops: the next position a marker could start at."""
         grammar = self.grammar
@@ -445,11 +442,11 @@ class MarkerEngine:
         match = search(buffer, start + 1)
         while match is not None:
             i = match.start()
-            for literal, _ in grammar.by_first[buffer[i]]:
-                if buffer.startswith(literal, i) or (
-                    size - i < len(literal) and literal.startswith(buffer[i:])
-                ):
-                    return i
+            near_end = size - i < grammar.longest
+            if self._longest_literal(buffer, i) is not None or (
+                near_end and buffer[i:] in grammar.prefixes
+            ):
+                return i
             match = search(buffer, i + 1)
         return size
 

@@ -119,6 +119,9 @@ class EngineTools(ABC, Generic[SlotT]):
     def _reasoning_ended(self) -> None:
         """The reasoning section has closed (a format that tracks it says so here)."""
 
+    def _other(self, event: Event, calls: list[DeltaToolCall]) -> None:
+        """An event kind of the format's own (e.g. argument text its decoder buffers)."""
+
     # ------------------------------------------------------------------ events to deltas
 
     def _delta(self, events: list[Event], finished: bool) -> Delta | None:
@@ -158,6 +161,8 @@ class EngineTools(ABC, Generic[SlotT]):
                     self._arguments(event, calls)
                 elif kind == CALL_END:
                     self._end(event.call, calls)
+                else:
+                    self._other(event, calls)
         if len(calls) > 1:
             calls = coalesce_calls(calls)
         if state.deferred_content and (not in_calls or not calls):

@@ -25,6 +25,15 @@ def xlam_tool_call_id(seed: str, index: int) -> str:
     return f"call_{index}_{_hex16(seed, index)}"
 
 
+_ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def mistral_tool_call_id(seed: str, index: int) -> str:
+    """Mistral's format: 9 letters and digits (what Mistral's own validator accepts)."""
+    digest = hashlib.blake2b(f"{seed}\x00{index}".encode(), digest_size=9).digest()
+    return "".join(_ALPHANUMERIC[byte % len(_ALPHANUMERIC)] for byte in digest)
+
+
 def opening_call_delta(
     seed: str, index: int, name: str | None, arguments: str | None = None
 ) -> DeltaToolCall:

@@ -124,6 +124,10 @@ class Qwen3Reasoning:
     def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool:
         return self.grammar.prompt_closes_reasoning(prompt_token_ids, self.thinking)
 
+    def _start_state(self) -> str:
+        """Where a stream starts: in reasoning when the request thinks."""
+        return REASONING if self.thinking else CONTENT
+
     def _engine(self, state: EngineState) -> MarkerEngine:
         return MarkerEngine(self.grammar.grammar, state, skip_tools=True)
 
@@ -153,14 +157,14 @@ class Qwen3Reasoning:
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         state = self.state
         if state.engine is None:
-            state.engine = EngineState(REASONING if self.thinking else CONTENT)
+            state.engine = EngineState(self._start_state())
         return self._delta(self._engine(state.engine).feed(text, token_ids), finished=False)
 
     def finish(self) -> Delta | None:
         """Release what the engine holds (a partial marker, deferred whitespace)."""
         state = self.state
         if state.engine is None:
-            state.engine = EngineState(REASONING if self.thinking else CONTENT)
+            state.engine = EngineState(self._start_state())
         events = self._engine(state.engine).finish()
         if events or state.deferred_content:
             return self._delta(events, finished=True)

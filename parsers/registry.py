@@ -28,6 +28,14 @@ from parsers.minimax import (
     MiniMaxTools,
     MiniMaxToolState,
 )
+from parsers.mistral import (
+    MistralGrammar,
+    MistralReasoning,
+    MistralReasoningState,
+    MistralTools,
+    MistralToolState,
+)
+from parsers.mistral_json import MistralJsonState, MistralJsonTools
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.qwen3 import Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState, Qwen3CoderTools
@@ -46,6 +54,7 @@ REASONING_PARSERS = frozenset(
         "openai_gptoss",
         "minimax_m2",
         "minimax_m2_append_think",
+        "mistral",
     }
 )
 
@@ -68,16 +77,26 @@ TOOL_PARSERS = {
     "deepseek_v41": "deepseek_v41",
     "openai": "openai",
     "minimax_m2": "minimax_m2",
+    "mistral": "mistral",
 }
 _DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
 # Parsers built on vLLM's declarative engine rather than its legacy classes; the
 # difference shows in how tool_choice "none" and unparsed markup are handled.
 _ENGINE_BASED = frozenset(
-    {"qwen3", "qwen3_coder", "deepseek_v32", "deepseek_v4", "deepseek_v41", "minimax_m2"}
+    {
+        "qwen3",
+        "qwen3_coder",
+        "deepseek_v32",
+        "deepseek_v4",
+        "deepseek_v41",
+        "minimax_m2",
+        "mistral",
+    }
 )
 _MINIMAX = "minimax_m2"
 _APPEND_THINK = "minimax_m2_append_think"
+_MISTRAL = "mistral"
 _DSML = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 # gpt-oss's Harmony: one parser reads reasoning and calls, so neither mixes with others.
 _HARMONY_REASONING = "openai_gptoss"
@@ -159,6 +178,7 @@ class ParserFactory:
         )
         self._vocab = vocab
         self._harmony = self._harmony_grammar(reasoning_parser, tool, vocab)
+        self._mistral = self._mistral_grammar(reasoning_parser, tool, vocab)
         active = [n for n in (self.reasoning_name, self.tool_name) if n is not None]
         self.engine_based = all(name in _ENGINE_BASED for name in active)
 
@@ -192,6 +212,44 @@ class ParserFactory:
             return HarmonyGrammar(vocab)
         except HarmonyUnavailable as exc:
             raise ParserConfigError(f"{harmony[0]}: {exc}") from None
+
+    @staticmethod
+    def _mistral_grammar(
+        reasoning: str | None, tool: str | None, vocab: Vocabulary
+    ) -> MistralGrammar | None:
+        """Mistral's format for this tokenizer; vLLM refuses one without ``[TOOL_CALLS]``
+        for either parser."""
+        if _MISTRAL not in (reasoning, tool):
+            return None
+        try:
+            return MistralGrammar(vocab)
+        except ParserUnavailable as exc:
+            flag = "--reasoning-parser" if reasoning == _MISTRAL else "--tool-call-parser"
+            raise ParserConfigError(f"{flag} {_MISTRAL}: {exc}") from None
+
+    def _mistral_tools(
+        self, options: ParseOptions, id_seed: str, state: ChatStreamState | None
+    ) -> MistralTools | MistralJsonTools | None:
+        """Mistral's calls in the form its tokenizer writes (state kept in ``state``)."""
+        grammar = self._mistral
+        if grammar is None or self.tool_name != _MISTRAL:
+            return None
+        if grammar.json_array:
+            assert grammar.tool_calls_id is not None
+            json_state: MistralJsonState | None = None
+            if state is not None:
+                state.tools = json_state = _reuse(state.tools, MistralJsonState)
+            return MistralJsonTools(options, grammar.tool_calls_id, id_seed, json_state)
+        engine_state: MistralToolState | None = None
+        if state is not None:
+            state.tools = engine_state = _reuse(state.tools, MistralToolState)
+        return MistralTools(
+            grammar,
+            options,
+            reasoning_markup_is_text=self.reasoning_name is None,
+            id_seed=id_seed,
+            state=engine_state,
+        )
 
     def _harmony_stream(self, id_seed: str, state: HarmonyState | None) -> HarmonyStream | None:
         if self._harmony is None:
@@ -234,7 +292,9 @@ class ParserFactory:
             reasoning = MiniMaxReasoning(self._minimax, options)
         elif self.reasoning_name == _APPEND_THINK:
             reasoning = AppendThinkReasoning(self._vocab)
-        tools: ToolParser | None = None
+        elif self._mistral is not None and self.reasoning_name == _MISTRAL:
+            reasoning = MistralReasoning(self._mistral, options)
+        tools: ToolParser | None = self._mistral_tools(options, "", None)
         if self.tool_name == "hermes":
             tools = HermesTools()
         elif self.tool_name == "qwen3_coder":
@@ -298,10 +358,13 @@ class ParserFactory:
         elif self.reasoning_name == _APPEND_THINK:
             state.reasoning = _reuse(state.reasoning, AppendThinkState)
             reasoning = AppendThinkReasoning(self._vocab, state.reasoning)
+        elif self._mistral is not None and self.reasoning_name == _MISTRAL:
+            state.reasoning = _reuse(state.reasoning, MistralReasoningState)
+            reasoning = MistralReasoning(self._mistral, options, state.reasoning)
         elif (think := self._think_parser(options)) is not None:
             state.reasoning = _reuse(state.reasoning, ThinkTagStreamState)
             reasoning = ThinkTagStream(think, state.reasoning)
-        tools: ToolStream | None = None
+        tools: ToolStream | None = self._mistral_tools(options, id_seed, state)
         if self.tool_name == "hermes":
             state.tools = _reuse(state.tools, HermesState)
             tools = HermesStream(id_seed, state.tools)

@@ -24,6 +24,8 @@ from parsers.hermes import HermesState
 from parsers.llama3_json import Llama3JsonState
 from parsers.llama4_pythonic import Llama4PythonicState
 from parsers.minimax import AppendThinkState, MiniMaxToolState
+from parsers.mistral import MistralReasoningState, MistralToolState
+from parsers.mistral_json import MistralJsonState
 from parsers.pythonic import PythonicState
 from parsers.qwen3 import Qwen3ReasoningState
 from parsers.qwen3_coder import Qwen3CoderState
@@ -57,7 +59,13 @@ class ToolStream(Protocol):
     def remaining_arguments(self) -> str: ...
 
 
-ReasoningState = Qwen3ReasoningState | ThinkTagStreamState | DsmlReasoningState | AppendThinkState
+ReasoningState = (
+    Qwen3ReasoningState
+    | ThinkTagStreamState
+    | DsmlReasoningState
+    | AppendThinkState
+    | MistralReasoningState
+)
 ToolState = (
     HermesState
     | Qwen3CoderState
@@ -68,6 +76,8 @@ ToolState = (
     | DeepSeekToolState
     | DsmlToolState
     | MiniMaxToolState
+    | MistralToolState
+    | MistralJsonState
 )
 
 

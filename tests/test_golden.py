@@ -10,17 +10,26 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.conftest import build_app
-from tests.golden import flags_of, fold_reply, load_cases, replay, stream_body, tokenizer_of
+from tests.golden import (
+    CHUNK_DEPENDENT,
+    flags_of,
+    fold_reply,
+    load_cases,
+    replay,
+    stream_body,
+    tokenizer_of,
+)
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
-# Qwen3 (C), DeepSeek (D), gpt-oss (G), MiniMax M2 (M, a synthetic tokenizer) and Llama
-# (L) configurations; see tests/golden/README.md.
+# Qwen3 (C), DeepSeek (D), gpt-oss (G), MiniMax M2 (M, a synthetic tokenizer), Llama (L)
+# and Mistral (S) configurations; see tests/golden/README.md.
 CONFIGS = (
     *("C1", "C2", "C3", "C4", "C5", "C6", "C7"),
     *("D1", "D2", "D3", "D4", "D5", "D6", "D7"),
     "G1",
     *("M1", "M2", "M3"),
     *("L1", "L2", "L3"),
+    *("S1", "S2"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 
@@ -59,12 +68,8 @@ def _check_case(case: dict[str, Any], flags: tuple[str, ...]) -> None:
     assert not problems, "\n".join(problems[:8])
 
 
-# Streams that assemble differently per chunking in vLLM 0.33.0 and, byte for byte, in
-# ours: malformed JSON in a llama3_json call streams the difference between successive
-# partial readings, and the final text has no reading to settle from (docs/parity.md).
-CHUNKING_DEPENDENT = frozenset({"L1.malformed_arguments"})
 SCENARIOS = sorted(
-    {c["scenario"] for c in CASES if c["kind"] == "chat_stream"} - CHUNKING_DEPENDENT
+    {c["scenario"] for c in CASES if c["kind"] == "chat_stream"} - set(CHUNK_DEPENDENT)
 )
 
 

@@ -1,0 +1,349 @@
+"""Mistral's ``mistral`` reasoning and tool parsers, in the newer ``[ARGS]`` form.
+
+Tokenizers from v11 on write calls as ``[TOOL_CALLS]name[ARGS]{...}`` (a call may
+also open straight on ``{``: ``[TOOL_CALLS]name{...}``), one ``[TOOL_CALLS]`` per
+call, and v13 ones (Magistral) reason in ``[THINK]...[/THINK]``. vLLM 0.33.0 reads
+this with its declarative engine; so do we, with the same table on the shared
+marker engine. A stream starts in content: reasoning opens only on ``[THINK]``.
+
+Arguments are JSON text passed through as written, except that a closing brace at
+the top level is held back until more text shows it was not the last (vLLM's
+``tool_args_json`` buffering); one-shot, a call's arguments are the first JSON
+value of its text, re-typed to the tool's schema.
+
+Which form a tokenizer gets is vLLM's choice: without ``[ARGS]`` in the vocabulary
+calls are the older JSON array (parsers/mistral_json.py); without ``[THINK]`` there
+is no reasoning. Tool-call ids are Mistral's: 9 letters and digits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from msgspec import Struct, field
+
+from parsers.dsml import DsmlReasoningState, strip_trailing_reasoning
+from parsers.engine import (
+    CALL_ARGS,
+    CALL_END,
+    CALL_NAME,
+    CALL_START,
+    CONTENT,
+    REASONING,
+    REASONING_END,
+    REASONING_TEXT,
+    TEXT,
+    THINK_END,
+    THINK_START,
+    TOOL_ARGS,
+    TOOL_NAME,
+    EngineState,
+    Event,
+    Format,
+    Grammar,
+    Transition,
+)
+from parsers.engine_tools import EngineTools
+from parsers.ids import mistral_tool_call_id
+from parsers.qwen3 import Qwen3Reasoning
+from parsers.schema import coerce_arguments
+from parsers.think import ParserUnavailable
+from parsers.types import Delta, DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+
+TOOL_CALLS_TOKEN = "[TOOL_CALLS]"
+ARGS_TOKEN = "[ARGS]"
+THINK_TOKEN = "[THINK]"
+END_THINK_TOKEN = "[/THINK]"
+
+# Terminals beyond the engine's own.
+TOOL_CALLS = "TOOL_CALLS"
+ARGS = "ARGS"
+OPEN_BRACE = "OPEN_BRACE"
+# Argument text after the opening: it goes through the top-level brace hold.
+ARGS_TEXT = "args_text"
+
+_CALLS = {
+    (TOOL_NAME, ARGS): Transition(TOOL_ARGS, ()),
+    # The brace that ends a name is the arguments' first character.
+    (TOOL_NAME, OPEN_BRACE): Transition(TOOL_ARGS, (CALL_ARGS,)),
+    (TOOL_ARGS, TOOL_CALLS): Transition(TOOL_NAME, (CALL_END, CALL_START)),
+}
+_WITHOUT_THINK = {(CONTENT, TOOL_CALLS): Transition(TOOL_NAME, (CALL_START,))}
+_THINK = {
+    (CONTENT, THINK_START): Transition(REASONING, ()),
+    (REASONING, THINK_START): Transition(REASONING, ()),
+    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
+    (CONTENT, THINK_END): Transition(CONTENT, ()),
+    (REASONING, TOOL_CALLS): Transition(TOOL_NAME, (REASONING_END, CALL_START)),
+    (CONTENT, TOOL_CALLS): Transition(TOOL_NAME, (REASONING_END, CALL_START)),
+}
+_STATE_EVENTS = {
+    CONTENT: TEXT,
+    REASONING: REASONING_TEXT,
+    TOOL_NAME: CALL_NAME,
+    TOOL_ARGS: ARGS_TEXT,
+}
+_CALL_STATES = frozenset({TOOL_NAME, TOOL_ARGS})
+THINK_FORMAT = Format({**_CALLS, **_THINK}, _STATE_EVENTS, _CALL_STATES)
+PLAIN_FORMAT = Format({**_CALLS, **_WITHOUT_THINK}, _STATE_EVENTS, _CALL_STATES)
+
+
+class MistralGrammar:
+    """The format for one tokenizer: which call form and whether it reasons."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.tool_calls_id = vocab.id_of(TOOL_CALLS_TOKEN)
+        if self.tool_calls_id is None:
+            raise ParserUnavailable(f"the tokenizer has no {TOOL_CALLS_TOKEN!r} token")
+        # vLLM: the JSON array for tokenizers before v11 (no [ARGS]); reasoning only
+        # where [THINK] is a token (an HF tokenizer never "supports grammar").
+        self.json_array = vocab.id_of(ARGS_TOKEN) is None
+        self.has_think = vocab.id_of(THINK_TOKEN) is not None
+        literals: dict[str, str | tuple[str, ...]] = {
+            TOOL_CALLS: TOOL_CALLS_TOKEN,
+            ARGS: ARGS_TOKEN,
+            OPEN_BRACE: "{",
+        }
+        by_id = {TOOL_CALLS: TOOL_CALLS_TOKEN, ARGS: ARGS_TOKEN}
+        if self.has_think:
+            literals = {THINK_START: THINK_TOKEN, THINK_END: END_THINK_TOKEN, **literals}
+            by_id = {THINK_START: THINK_TOKEN, THINK_END: END_THINK_TOKEN, **by_id}
+        spelled = {text for text in literals.values() if isinstance(text, str)}
+        self.grammar = Grammar(
+            literals,
+            by_id,
+            vocab.special_tokens - spelled,
+            dict(vocab.token_ids),
+            vocab.token_text,
+            markup=THINK_FORMAT if self.has_think else PLAIN_FORMAT,
+        )
+        self.start_id = vocab.id_of(THINK_TOKEN)
+        self.end_id = vocab.id_of(END_THINK_TOKEN)
+        # A call ends reasoning too.
+        self.end_ids = (
+            frozenset(i for i in (self.end_id, self.tool_calls_id) if i is not None)
+            if self.has_think
+            else frozenset()
+        )
+        self.boundary_ids: frozenset[int] = frozenset()
+
+    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
+        """vLLM's reading: the prompt's last end or call closes it, its last ``[THINK]``
+        leaves it open; with neither, a format that reasons waits for ``[THINK]``."""
+        for token_id in reversed(prompt_token_ids):
+            if token_id in self.end_ids:
+                return True
+            if token_id == self.start_id:
+                return False
+        return not thinking
+
+
+class MistralReasoningState(DsmlReasoningState, tag="mistral_reasoning"):
+    pass
+
+
+class MistralReasoning(Qwen3Reasoning):
+    """``mistral`` reasoning: ``[THINK]...[/THINK]`` wherever it opens; none without it."""
+
+    def __init__(
+        self,
+        grammar: MistralGrammar,
+        options: ParseOptions,
+        state: MistralReasoningState | None = None,
+    ) -> None:
+        self.mistral_state = state if state is not None else MistralReasoningState()
+        super().__init__(grammar, options, self.mistral_state)
+        self.thinking = grammar.has_think
+
+    def _start_state(self) -> str:
+        return CONTENT
+
+    def extract(
+        self, text: str, prompt_token_ids: Sequence[int] | None
+    ) -> tuple[str | None, str | None]:
+        """The whole output from content; reasoning loses trailing whitespace."""
+        if not self.thinking:
+            return None, text
+        engine = self._engine(EngineState(CONTENT))
+        events = engine.feed(text, []) + engine.finish()
+        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
+        content = "".join(e.value for e in events if e.kind == TEXT)
+        return reasoning or None, content or None
+
+    def ended_by(self, token_ids: Sequence[int]) -> bool:
+        return self.state.ended or not self.thinking
+
+    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        state = self.mistral_state
+        deferred = [state.deferred_reasoning]
+        delta = strip_trailing_reasoning(super().stream(text, token_ids), deferred, state.ended)
+        state.deferred_reasoning = deferred[0]
+        return delta
+
+
+# ---------------------------------------------------------------------------- tool calls
+
+
+class BraceHold(Struct):
+    """Where the argument text stands: what is held, how deep, inside a string."""
+
+    held: str = ""
+    depth: int = 0
+    in_string: bool = False
+    escape: bool = False
+
+
+def release(hold: BraceHold, text: str) -> str:
+    """The part of ``hold.held + text`` that can go out now.
+
+    A closing bracket that brings the depth (opening brackets since the arguments
+    began, the first brace not counted when it ended the name) to zero is held
+    until any later character arrives; everything else goes out as it comes.
+    """
+    out_end = 0
+    buffer = hold.held + text
+    depth, in_string, escape = hold.depth, hold.in_string, hold.escape
+    for i in range(len(hold.held), len(buffer)):
+        char = buffer[i]
+        if escape:
+            escape = False
+        elif in_string:
+            if char == "\\":
+                escape = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            if depth > 0:
+                depth -= 1
+            if depth == 0:
+                continue
+        out_end = i + 1
+    hold.depth, hold.in_string, hold.escape = depth, in_string, escape
+    hold.held = buffer[out_end:]
+    return buffer[:out_end]
+
+
+class MistralSlot(Struct):
+    id: str = ""
+    name: str = ""
+    args: str = ""
+    name_sent: bool = False
+
+
+class MistralToolState(Struct, tag="mistral"):
+    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
+    slots: list[MistralSlot] = field(default_factory=list)
+    deferred_content: str = ""
+    content_has_nonws: bool = False
+    deferred_reasoning: str = ""
+    reasoning_ended: bool = False
+    hold: BraceHold = field(default_factory=BraceHold)
+
+
+class MistralTools(EngineTools[MistralSlot]):
+    """``[TOOL_CALLS]name[ARGS]{...}`` calls, streamed or one-shot, as vLLM emits them."""
+
+    state: MistralToolState
+
+    def __init__(
+        self,
+        grammar: MistralGrammar,
+        options: ParseOptions,
+        *,
+        reasoning_markup_is_text: bool,
+        id_seed: str = "",
+        state: MistralToolState | None = None,
+    ) -> None:
+        super().__init__(
+            grammar.grammar,
+            options,
+            state if state is not None else MistralToolState(),
+            MistralSlot,
+            reasoning_markup_is_text=reasoning_markup_is_text,
+            id_seed=id_seed,
+        )
+        self.has_think = grammar.has_think
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        delta = super().stream(text, token_ids)
+        state = self.state
+        deferred = [state.deferred_reasoning]
+        ended = state.reasoning_ended or not self.has_think
+        delta = strip_trailing_reasoning(delta, deferred, ended)
+        state.deferred_reasoning = deferred[0]
+        return delta
+
+    # ------------------------------------------------------------------ format hooks
+
+    def _reasoning_ended(self) -> None:
+        self.state.reasoning_ended = True
+
+    def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
+        """The brace that ended the name: sent as it is."""
+        self._chunk(event.call, event.value, calls)
+
+    def _other(self, event: Event, calls: list[DeltaToolCall]) -> None:
+        if event.kind == ARGS_TEXT:
+            released = release(self.state.hold, event.value)
+            if released:
+                self._chunk(event.call, released, calls)
+
+    def _chunk(self, index: int, text: str, calls: list[DeltaToolCall]) -> None:
+        """Argument text: the call opens with its name (even an empty one) and it."""
+        slot = self._slot(index)
+        slot.args += text
+        if slot.name_sent:
+            calls.append(DeltaToolCall(index=index, arguments=text))
+            return
+        calls.append(self._announce(index, slot, text))
+
+    def _announce(self, index: int, slot: MistralSlot, arguments: str) -> DeltaToolCall:
+        slot.name_sent = True
+        if not slot.id:
+            slot.id = mistral_tool_call_id(self.id_seed, index)
+        return DeltaToolCall(
+            id=slot.id, type="function", index=index, name=slot.name, arguments=arguments
+        )
+
+    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
+        hold = self.state.hold
+        held = hold.held
+        self.state.hold = BraceHold()
+        if index >= len(self.state.slots):
+            return
+        if held:
+            self._chunk(index, held, calls)
+        slot = self.state.slots[index]
+        if not slot.name_sent:
+            calls.append(self._announce(index, slot, ""))
+
+    def _call(self, index: int) -> FunctionCall | None:
+        slot = self.state.slots[index]
+        if not slot.name and not slot.args:
+            return None
+        name = slot.name.strip()
+        arguments = first_json_value(slot.args)
+        tool = self.options.tool(name) if self.options.tools and name else None
+        if tool is not None:
+            arguments = coerce_arguments(arguments, tool.properties())
+        if not slot.id:
+            slot.id = mistral_tool_call_id(self.id_seed, index)
+        return FunctionCall(name, arguments, slot.id)
+
+
+def first_json_value(raw: str) -> str:
+    """A call's arguments one-shot: its first JSON value (text after it is dropped),
+    the text as it is when it does not start with one, ``{}`` when empty."""
+    stripped = raw.strip()
+    if not stripped:
+        return "{}"
+    try:
+        _, end = json.JSONDecoder().raw_decode(stripped)
+    except (ValueError, RecursionError):
+        return stripped
+    return stripped[:end]
