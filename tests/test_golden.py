@@ -1,4 +1,4 @@
-"""Replays vLLM 0.33.0's recorded transcripts through the app (tests/golden.py)."""
+"""Replays vLLM 0.33.0's recorded transcripts through the app (tests/support/golden.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import build_app
-from tests.golden import flags_of, fold_reply, load_cases, replay, stream_body, tokenizer_of
+from tests.support.apps import build_app
+from tests.support.golden import flags_of, fold_reply, load_cases, replay, stream_body, tokenizer_of
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 # Qwen3 (C), DeepSeek (D) and gpt-oss (G) configurations; see tests/golden/README.md.

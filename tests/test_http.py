@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import AppFactory
+from tests.support.apps import AppFactory
 
 FLAGS = ["--served-model-name", "qwen3", "--max-model-len", "4096"]
 HELLO = [9707, 0, 2585, 646, 358, 1492, 498, 3351, 30]  # "Hello! How can I help you today?"
@@ -168,7 +168,7 @@ def test_passthrough_fields(client: TestClient) -> None:
 
 
 def test_large_output_decodes_off_the_event_loop(client: TestClient, tokenizer: Any) -> None:
-    ids = tokenizer._hf.encode("streaming " * 1500)
+    ids = tokenizer.encode("streaming " * 1500)
     _, body = chat(client, {"generate_response": generate(ids)})
     assert body["choices"][0]["message"]["content"] == "streaming " * 1500
 

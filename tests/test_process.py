@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.processes import ROOT, serving
+from tests.support.processes import ROOT, serving
 
 HANG_SECONDS = 5.0  # detects a stalled event loop on a loaded machine, not speed
 
@@ -83,7 +83,7 @@ def parser_server() -> Iterator[str]:
 
 def test_health_answers_while_long_histories_replay(parser_server: str, tokenizer: Any) -> None:
     """Replays of 8,000-token histories run off the event loop."""
-    history = tokenizer._hf.encode("<think>\n" + "thinking it through step by step. " * 1400)[:8000]
+    history = tokenizer.encode("<think>\n" + "thinking it through step by step. " * 1400)[:8000]
     body = {
         "stream": True,
         "generate_chunk": {"request_id": "long", "choices": [{"index": 0, "token_ids": [13]}]},

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"
 
 # Streams where vLLM 0.33.0's chunks corrupt the message (docs/parity.md) and ours
 # deliberately differ: a literal <think> leaking into reasoning, an outer brace
