@@ -24,10 +24,10 @@ whether the parser has left its first message and the open message's token ids (
 keeps the same list to recover a broken header), and a restored stream replays that
 one message, once, into a fresh parser. Every error the parser raises (a token where a
 ``<|start|>`` belongs, a header it cannot read) drops the open message and leaves it
-waiting for ``<|start|>``; the state follows it there. A live session keeps its parser; per chunk the work is the
-chunk's tokens. The package's ``messages`` property re-serializes every message on
-each read, so it is read only at the end of a one-shot parse or a stream; a message's
-completion is seen from the token that ends it.
+waiting for ``<|start|>``; the state follows it there. A live session keeps its
+parser; per chunk the work is the chunk's tokens. The package's ``messages`` property
+re-serializes every message on each read, so it is read only at the end of a one-shot
+parse or a stream; a message's completion is seen from the token that ends it.
 
 The encoding loads offline: its ``o200k_base`` ranks are written from the server's own
 tokenizer (byte-level pieces back to bytes) and checked against o200k_base's published
