@@ -23,8 +23,8 @@ import hashlib
 import hmac
 import logging
 import time
-from enum import StrEnum
 from collections.abc import Awaitable, Callable
+from enum import StrEnum
 from typing import Any
 
 import msgspec
