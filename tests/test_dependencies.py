@@ -1,4 +1,4 @@
-"""What the code imports is what pyproject.toml declares.
+"""What the code imports: what pyproject.toml declares, and nothing across the layout.
 
 Every module the product (app/, cache/, parsers/) imports at run time, at the top of a
 file or inside a function, must come from a declared runtime dependency, not from a
@@ -6,6 +6,8 @@ package that happens to arrive with another one (httpx with the dev tools, anyio
 starlette, huggingface_hub with transformers). The suite's and the benches' imports
 must come from the runtime dependencies or their own extras. Imports are read from the
 source, mapped to distributions with ``importlib.metadata.packages_distributions``.
+Bench and tests may import the product, never each other, and a test module takes its
+helpers from tests/support, never from another test module.
 """
 
 from __future__ import annotations
@@ -45,27 +47,34 @@ def declared(*extras: str) -> frozenset[str]:
 
 
 def _runtime_imports(tree: ast.AST) -> Iterator[str]:
-    """Top-level names of the absolute imports in ``tree``, leaving out those under
+    """The modules the absolute imports in ``tree`` name, leaving out those under
     ``if TYPE_CHECKING:`` (never run)."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             yield from (name for child in node.orelse for name in _runtime_imports(child))
             continue
         if isinstance(node, ast.Import):
-            yield from (alias.name.split(".")[0] for alias in node.names)
+            yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.module.split(".")[0]
+            yield node.module
         yield from _runtime_imports(node)
+
+
+def imports_by_file(*folders: str) -> Iterator[tuple[str, str]]:
+    """Each file of the folders (as a path from the root) with each module it imports."""
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for module in _runtime_imports(ast.parse(path.read_text(), str(path))):
+                yield str(path.relative_to(ROOT)), module
 
 
 def third_party_imports(*folders: str) -> dict[str, set[str]]:
     """Each third-party module the folders' files import, with the files importing it."""
     found: dict[str, set[str]] = {}
-    for folder in folders:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            for module in _runtime_imports(ast.parse(path.read_text(), str(path))):
-                if module not in sys.stdlib_module_names and module not in FIRST_PARTY:
-                    found.setdefault(module, set()).add(str(path.relative_to(ROOT)))
+    for where, module in imports_by_file(*folders):
+        top = module.split(".")[0]
+        if top not in sys.stdlib_module_names and top not in FIRST_PARTY:
+            found.setdefault(top, set()).add(where)
     return found
 
 
@@ -102,3 +111,22 @@ def test_an_import_that_only_arrives_with_another_package_is_reported() -> None:
     when only starlette is allowed."""
     problems = undeclared({"anyio": {"app/server.py"}}, frozenset({"starlette"}))
     assert problems == ["anyio (in ['app/server.py']) comes from undeclared ['anyio']"]
+
+
+def test_bench_and_tests_never_import_each_other() -> None:
+    """Each side imports the product only (a test may run ``python -m bench``)."""
+    crossing = [
+        f"{where} imports {module}"
+        for where, module in imports_by_file("bench", "tests")
+        if module.split(".")[0] == ("tests" if where.startswith("bench/") else "bench")
+    ]
+    assert not crossing
+
+
+def test_test_modules_take_shared_helpers_from_tests_support() -> None:
+    shared = [
+        f"{where} imports {module}"
+        for where, module in imports_by_file("tests")
+        if module.startswith("tests.") and not module.startswith("tests.support.")
+    ]
+    assert not shared
