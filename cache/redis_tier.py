@@ -43,6 +43,7 @@ MAC_BYTES = hashlib.sha256().digest_size
 # Room for the envelope's own fields around a snapshot of the largest size written.
 ENVELOPE_OVERHEAD = 256
 
+
 class Outcome(StrEnum):
     """What a Redis call did (a metric label)."""
 
