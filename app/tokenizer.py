@@ -92,6 +92,13 @@ class Tokenizer:
         text: str = self._join(pieces)
         return text
 
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text`` as a model writes it: special-token texts become their
+        ids, and nothing (no BOS) is added around it. Benches and tests make outputs
+        with it; derendering never encodes."""
+        ids: list[int] = self._hf.encode(text, add_special_tokens=False)
+        return ids
+
     def decode(self, token_ids: list[int]) -> str:
         """Decode ids to text with special tokens kept (logprob strings).
 

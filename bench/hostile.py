@@ -54,7 +54,6 @@ from bench.workload import (
     MISTRAL_THOUGHT,
     SENTENCE,
     dsml_call_open,
-    encode,
     prompt_ids,
     repeat_to,
     tokenizer_for,
@@ -306,9 +305,9 @@ FAMILIES: dict[str, Family] = {
 
 def _ids(tokenizer: Tokenizer, text: str, spelled: bool) -> list[int]:
     if not spelled:
-        return encode(tokenizer, text)
+        return tokenizer.encode(text)
     # "<" on its own, then the rest: the tokenizer never sees the special token.
-    return encode(tokenizer, text[:1]) + encode(tokenizer, text[1:])
+    return tokenizer.encode(text[:1]) + tokenizer.encode(text[1:])
 
 
 def invalid_byte_id(tokenizer: Tokenizer) -> int:
@@ -326,7 +325,7 @@ def output_ids(tokenizer: Tokenizer, config: Config, family: str, tokens: int) -
         unit = [invalid_byte_id(tokenizer)]
     else:
         unit = _ids(tokenizer, spec.unit(config), spec.spelled)
-    return repeat_to(encode(tokenizer, head), unit, tokens)
+    return repeat_to(tokenizer.encode(head), unit, tokens)
 
 
 class Measurement(msgspec.Struct):

@@ -34,8 +34,8 @@ from typing import Any
 
 import httpx
 
+from bench.golden import load_cases, stream_body
 from bench.servers import free_port
-from tests.golden import load_cases, stream_body
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions/derender"

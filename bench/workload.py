@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
 from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
 from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
 
@@ -106,52 +106,42 @@ def qwen3() -> Tokenizer:
     return load_tokenizer("qwen3")
 
 
+def qwen3_with_tokens(*texts: str) -> Tokenizer:
+    """A test tokenizer: Qwen3's vocabulary plus ``texts`` as added, non-special tokens
+    (their ids follow Qwen3's, so every other id means what it means to Qwen3)."""
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(resolve_model_dir("qwen3")), local_files_only=True)
+    hf.add_tokens([AddedToken(text, special=False, normalized=False) for text in texts])
+    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+
+
 @cache
 def qwen3_with_deepseek_markers() -> Tokenizer:
-    """A test tokenizer: Qwen3's vocabulary plus DeepSeek's tool markers as tokens.
-
-    DeepSeek's parsers find markers by id; the added ids follow Qwen3's, so every
-    other id means what it means to Qwen3.
-    """
-    from tokenizers import AddedToken
-
-    hf = load_tokenizer("qwen3")._hf
-    markers = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
-    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in markers])
-    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+    """DeepSeek's parsers find markers by id: Qwen3's vocabulary plus its tool markers."""
+    return qwen3_with_tokens(CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
 
 
 @cache
 def qwen3_with_dsml() -> Tokenizer:
-    """A test tokenizer: Qwen3's vocabulary plus ``｜DSML｜`` as one token (as DeepSeek's
-    has it); DSML markers are text spanning several tokens."""
-    from tokenizers import AddedToken
-
-    hf = load_tokenizer("qwen3")._hf
-    hf.add_tokens([AddedToken("｜DSML｜", special=False, normalized=False)])
-    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+    """Qwen3's vocabulary plus ``｜DSML｜`` as one token (as DeepSeek's has it); DSML
+    markers are text spanning several tokens."""
+    return qwen3_with_tokens("｜DSML｜")
 
 
 @cache
 def qwen3_with_minimax_markers() -> Tokenizer:
     """A test tokenizer: Qwen3's vocabulary plus MiniMax's call-section markers as tokens
     (the invoke and parameter tags are text, as in MiniMax's own vocabulary)."""
-    from tokenizers import AddedToken
-
-    hf = load_tokenizer("qwen3")._hf
-    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in MINIMAX_MARKERS])
-    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+    return qwen3_with_tokens(*MINIMAX_MARKERS)
 
 
 @cache
 def qwen3_with_llama4_markers() -> Tokenizer:
     """A test tokenizer: Qwen3's vocabulary plus Llama 4's ``<|python_start|>`` and
     ``<|python_end|>`` as tokens that reach the parser as text, as in Meta's files."""
-    from tokenizers import AddedToken
-
-    hf = load_tokenizer("qwen3")._hf
-    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in LLAMA4_MARKERS])
-    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+    return qwen3_with_tokens(*LLAMA4_MARKERS)
 
 
 @cache
@@ -191,11 +181,6 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
-def encode(tokenizer: Tokenizer, text: str) -> list[int]:
-    ids: list[int] = tokenizer._hf.encode(text)
-    return ids
-
-
 def repeat_to(ids: list[int], unit: list[int], tokens: int) -> list[int]:
     """``ids`` followed by ``unit`` repeated, cut to exactly ``tokens`` ids."""
     count = max(0, tokens - len(ids)) // max(len(unit), 1) + 1
@@ -204,9 +189,9 @@ def repeat_to(ids: list[int], unit: list[int], tokens: int) -> list[int]:
 
 def chat_output(tokenizer: Tokenizer, tokens: int) -> list[int]:
     """Reasoning (3/4), an answer, then tool calls: ``tokens`` ids of one agentic turn."""
-    ids = repeat_to(encode(tokenizer, "<think>\n"), encode(tokenizer, THOUGHT), tokens * 3 // 4)
-    ids += encode(tokenizer, "\n</think>\n\n" + ANSWER * 4)
-    return repeat_to(ids, encode(tokenizer, "\n" + CALL), tokens)
+    ids = repeat_to(tokenizer.encode("<think>\n"), tokenizer.encode(THOUGHT), tokens * 3 // 4)
+    ids += tokenizer.encode("\n</think>\n\n" + ANSWER * 4)
+    return repeat_to(ids, tokenizer.encode("\n" + CALL), tokens)
 
 
 def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
@@ -232,12 +217,12 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "mistral_call": MISTRAL_THOUGHT + MISTRAL_CALL_OPEN + '"',
         "mistral_array_call": MISTRAL_ARRAY_OPEN + '"',
     }[kind]
-    return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
+    return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 
 
 def prompt_ids(tokenizer: Tokenizer, tokens: int) -> list[int]:
     """A chat-templated prompt of exactly ``tokens`` ids (a long user turn fills it)."""
-    head = encode(tokenizer, "<|im_start|>user\nPlan a weekend in Lisbon and book it. ")
-    tail = encode(tokenizer, "<|im_end|>\n<|im_start|>assistant\n")
-    body = repeat_to(head, encode(tokenizer, SENTENCE), max(tokens - len(tail), len(head)))
+    head = tokenizer.encode("<|im_start|>user\nPlan a weekend in Lisbon and book it. ")
+    tail = tokenizer.encode("<|im_end|>\n<|im_start|>assistant\n")
+    body = repeat_to(head, tokenizer.encode(SENTENCE), max(tokens - len(tail), len(head)))
     return body + tail

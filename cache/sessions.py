@@ -51,7 +51,9 @@ class Eviction(StrEnum):
 
 
 @dataclass(slots=True)
-class _Entry(Generic[S]):
+class Entry(Generic[S]):
+    """A kept session, what it is valid for, its accounted size and when it was last used."""
+
     session: S
     fingerprint: object
     state: bytes
@@ -84,7 +86,7 @@ class SessionCache(Generic[S]):
         self._on_evict = on_evict
         self._on_collision = on_collision
         self._clock = clock
-        self._entries: OrderedDict[_Slot, _Entry[S]] = OrderedDict()
+        self._entries: OrderedDict[_Slot, Entry[S]] = OrderedDict()
         self._slots: dict[Hashable, list[_Slot]] = {}  # a key's variants, oldest first
         self._out: dict[Hashable, list[object]] = {}  # fingerprints checked out, by key
         self._serials = itertools.count()
@@ -96,6 +98,11 @@ class SessionCache(Generic[S]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def entries(self) -> list[Entry[S]]:
+        """The kept entries, least recently used first, for inspection (the live
+        objects: changing one changes what a lookup finds)."""
+        return list(self._entries.values())
 
     def _find(self, key: Hashable, fingerprint: object) -> _Slot | None:
         for slot in self._slots.get(key, ()):
@@ -179,7 +186,7 @@ class SessionCache(Generic[S]):
                 slots = self._slots.setdefault(key, [])
         slot = (key, next(self._serials))
         slots.append(slot)
-        self._entries[slot] = _Entry(session, fingerprint, state, size, self._clock())
+        self._entries[slot] = Entry(session, fingerprint, state, size, self._clock())
         self.bytes += size
         while len(self._entries) > self.max_entries:
             self._evict_oldest(Eviction.CAPACITY)
@@ -206,7 +213,7 @@ class SessionCache(Generic[S]):
         self._slots.clear()
         self.bytes = 0
 
-    def _remove(self, slot: _Slot) -> _Entry[S]:
+    def _remove(self, slot: _Slot) -> Entry[S]:
         entry = self._entries.pop(slot)
         self.bytes -= entry.size
         key = slot[0]

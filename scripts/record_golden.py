@@ -24,10 +24,10 @@ built by the project's own Python from ``quicktok-v1``: ``--project-python``) an
 Their outputs spell Harmony's stop tokens themselves, so nothing is appended.
 
 The Llama configurations (L) use the tests' Llama 3.1 and Llama 4 tokenizers, built from
-the ``llama-models`` package by the project's Python (``-m tests.llama_tokenizers``),
+the ``llama-models`` package by the project's Python (``-m tests.support.llama_tokenizers``),
 with a ``config.json`` naming a Llama architecture.
 
-The Mistral configurations (S) use the test tokenizers of tests/tekken_tokenizers.py,
+The Mistral configurations (S) use the test tokenizers of tests/support/tekken_tokenizers.py,
 written by the project's own Python (``--project-python``): ``mistral_v3``, converted
 from the real tekken file ``mistral-common`` ships (calls as a JSON array), and the
 synthetic ``mistral_v13`` (the same ranks with Magistral's ``[ARGS]`` and ``[THINK]``
@@ -223,7 +223,7 @@ class Config:
     scenarios: list[Scenario] = field(default_factory=list)
     eos: str = EOS  # appended to a "stop" output
     served: str = SERVED
-    tokenizer: str | None = None  # a test tokenizer of tests/tekken_tokenizers.py
+    tokenizer: str | None = None  # a test tokenizer of tests/support/tekken_tokenizers.py
 
 
 def _chat(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -572,7 +572,7 @@ def harmony_scenarios() -> list[Scenario]:
 
 # --- MiniMax M2 (synthetic tokenizer) ------------------------------------------------
 
-MINIMAX = "minimax_m2"  # the synthetic tokenizer's family (tests/synthetic_tokenizers.py)
+MINIMAX = "minimax_m2"  # the synthetic tokenizer's family (tests/support/synthetic_tokenizers.py)
 QWEN3_EOS = "<|im_end|>"
 
 
@@ -624,7 +624,7 @@ def minimax_scenarios() -> list[Scenario]:
 
 # --- Llama 3.1 and Llama 4 ----------------------------------------------------------
 
-# Architecture -> the tests' tokenizer fixture (tests/llama_tokenizers.py) built from
+# Architecture -> the tests' tokenizer fixture (tests/support/llama_tokenizers.py) built from
 # llama-models' real vocabularies by the project's own Python.
 LLAMA_FAMILIES = {"LlamaForCausalLM": "llama3", "Llama4ForCausalLM": "llama4"}
 LLAMA3_EOT = "<|eot_id|>"
@@ -1119,7 +1119,7 @@ def synthetic_model_dir(family: str, root: Path, project_python: Path, oracle_di
     tokenizer's chat template."""
     target = root / family
     subprocess.run(
-        [str(project_python), "-m", "tests.synthetic_tokenizers", family, str(target)],
+        [str(project_python), "-m", "tests.support.synthetic_tokenizers", family, str(target)],
         cwd=Path(__file__).parents[1],
         check=True,
         capture_output=True,
@@ -1132,7 +1132,7 @@ def llama_model_dir(family: str, root: Path, project_python: Path) -> Path:
     """The tests' Llama tokenizer fixture, built by the project's own Python."""
     target = root / family
     subprocess.run(
-        [str(project_python), "-m", "tests.llama_tokenizers", family, str(target)],
+        [str(project_python), "-m", "tests.support.llama_tokenizers", family, str(target)],
         cwd=Path(__file__).parents[1],
         check=True,
         capture_output=True,
@@ -1144,7 +1144,7 @@ def tekken_model_dir(variant: str, root: Path, project_python: Path) -> Path:
     """A Mistral test tokenizer directory, written by the project's own Python."""
     target = root / variant
     subprocess.run(
-        [str(project_python), "-m", "tests.tekken_tokenizers", variant, str(target)],
+        [str(project_python), "-m", "tests.support.tekken_tokenizers", variant, str(target)],
         cwd=Path(__file__).parents[1],
         check=True,
         capture_output=True,

@@ -1,22 +1,34 @@
-"""Each bench subcommand runs at tiny sizes (no timing asserted), so the suite cannot rot."""
+"""Each bench subcommand runs at tiny sizes (no timing asserted), so the suite cannot rot.
+
+The benches run as ``python -m bench`` in a subprocess, as a user runs them: the suite
+imports nothing of bench.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from bench.__main__ import main
-from bench.workload import PARSER_CONFIGS
+from tests.support.processes import ROOT
 
 SERVED_MODES = ["cache-on", "redis-replicas", "cache-off", "http-floor", "json-dumps"]
 KEEPS_SESSIONS = ("cache-on", "redis-replicas", "json-dumps")
 
 
+def bench(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
 def run(tmp_path: Path, *argv: str) -> dict[str, Any]:
-    assert main([*argv, "--out", str(tmp_path)]) == 0
+    done = bench(*argv, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
     name = argv[0]
     assert (tmp_path / f"{name}.md").read_text().count("|") > 10
     result: dict[str, Any] = json.loads((tmp_path / f"{name}.json").read_text())
@@ -26,7 +38,11 @@ def run(tmp_path: Path, *argv: str) -> dict[str, Any]:
 
 def test_micro_smoke(tmp_path: Path) -> None:
     result = run(tmp_path, "micro", "--positions", "300", "--repeats", "1")
-    assert [r["config"] for r in result["runs"]] == list(PARSER_CONFIGS)
+    # By default every configuration the bench offers runs, in the order it lists them.
+    help_text = bench("micro", "--help").stdout
+    offered = re.search(r"--configs \{([^}]*)\}", help_text)
+    assert offered is not None, help_text
+    assert [r["config"] for r in result["runs"]] == offered.group(1).split(",")
     for r in result["runs"]:
         assert [p["position"] for p in r["points"]] == [256, 300]
         assert all(p["hit_us"] > 0 and p["replay_ms"] > 0 for p in r["points"])
@@ -49,8 +65,10 @@ def test_hostile_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "hostile.png").stat().st_size > 0
 
 
-def test_stream_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    runs = run(tmp_path, "stream", "--tokens", "40")["runs"]
+def test_stream_smoke(tmp_path: Path) -> None:
+    done = bench("stream", "--tokens", "40", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads((tmp_path / "stream.json").read_text())["runs"]
     assert [(r["mode"], r["chunk_size"]) for r in runs] == [
         (mode, size) for mode in SERVED_MODES for size in (1, 4)
     ]
@@ -66,7 +84,7 @@ def test_stream_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert all(r["hit_ratio"] == 0 for r in runs if r["mode"] == "cache-off")
     for plot in ("stream-latency.png", "stream-cpu.png"):
         assert (tmp_path / plot).stat().st_size > 0
-    [written] = [line for line in capsys.readouterr().err.splitlines() if "written:" in line]
+    [written] = [line for line in done.stderr.splitlines() if "written:" in line]
     assert "stream-latency.png" in written and "stream-cpu.png" in written
     # 40 tokens cost well under the clock's resolution: no ratio is made of such totals
     ratios = (tmp_path / "stream.md").read_text().split("same-run ratios")[1]

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from cache.sessions import Eviction, Miss, SessionCache
-from tests.conftest import AppFactory
-from tests.golden import load_cases, stream_body
+from tests.support.apps import AppFactory
+from tests.support.golden import load_cases, stream_body
 
 
 class Clock:
@@ -245,10 +245,10 @@ def test_cache_faults_never_change_a_byte(
         if fault == "clear":
             sessions.clear()
         elif fault == "expire":
-            for entry in sessions._entries.values():
+            for entry in sessions.entries():
                 entry.used = -1e9
         elif fault == "tamper":
-            for entry in sessions._entries.values():
+            for entry in sessions.entries():
                 entry.fingerprint = b"tampered"
         elif fault == "resend" and sent:
             same(sent[-1], cached.post(case["endpoint"], json=sent[-1]).json())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -11,16 +10,12 @@ from starlette.testclient import TestClient
 
 from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, ChatStream, main, split
 from app.routing import STREAM_ID_HEADER
-from tests.conftest import AppFactory
+from tests.support.apps import AppFactory
+from tests.support.replies import without_created
 
 PARSERS = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
 PARSERS += ["--enable-auto-tool-choice"]
 CHAT = {"messages": [{"role": "user", "content": "Hi"}]}
-
-
-def without_created(reply: bytes) -> bytes:
-    """A reply with its ``created`` timestamp zeroed: the one field a clock decides."""
-    return re.sub(rb'"created":\d+', b'"created":0', reply)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tests.processes import serving
+from tests.support.processes import serving
 
 HEALTH_DEADLINE = 1.0  # detects a stalled event loop, not speed
 

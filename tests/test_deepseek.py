@@ -12,14 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from tokenizers import AddedToken
 
-from app.session import StreamSession
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokenizer import Tokenizer
 from parsers.deepseek import (
     CALL_BEGIN,
     CALL_FINISH,
@@ -30,29 +27,22 @@ from parsers.deepseek import (
     extract_v31,
 )
 from parsers.registry import ParserConfigError, ParserFactory
-from parsers.stream import ChatStreamState
 from parsers.types import Delta, FunctionCall, ParseOptions, ToolSpec, Vocabulary
-from tests.parity import Assembled, chunked
+from tests.support.parity import chunked
+from tests.support.streams import PROMPT, PROPS, assemble, stream
+from tests.support.tokenizers import qwen3_with_tokens
 
-PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 MARKERS = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
 TOOLS = (
     ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
     ToolSpec("count", {"type": "object", "properties": {"n": {"type": "integer"}}}),
-)
-PROPS = settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
 
 @pytest.fixture(scope="module")
 def ds_tokenizer() -> Tokenizer:
     """Qwen3's vocabulary with DeepSeek's tool markers added (a test tokenizer)."""
-    hf = load_tokenizer("qwen3")._hf  # a fresh copy: the suite's own stays unchanged
-    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in MARKERS])
-    return Tokenizer(hf, default_max_model_len=32_768, model_eos_token_ids=[])
+    return qwen3_with_tokens(*MARKERS)
 
 
 def options(**kwargs: Any) -> ParseOptions:
@@ -60,37 +50,6 @@ def options(**kwargs: Any) -> ParseOptions:
 
 
 THINKING = options(chat_template_kwargs={"thinking": True})
-
-
-def stream(
-    tokenizer: Tokenizer,
-    factory: ParserFactory,
-    opts: ParseOptions,
-    chunks: list[list[int]],
-    finish: str = "stop",
-    restore_at: int = -1,
-) -> list[Delta | None]:
-    """The deltas of one streamed choice; ``restore_at``: snapshot and restore there."""
-    prompt = tokenizer._hf.encode(PROMPT)
-    session = StreamSession(tokenizer, factory.stream_for_request(opts, "seed"), prompt)
-    deltas = []
-    for i, chunk in enumerate(chunks):
-        if i == restore_at:
-            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
-            window = session.detokenizer.window
-            session = StreamSession(
-                tokenizer, factory.stream_for_request(opts, "seed", state), prompt
-            )
-            session.detokenizer.window = window
-        deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
-    return deltas
-
-
-def assemble(deltas: list[Delta | None]) -> Assembled:
-    folded = Assembled()
-    for delta in deltas:
-        folded.add(delta)
-    return folded
 
 
 def v31_call(name: str, arguments: str) -> str:
@@ -165,9 +124,9 @@ def test_v31_one_token_per_chunk_streams_as_vllm(ds_tokenizer: Tokenizer) -> Non
     pieces, nothing for the call's end, ``""`` after it; finish ``tool_calls``."""
     factory = ParserFactory("deepseek_v31", "deepseek_v3", True, ds_tokenizer.vocabulary)
     text = "Ok." + CALLS_BEGIN + v31_call("get_weather", '{"city": "Paris"}') + CALLS_END
-    ids = ds_tokenizer._hf.encode(text)
+    ids = ds_tokenizer.encode(text)
     deltas = stream(ds_tokenizer, factory, options(), [[i] for i in ids])
-    pieces = ds_tokenizer._hf.convert_ids_to_tokens(ids)
+    pieces = [ds_tokenizer.piece(i) for i in ids]
     begin = pieces.index(CALLS_BEGIN)
     assert [d.content for d in deltas[:begin] if d] == ["Ok", "."]
     assert deltas[begin] == Delta(content="")
@@ -185,7 +144,7 @@ def test_v31_one_token_per_chunk_streams_as_vllm(ds_tokenizer: Tokenizer) -> Non
 def test_a_name_goes_alone_and_its_arguments_follow(ds_tokenizer: Tokenizer) -> None:
     factory = ParserFactory("deepseek_v31", None, True, ds_tokenizer.vocabulary)
     text = CALLS_BEGIN + v31_call("get_weather", '{"city": "Paris"}') + CALLS_END
-    ids = ds_tokenizer._hf.encode(text)
+    ids = ds_tokenizer.encode(text)
     sep = ids.index(ds_tokenizer.vocabulary.token_ids[SEP])
     deltas = stream(ds_tokenizer, factory, options(), [ids[: sep + 3], ids[sep + 3 :]])
     first, second = deltas
@@ -197,14 +156,14 @@ def test_a_name_goes_alone_and_its_arguments_follow(ds_tokenizer: Tokenizer) -> 
 def test_deepseek_v3_reasoning_follows_the_thinking_kwarg(ds_tokenizer: Tokenizer) -> None:
     factory = ParserFactory("deepseek_v31", "deepseek_v3", True, ds_tokenizer.vocabulary)
     text = "Hmm.</think>Ok." + CALLS_BEGIN + v31_call("count", '{"n": 1}') + CALLS_END
-    prompt = ds_tokenizer._hf.encode(PROMPT)
+    prompt = ds_tokenizer.encode(PROMPT)
     thought = factory.for_request(THINKING).parse(text, prompt, "seed")
     assert (thought.reasoning, thought.content) == ("Hmm.", "Ok.")
     assert [c.name for c in thought.tool_calls] == ["count"]
     plain = factory.for_request(options()).parse(text, prompt, "seed")
     assert (plain.reasoning, plain.content) == (None, "Hmm.</think>Ok.")
     for opts, reasoning in ((THINKING, "Hmm."), (options(), "")):
-        ids = ds_tokenizer._hf.encode(text)
+        ids = ds_tokenizer.encode(text)
         folded = assemble(stream(ds_tokenizer, factory, opts, [[i] for i in ids]))
         assert folded.reasoning == reasoning
 
@@ -274,7 +233,7 @@ def test_any_chunking_assembles_the_same_message(
 ) -> None:
     config, thinking, output, cuts_a, cuts_b, finish = generated
     factory, opts = _setup(ds_tokenizer, config, thinking)
-    ids = ds_tokenizer._hf.encode(output)
+    ids = ds_tokenizer.encode(output)
     if finish == "length":
         ids = ids[: max(1, len(ids) * 2 // 3)]
     baseline = assemble(stream(ds_tokenizer, factory, opts, [[i] for i in ids], finish))
@@ -290,9 +249,9 @@ def test_streams_agree_with_the_one_shot_parse(
 ) -> None:
     config, thinking, output, cuts, _, _ = generated
     factory, opts = _setup(ds_tokenizer, config, thinking)
-    ids = ds_tokenizer._hf.encode(output)
+    ids = ds_tokenizer.encode(output)
     folded = assemble(stream(ds_tokenizer, factory, opts, chunked(ids, cuts)))
-    parsed = factory.for_request(opts).parse(output, ds_tokenizer._hf.encode(PROMPT), "seed")
+    parsed = factory.for_request(opts).parse(output, ds_tokenizer.encode(PROMPT), "seed")
     assert folded.reasoning == (parsed.reasoning or "")
     streamed = [folded.calls[i] for i in sorted(folded.calls)]
     assert streamed == [[c.name, c.arguments] for c in parsed.tool_calls]
@@ -309,7 +268,7 @@ def test_snapshot_and_restore_continue_identically(
 ) -> None:
     config, thinking, output, cuts, _, finish = generated
     factory, opts = _setup(ds_tokenizer, config, thinking)
-    chunks = chunked(ds_tokenizer._hf.encode(output), cuts)
+    chunks = chunked(ds_tokenizer.encode(output), cuts)
     expected = stream(ds_tokenizer, factory, opts, chunks, finish)
     restored = stream(ds_tokenizer, factory, opts, chunks, finish, cut % (len(chunks) + 1))
     assert restored == expected

@@ -18,16 +18,14 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from app.client import ChatStream, split
-from bench.workload import SERVER_FLAGS, TOOLS, chat_output
-from bench.workload import prompt_ids as templated_prompt
-from tests.processes import serving
-from tests.test_client import without_created
+from app.tokenizer import Tokenizer
+from tests.support.processes import serving
+from tests.support.replies import without_created
 
 MISSING = [
     command
@@ -51,7 +49,25 @@ SIZES = [(1,), (2,), (1, 3), (4, 1, 2), (1, 1, 5), (3,), (2, 1)]
 STREAMS = len(SIZES)
 # Chunks per stream, about: events mid-stream happen while every stream is in flight.
 CHUNKS = 110
+SERVER_FLAGS = (
+    *("--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"),
+    "--enable-auto-tool-choice",
+)
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "book_hotel",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 CHAT_REQUEST = {"model": "qwen3", "messages": [{"role": "user", "content": "Plan"}], "tools": TOOLS}
+PROMPT = "<|im_start|>user\nPlan<|im_end|>\n<|im_start|>assistant\n"
+# An agentic turn: reasoning, an answer, then tool calls, each part repeated to length.
+THOUGHT = "Compare fares, weather and hotels near Alfama before deciding. "
+ANSWER = "Here is the plan for your weekend in Lisbon. "
+CALL = '\n<tool_call>\n{"name": "book_hotel", "arguments": {"city": "Lisbon"}}\n</tool_call>'
 
 Replies = dict[str, list[bytes]]
 
@@ -64,13 +80,21 @@ class Plan:
     chunks: list[list[int]]
 
 
-@pytest.fixture(scope="module")
-def prompt_ids(tokenizer: Any) -> list[int]:
-    return templated_prompt(tokenizer, 20)
+def chat_output(tokenizer: Tokenizer, tokens: int) -> list[int]:
+    """``tokens`` ids of one agentic turn: reasoning (half), an answer, tool calls."""
+    thinking = "<think>\n" + THOUGHT * (tokens // 20 + 1)
+    ids = tokenizer.encode(thinking)[: tokens // 2] + tokenizer.encode("\n</think>\n\n")
+    ids += tokenizer.encode(ANSWER * 4 + CALL * (tokens // 20 + 1))
+    return ids[:tokens]
 
 
 @pytest.fixture(scope="module")
-def plans(tokenizer: Any) -> list[Plan]:
+def prompt_ids(tokenizer: Tokenizer) -> list[int]:
+    return tokenizer.encode(PROMPT)
+
+
+@pytest.fixture(scope="module")
+def plans(tokenizer: Tokenizer) -> list[Plan]:
     plans = []
     for i, sizes in enumerate(SIZES):
         tokens = sum(itertools.islice(itertools.cycle(sizes), CHUNKS))

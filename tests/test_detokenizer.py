@@ -86,8 +86,8 @@ def one_shot_text(tokenizer: Tokenizer, ids: list[int], seed: list[int]) -> str:
 def test_any_chunking_gives_one_shot_text(
     tokenizer: Tokenizer, text: str, extra: list[int], cuts: list[int]
 ) -> None:
-    ids = tokenizer._hf.encode(text) + extra
-    seed = tokenizer._hf.encode("<|im_start|>assistant\n")
+    ids = tokenizer.encode(text) + extra
+    seed = tokenizer.encode("<|im_start|>assistant\n")
     streamed = stream_text(tokenizer, ids, cuts, seed)
     assert streamed == one_shot_text(tokenizer, ids, seed)
 
@@ -97,14 +97,14 @@ def test_any_chunking_gives_one_shot_text(
 def test_valid_text_round_trips_without_replacement_chars(
     tokenizer: Tokenizer, text: str, cuts: list[int]
 ) -> None:
-    ids = tokenizer._hf.encode(text)
+    ids = tokenizer.encode(text)
     streamed = stream_text(tokenizer, ids, cuts, [])
     assert streamed == unicodedata.normalize("NFC", text)
     assert "\ufffd" not in streamed
 
 
 def test_partial_character_is_held_back(tokenizer: Tokenizer) -> None:
-    ids = tokenizer._hf.encode("🪼")
+    ids = tokenizer.encode("🪼")
     assert len(ids) > 1
     detokenizer = Detokenizer(tokenizer, DecodeWindow([]), skip_special=True)
     texts = [detokenizer.decode([i]) for i in ids]
@@ -114,7 +114,7 @@ def test_partial_character_is_held_back(tokenizer: Tokenizer) -> None:
 
 def test_window_stays_small(tokenizer: Tokenizer) -> None:
     detokenizer = Detokenizer(tokenizer, DecodeWindow([]), skip_special=True)
-    for token_id in tokenizer._hf.encode("word " * 200):
+    for token_id in tokenizer.encode("word " * 200):
         detokenizer.decode([token_id])
         assert len(detokenizer.window.prev_tokens) <= 8
         assert detokenizer.window.prefix_offset == 0
@@ -161,8 +161,8 @@ def test_long_unfinished_runs_decode_as_the_whole_window_does(
     tokenizer: Tokenizer, data: st.DataObject
 ) -> None:
     """The bounded tail check emits exactly what decoding the whole window emits."""
-    byte_ids = [tokenizer._hf.convert_tokens_to_ids(_byte_piece(b)) for b in _BYTES]
-    word_ids = tokenizer._hf.encode("".join(PIECES))
+    byte_ids = [tokenizer.vocabulary.id_of(_byte_piece(b)) for b in _BYTES]
+    word_ids = tokenizer.encode("".join(PIECES))
     ids = data.draw(st.lists(st.sampled_from(byte_ids + word_ids[:40]), max_size=120))
     window = DecodeWindow.seeded(tokenizer, word_ids[:9], skip_special=False)
     reference = DecodeWindow(list(window.prev_tokens), window.prefix_offset, window.read_offset)

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tokenizers import AddedToken
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokenizer import Tokenizer
 from parsers.dsml_args import ArgsState, ArgsStream, Dialect, ParamScan, Schema, arguments_json
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
-from tests.parity import chunked
-from tests.test_deepseek import PROMPT, PROPS, assemble, stream
+from tests.support.parity import chunked
+from tests.support.streams import PROMPT, PROPS, assemble, stream
+from tests.support.tokenizers import qwen3_with_tokens
 
 DSML = "｜DSML｜"
 DIALECT = Dialect("<｜DSML｜parameter", "</｜DSML｜parameter>")
@@ -49,9 +49,7 @@ STR, JSON = ' string="true"', ' string="false"'
 @pytest.fixture(scope="module")
 def dsml_tokenizer() -> Tokenizer:
     """Qwen3's vocabulary with ``｜DSML｜`` added (a test tokenizer)."""
-    hf = load_tokenizer("qwen3")._hf  # a fresh copy: the suite's own stays unchanged
-    hf.add_tokens([AddedToken(DSML, special=False, normalized=False)])
-    return Tokenizer(hf, default_max_model_len=32_768, model_eos_token_ids=[])
+    return qwen3_with_tokens(DSML)
 
 
 def options(**kwargs: Any) -> ParseOptions:
@@ -140,15 +138,14 @@ def test_one_token_per_chunk_streams_as_vllm(dsml_tokenizer: Tokenizer) -> None:
     """vLLM holds a ``"`` that may open ``">``; the name goes when the body starts;
     a string value streams at each ``>``; the object closes at ``</invoke>``."""
     factory = ParserFactory("deepseek_v32", None, True, dsml_tokenizer.vocabulary)
-    hf = dsml_tokenizer._hf
     prefix = 'He said "hi" ok'
-    ids = hf.encode(prefix)
+    ids = dsml_tokenizer.encode(prefix)
     deltas = stream(dsml_tokenizer, factory, options(), [[i] for i in ids], finish="length")
     pieces = [d.content for d in deltas if d is not None]
     assert "".join(p or "" for p in pieces) == prefix
     assert not any(p and p.endswith('"') for p in pieces)
     text = calls_of("deepseek_v32", ("get_weather", [("city", STR, "a<b>c"), ("days", JSON, "3")]))
-    ids = hf.encode(text)
+    ids = dsml_tokenizer.encode(text)
     deltas = stream(dsml_tokenizer, factory, options(), [[i] for i in ids])
     sent = [c.arguments for d in deltas if d for c in d.tool_calls if c.arguments]
     assert sent[0] == '{"city": "'
@@ -162,7 +159,7 @@ def test_tool_choice_none_with_a_legacy_reasoning_parser_passes_text(
 ) -> None:
     """vLLM streams raw text for ``none`` unless both parsers are engine-based."""
     text = "a " + calls_of("deepseek_v32", ("get_time", [("tz", STR, "UTC")]))
-    ids = dsml_tokenizer._hf.encode(text)
+    ids = dsml_tokenizer.encode(text)
     none = ParseOptions(tools=TOOLS, tool_choice="none")
     mixed = ParserFactory("deepseek_v32", "deepseek_v3", True, dsml_tokenizer.vocabulary)
     folded = assemble(stream(dsml_tokenizer, mixed, none, [[i] for i in ids]))
@@ -258,7 +255,7 @@ def test_any_chunking_assembles_the_same_message(
 ) -> None:
     config, output, cuts_a, cuts_b, finish = generated
     factory = _factory(dsml_tokenizer, config)
-    ids = dsml_tokenizer._hf.encode(output)
+    ids = dsml_tokenizer.encode(output)
     if finish == "length":
         ids = ids[: max(1, len(ids) * 2 // 3)]
     baseline = assemble(stream(dsml_tokenizer, factory, options(), [[i] for i in ids], finish))
@@ -274,9 +271,9 @@ def test_streams_agree_with_the_one_shot_parse(
 ) -> None:
     config, output, cuts, _, _ = generated
     factory = _factory(dsml_tokenizer, config)
-    ids = dsml_tokenizer._hf.encode(output)
+    ids = dsml_tokenizer.encode(output)
     folded = assemble(stream(dsml_tokenizer, factory, options(), chunked(ids, cuts)))
-    parsed = factory.for_request(options()).parse(output, dsml_tokenizer._hf.encode(PROMPT), "seed")
+    parsed = factory.for_request(options()).parse(output, dsml_tokenizer.encode(PROMPT), "seed")
     assert folded.reasoning == (parsed.reasoning or "")
     streamed = [folded.calls[i] for i in sorted(folded.calls)]
     assert streamed == [[c.name, c.arguments] for c in parsed.tool_calls]
@@ -290,7 +287,7 @@ def test_snapshot_and_restore_continue_identically(
 ) -> None:
     config, output, cuts, _, finish = generated
     factory = _factory(dsml_tokenizer, config)
-    chunks = chunked(dsml_tokenizer._hf.encode(output), cuts)
+    chunks = chunked(dsml_tokenizer.encode(output), cuts)
     expected = stream(dsml_tokenizer, factory, options(), chunks, finish)
     restored = stream(dsml_tokenizer, factory, options(), chunks, finish, cut % (len(chunks) + 1))
     assert restored == expected
@@ -303,8 +300,8 @@ def test_whitespace_held_before_content_keeps_its_place(dsml_tokenizer: Tokenize
     output = 'Paris</think> "quotes"' + block(
         "deepseek_v4", invoke("get_weather", [("city", STR, "Oslo")])
     )
-    ids = dsml_tokenizer._hf.encode(output)
-    cut = len(dsml_tokenizer._hf.encode('Paris</think> "'))
+    ids = dsml_tokenizer.encode(output)
+    cut = len(dsml_tokenizer.encode('Paris</think> "'))
     for chunks in ([[i] for i in ids], [ids[:cut], ids[cut:]], [ids]):
         folded = assemble(stream(dsml_tokenizer, factory, options(), chunks))
         assert folded.content == ' "quotes"'

@@ -23,9 +23,9 @@ import redis
 from starlette.testclient import TestClient
 
 from app.chunk_path import RESTART_WARNING, WARNING_HEADER
-from tests.conftest import AppFactory, internal_errors
-from tests.golden import load_cases
-from tests.processes import serving
+from tests.support.apps import AppFactory, internal_errors
+from tests.support.golden import load_cases
+from tests.support.processes import serving
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"

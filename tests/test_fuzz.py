@@ -30,12 +30,12 @@ from app.protocol import (
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
 )
-from tests.conftest import AppFactory, fuzz_counts
-from tests.golden import flags_of, load_cases, stream_body
+from tests.support.apps import AppFactory
+from tests.support.golden import flags_of, load_cases, stream_body
+from tests.support.replies import LEAKS, fuzz_counts
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 PATHS = ("/v1/chat/completions/derender", "/v1/completions/derender")
-LEAKS = re.compile(r"Traceback|File \"|/app/|\.py\b| object at 0x|<class ")
 FUZZ = settings(
     max_examples=250,
     deadline=None,

@@ -1,17 +1,19 @@
-"""Replays vLLM 0.33.0's recorded transcripts through the app (tests/golden.py)."""
+"""Replays vLLM 0.33.0's recorded transcripts through the app (tests/support/golden.py)."""
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import build_app
-from tests.golden import (
+from tests.support.apps import build_app
+from tests.support.golden import (
     CHUNK_DEPENDENT,
+    DEVIATIONS,
     flags_of,
     fold_reply,
     load_cases,
@@ -19,6 +21,7 @@ from tests.golden import (
     stream_body,
     tokenizer_of,
 )
+from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 # Qwen3 (C), DeepSeek (D), gpt-oss (G), MiniMax M2 (M, a synthetic tokenizer), Llama (L)
@@ -92,3 +95,55 @@ def _fold(case: dict[str, Any]) -> str:
         states[lane] = reply["stream_state"]
         fold_reply(messages, reply)
     return json.dumps(messages, sort_keys=True, ensure_ascii=False)
+
+
+# ----------------------------------------------------------------- documented deviations
+
+
+def _parity_classes() -> dict[str, str]:
+    """The classes of docs/parity.md's table of deviations, each with its golden-case
+    cell."""
+    doc = (ROOT / "docs" / "parity.md").read_text()
+    table = doc.split("| class | vLLM 0.33.0 | derender-server | golden case |", 1)[1]
+    table = table.split("\n\n", 1)[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ")]
+    return {row[0].removeprefix("| "): row[-1] for row in rows if not row[0].startswith("| --")}
+
+
+CLASSES = _parity_classes()
+CASE_ID = re.compile(r"`([CDG]\d\.\w+/\w+#\w+)`")
+
+
+def test_every_deviation_is_labelled_with_classes_docs_parity_lists() -> None:
+    assert len(CLASSES) > 20  # the table was found and read
+    labels = {label for classes in DEVIATIONS.values() for label in classes}
+    assert labels <= set(CLASSES), labels - set(CLASSES)
+    known = {case["id"] for case in CASES}
+    assert set(DEVIATIONS) <= known, set(DEVIATIONS) - known
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_the_golden_cases_docs_parity_cites_show_their_class(name: str) -> None:
+    """A case the table cites for a class is a deviation of that class, and "and N
+    more" counts the others."""
+    cell = CLASSES[name]
+    cited = CASE_ID.findall(cell)
+    for case_id in cited:
+        assert name in DEVIATIONS.get(case_id, ()), f"{case_id} is not labelled {name}"
+    more = re.search(r"and (\d+) more", cell)
+    if more:
+        labelled = [case_id for case_id, classes in DEVIATIONS.items() if name in classes]
+        assert len(labelled) == len(cited) + int(more.group(1)), labelled
+
+
+@pytest.mark.parametrize("case_id", sorted(DEVIATIONS))
+def test_every_documented_deviation_still_differs_from_vllm(case_id: str) -> None:
+    """With the deltas compared too, the case differs: no entry outlives its cause."""
+    case = next(c for c in CASES if c["id"] == case_id)
+    client = _client(tokenizer_of(case), flags_of(case))
+
+    def post(path: str, body: bytes, content_type: str) -> tuple[int, Any]:
+        response = client.post(path, content=body, headers={"content-type": content_type})
+        return response.status_code, json.loads(response.content)
+
+    assert replay(case, post, deltas=True)

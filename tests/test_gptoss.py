@@ -25,7 +25,7 @@ from parsers.harmony import HarmonyState, is_function_recipient, normalize_recip
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec
-from tests.parity import chunked
+from tests.support.parity import chunked
 
 TOOLS = (
     ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
@@ -121,7 +121,7 @@ def assemble(deltas: list[Delta | None]) -> Assembled:
 
 
 def encode(tokenizer: Tokenizer, text: str) -> list[int]:
-    return list(tokenizer._hf.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(text))
 
 
 # ------------------------------------------------------------------ hand cases (vLLM's answers)

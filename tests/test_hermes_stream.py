@@ -18,7 +18,7 @@ from parsers.hermes import TOOL_END, TOOL_START, HermesStream, KeyMatch, _tag_ov
 from parsers.ids import opening_call_delta
 from parsers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall
-from tests.test_parser_properties import PROPS
+from tests.support.streams import PROPS
 
 
 class WholeRegion(Struct):

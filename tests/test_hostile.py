@@ -30,10 +30,10 @@ from starlette.testclient import TestClient
 import parsers.hermes
 from app.server import DerenderApp
 from app.tokenizer import Tokenizer
-from tests.conftest import AppFactory, internal_errors
-from tests.golden import fold_reply
-from tests.parity import chunking_invariant
-from tests.processes import serving
+from tests.support.apps import AppFactory, internal_errors
+from tests.support.golden import fold_reply
+from tests.support.parity import chunking_invariant
+from tests.support.processes import serving
 
 CHAT = "/v1/chat/completions/derender"
 HANG_SECONDS = 20
@@ -209,11 +209,11 @@ def test_hostile_outputs_finish_and_keep_the_stream_invariants(
     clients: dict[str, tuple[TestClient, TestClient]],
 ) -> None:
     kept, replay = clients[config]
-    ids = tokenizer._hf.encode(output)[:MAX_TOKENS] or [tokenizer._hf.encode(" ")[0]]
+    ids = tokenizer.encode(output)[:MAX_TOKENS] or [tokenizer.encode(" ")[0]]
     finish = data.draw(st.sampled_from(["stop", "length"]))
     context = {
         "chat_request": chat_request(CONFIGS[config][1]),
-        "prompt_token_ids": tokenizer._hf.encode(PROMPT),
+        "prompt_token_ids": tokenizer.encode(PROMPT),
     }
     one_shot = {
         **context,
@@ -232,9 +232,7 @@ def test_hostile_outputs_finish_and_keep_the_stream_invariants(
     assert with_session == replayed
     one_token = stream(kept, "hostile-b", [[t] for t in ids], finish, context)
     reasoning = "qwen3" if config == "qwen3" or config.startswith("qwen3+") else None
-    if config not in CHUNKING_DEPENDENT and chunking_invariant(
-        reasoning, tokenizer._hf.decode(ids)
-    ):
+    if config not in CHUNKING_DEPENDENT and chunking_invariant(reasoning, tokenizer.decode(ids)):
         assert assembled(one_token) == assembled(with_session), (output, chunks)
 
 
@@ -338,7 +336,7 @@ def test_a_request_over_its_cpu_budget_is_stopped_and_the_replica_serves_on(
     tokenizer: Tokenizer, make_app: AppFactory
 ) -> None:
     app = make_app((*HERMES, "--max-request-cpu-seconds", "0.002"))
-    history = tokenizer._hf.encode("Paris is lovely in spring. " * 400)[:3000]
+    history = tokenizer.encode("Paris is lovely in spring. " * 400)[:3000]
     state = {
         "prev_tokens": [],
         "output_token_ids": history,
@@ -367,12 +365,12 @@ def test_health_answers_while_a_hostile_replay_runs(tokenizer: Tokenizer, tmp_pa
     The replay request comes from another process, so the probes' timing is the
     server's alone (a sender thread here would share this process's GIL).
     """
-    unit = tokenizer._hf.encode('get_weather(city="x", n=[1, {"k": True}], m=None), ')
-    history = (tokenizer._hf.encode("[") + unit * 2000)[:15000]
+    unit = tokenizer.encode('get_weather(city="x", n=[1, {"k": True}], m=None), ')
+    history = (tokenizer.encode("[") + unit * 2000)[:15000]
     body = {
         "stream": True,
         "chat_request": chat_request("auto"),
-        "prompt_token_ids": tokenizer._hf.encode(PROMPT),
+        "prompt_token_ids": tokenizer.encode(PROMPT),
         "generate_chunk": {"request_id": "slow", "choices": [{"index": 0, "token_ids": [60]}]},
         "stream_state": {
             "prev_tokens": [],

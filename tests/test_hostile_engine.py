@@ -21,8 +21,8 @@ from app.tokenizer import Tokenizer
 from parsers.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec, Vocabulary
-from tests.parity import Assembled, chunked, chunking_invariant
-from tests.test_parser_properties import run
+from tests.support.parity import Assembled, chunked, chunking_invariant
+from tests.support.streams import run
 
 TOOLS = (
     ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
@@ -100,9 +100,9 @@ def test_hostile_output_parses_and_any_chunking_assembles_the_same(
 ) -> None:
     factory = ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
     factory.for_request(options()).parse(output, [], "seed")
-    ids = tokenizer._hf.encode(output)
-    by_token, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
-    by_cuts, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), "stop")
+    ids = tokenizer.encode(output)
+    by_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
+    by_cuts, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
     if chunking_invariant(reasoning, output):
         assert by_cuts == by_token
 
@@ -117,8 +117,8 @@ def test_forced_choice_on_hostile_output_never_raises(
 ) -> None:
     factory = ParserFactory("hermes", None, True, tokenizer.vocabulary)
     factory.for_request(options(**forced)).parse(output, [], "seed")
-    ids = tokenizer._hf.encode(output)
-    run(tokenizer, factory, options(**forced), ids, [[i] for i in ids], "stop")
+    ids = tokenizer.encode(output)
+    run(tokenizer, factory, options(**forced), [[i] for i in ids], "stop")
 
 
 @HOSTILE_SETTINGS
@@ -157,8 +157,8 @@ def test_nesting_too_deep_for_json_is_content_not_an_error(
     factory = ParserFactory(tool, None, True, tokenizer.vocabulary)
     for forced in ({}, {"tool_choice": "required"}, {"tool_choice": None, "named_tool": "count"}):
         factory.for_request(options(**forced)).parse(output, [], "seed")
-    ids = tokenizer._hf.encode(output)
-    run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
+    ids = tokenizer.encode(output)
+    run(tokenizer, factory, options(), [[i] for i in ids], "stop")
 
 
 # ------------------------------------------------------------------ qwen3_coder chunkings
@@ -205,11 +205,11 @@ def test_qwen3_coder_arguments_are_the_same_in_every_chunking(
     tokenizer: Tokenizer, output: str, arguments: str
 ) -> None:
     factory = ParserFactory("qwen3_coder", None, True, tokenizer.vocabulary)
-    ids = tokenizer._hf.encode(output)
-    by_token, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
+    ids = tokenizer.encode(output)
+    by_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
     assert [args for _, args in by_token.calls.values()] == [arguments]
     for chunks in ([ids], chunked(ids, range(0, len(ids), 2)), chunked(ids, range(1, len(ids), 3))):
-        assert run(tokenizer, factory, options(), ids, chunks, "stop")[0] == by_token
+        assert run(tokenizer, factory, options(), chunks, "stop")[0] == by_token
     # As text alone (no token ids, so ``<tool_call>`` is content), cut at every character.
     by_character = assembled_by_text(factory, output, list(range(len(output) + 1)))
     assert by_character == assembled_by_text(factory, output, [0, len(output)])

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import AppFactory
+from tests.support.apps import AppFactory
 
 FLAGS = ["--served-model-name", "qwen3", "--max-model-len", "4096"]
 HELLO = [9707, 0, 2585, 646, 358, 1492, 498, 3351, 30]  # "Hello! How can I help you today?"
@@ -167,10 +168,27 @@ def test_passthrough_fields(client: TestClient) -> None:
     }
 
 
-def test_large_output_decodes_off_the_event_loop(client: TestClient, tokenizer: Any) -> None:
-    ids = tokenizer._hf.encode("streaming " * 1500)
-    _, body = chat(client, {"generate_response": generate(ids)})
-    assert body["choices"][0]["message"]["content"] == "streaming " * 1500
+def test_large_output_decodes_off_the_event_loop(make_app: AppFactory, tokenizer: Any) -> None:
+    """A one-shot request over 4 KiB is decoded, derendered and encoded on a worker
+    thread: the event loop's thread spends a small share of the CPU the request costs
+    (inline, it spends nearly all of it). CPU per thread, so a busy machine does not
+    blur it the way wall-clock gaps would."""
+    ids = tokenizer.encode("streaming " * 1500)
+    choices = [{"index": i, "token_ids": ids} for i in range(4)]
+    body = {"generate_response": {"request_id": "r1", "choices": choices}}
+
+    async def loop_thread_cpu() -> float:
+        return time.thread_time()
+
+    with TestClient(make_app(FLAGS)) as client:
+        chat(client, body)  # warm: the first request builds what later ones reuse
+        loop_before, process_before = client.portal.call(loop_thread_cpu), time.process_time()
+        status, reply = chat(client, body)
+        on_loop = client.portal.call(loop_thread_cpu) - loop_before
+        in_all = time.process_time() - process_before
+    assert status == 200
+    assert [c["message"]["content"] for c in reply["choices"]] == ["streaming " * 1500] * 4
+    assert on_loop < in_all / 3, f"{on_loop * 1000:.1f} ms of {in_all * 1000:.1f} ms on the loop"
 
 
 def test_chat_request_validators(client: TestClient) -> None:

@@ -1,7 +1,7 @@
 """Llama 3.1 and Llama 4 on their real vocabularies: llama3_json, llama4_json, llama4_pythonic.
 
 The tokenizers are built at test time from Meta's ``llama-models`` package
-(tests/llama_tokenizers.py). Hand cases are what vLLM 0.33.0's parsers answered for
+(tests/support/llama_tokenizers.py). Hand cases are what vLLM 0.33.0's parsers answered for
 the same text deltas; the properties run real token ids through stream sessions:
 any chunking assembles the same message, a snapshot restored at any chunk continues
 identically, and well-formed calls stream as the one-shot parse finds them.
@@ -20,21 +20,12 @@ from app.tokenizer import Tokenizer
 from parsers.llama4_pythonic import Llama4PythonicStream, Llama4PythonicTools
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import Delta
-from tests.conftest import bundled_tokenizer
-from tests.llama_tokenizers import llama_tokenizer_dir
-from tests.parity import chunked
-from tests.test_parser_properties import (
-    PROMPT,
-    PROPS,
-    args,
-    factory_for,
-    llama_output,
-    options,
-    run,
-    run_restored_at,
-    text,
-)
-from tests.test_process import run_cli
+from tests.support.llama_tokenizers import llama_tokenizer_dir
+from tests.support.outputs import args, llama_output, text
+from tests.support.parity import chunked
+from tests.support.processes import run_cli
+from tests.support.streams import PROMPT, PROPS, factory_for, options, run, stream
+from tests.support.tokenizers import bundled_tokenizer
 
 
 def llama(family: str) -> Tokenizer:
@@ -59,7 +50,7 @@ def test_the_fixture_encodes_as_meta_tokenizer(family: str) -> None:
     tokenizer = llama(family)
     for sample in SAMPLES:
         expected = meta.encode(sample, bos=False, eos=False, allowed_special="all")
-        assert tokenizer._hf.encode(sample, add_special_tokens=False) == expected
+        assert tokenizer.encode(sample) == expected
     assert tokenizer.vocab_size == meta.n_words
     for token, token_id in meta.special_tokens.items():
         assert tokenizer.vocabulary.id_of(token) == token_id
@@ -226,7 +217,7 @@ def stream_case(draw: st.DrawFn) -> tuple[str, str, list[int], list[int], list[i
     output = draw(llama4_output() if family == "llama4" else llama_output())
     eot = llama(family).eos_token_id
     assert eot is not None
-    ids = [*llama(family)._hf.encode(output, add_special_tokens=False), eot]
+    ids = [*llama(family).encode(output), eot]
     finish = draw(st.sampled_from(["stop", "length"]))
     if finish == "length":
         ids = ids[: max(1, len(ids) * 2 // 3)]
@@ -243,9 +234,9 @@ def test_any_chunking_assembles_the_same_message(
     family, tool, ids, cuts, other, finish = case
     tokenizer = llama(family)
     factory = factory_for(tokenizer, tool, None)
-    baseline, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], finish)
+    baseline, _ = run(tokenizer, factory, options(), [[i] for i in ids], finish)
     for chunking in (cuts, other, [10**6]):
-        folded, _ = run(tokenizer, factory, options(), ids, chunked(ids, chunking), finish)
+        folded, _ = run(tokenizer, factory, options(), chunked(ids, chunking), finish)
         assert folded == baseline, (tokenizer.decode(ids), chunking)
 
 
@@ -258,8 +249,9 @@ def test_a_restored_snapshot_continues_identically(
     tokenizer = llama(family)
     factory = factory_for(tokenizer, tool, None)
     chunks = chunked(ids, cuts)
-    _, expected = run(tokenizer, factory, options(), ids, chunks, finish)
-    assert run_restored_at(tokenizer, factory, chunks, at % (len(chunks) + 1), finish) == expected
+    _, expected = run(tokenizer, factory, options(), chunks, finish)
+    restored = stream(tokenizer, factory, options(), chunks, finish, at % (len(chunks) + 1))
+    assert restored == expected
 
 
 @PROPS
@@ -273,10 +265,10 @@ def test_well_formed_calls_stream_as_one_shot_finds_them(
     tokenizer = llama(family)
     factory = factory_for(tokenizer, tool, None)
     output = tokenizer.decode(ids[:-1])
-    parsed = factory.for_request(options()).parse(output, tokenizer._hf.encode(PROMPT), "seed")
+    parsed = factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
     if not parsed.tool_calls:
         return
-    folded, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), "stop")
+    folded, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
     assert [name for name, _ in folded.calls.values()] == [c.name for c in parsed.tool_calls]
     for (_, streamed), call in zip(folded.calls.values(), parsed.tool_calls, strict=True):
         assert json.loads(streamed) == json.loads(call.arguments)

@@ -32,7 +32,8 @@ from parsers.llama3_json import (
 )
 from parsers.partialjson import common_length
 from parsers.types import Delta, DeltaToolCall
-from tests.test_parser_properties import PROPS, llama_output
+from tests.support.outputs import llama_output
+from tests.support.streams import PROPS
 
 
 class ReferenceStream:

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import AppFactory
-from tests.golden import load_cases, stream_body
-from tests.processes import serving
+from tests.support.apps import AppFactory
+from tests.support.golden import load_cases, stream_body
+from tests.support.processes import serving
 
 MiB = 1024 * 1024
 FLAGS = [

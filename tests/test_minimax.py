@@ -1,6 +1,6 @@
 """MiniMax M2's parsers: ``minimax_m2`` reasoning and tools, ``minimax_m2_append_think``.
 
-Outputs run through the synthetic MiniMax tokenizer (tests/synthetic_tokenizers.py:
+Outputs run through the synthetic MiniMax tokenizer (tests/support/synthetic_tokenizers.py:
 Qwen3's vocabulary plus ``<minimax:tool_call>`` and ``</minimax:tool_call>`` as
 tokens; ``<think>`` and ``</think>`` are Qwen3's). The hand-written cases are what
 vLLM 0.33.0's parsers answer for the same outputs (its engine config for MiniMax M2,
@@ -22,9 +22,9 @@ from app.tokenizer import Tokenizer, load_tokenizer
 from parsers.minimax import MiniMaxParamScan
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
-from tests.parity import chunked
-from tests.synthetic_tokenizers import write_synthetic_tokenizer
-from tests.test_deepseek import PROMPT, PROPS, assemble, stream
+from tests.support.parity import chunked
+from tests.support.streams import PROMPT, PROPS, assemble, stream
+from tests.support.synthetic_tokenizers import write_synthetic_tokenizer
 
 TOOLS = (
     ToolSpec(
@@ -135,7 +135,7 @@ def test_append_think_puts_the_tag_back_and_reads_no_reasoning(mm_tokenizer: Tok
     plain = ParserFactory(None, "minimax_m2_append_think", True, mm_tokenizer.vocabulary)
     parsed = plain.for_request(options()).parse("Plan.</think>Sure.", None, "seed")
     assert (parsed.reasoning, parsed.content) == (None, "<think>Plan.</think>Sure.")
-    ids = mm_tokenizer._hf.encode("Plan.</think>Sure.")
+    ids = mm_tokenizer.encode("Plan.</think>Sure.")
     folded = assemble(stream(mm_tokenizer, plain, options(), [[i] for i in ids]))
     assert (folded.reasoning, folded.content) == ("", "<think>Plan.</think>Sure.")
 
@@ -145,7 +145,7 @@ def test_append_think_puts_the_tag_back_and_reads_no_reasoning(mm_tokenizer: Tok
 
 def test_one_token_per_chunk_streams_names_then_growing_json(mm_tokenizer: Tokenizer) -> None:
     text = "x</think>" + calls_of(("get_weather", [("city", "a<b>c"), ("days", "3")]))
-    ids = mm_tokenizer._hf.encode(text)
+    ids = mm_tokenizer.encode(text)
     deltas = stream(mm_tokenizer, factory(mm_tokenizer), options(), [[i] for i in ids])
     sent = [c.arguments for d in deltas if d for c in d.tool_calls if c.arguments]
     assert sent[0] == '{"city": "'
@@ -163,7 +163,7 @@ def test_reasoning_only_drops_a_stray_closer_one_shot(mm_tokenizer: Tokenizer) -
     text = "r</think>a </minimax:tool_call>b" + section
     parsed = only.for_request(options()).parse(text, None, "seed")
     assert (parsed.reasoning, parsed.content) == ("r", "a b" + section)
-    ids = mm_tokenizer._hf.encode(text)
+    ids = mm_tokenizer.encode(text)
     folded = assemble(stream(mm_tokenizer, only, options(), [[i] for i in ids]))
     assert folded.content == "a </minimax:tool_call>b" + section
 
@@ -236,7 +236,7 @@ def test_any_chunking_assembles_the_same_message(
 ) -> None:
     reasoning, output, cuts_a, cuts_b, finish = generated
     parsers = factory(mm_tokenizer, reasoning)
-    ids = mm_tokenizer._hf.encode(output)
+    ids = mm_tokenizer.encode(output)
     if finish == "length":
         ids = ids[: max(1, len(ids) * 2 // 3)]
     baseline = assemble(stream(mm_tokenizer, parsers, options(), [[i] for i in ids], finish))
@@ -255,9 +255,9 @@ def test_streams_agree_with_the_one_shot_parse(
     follows a call while a stream sends it."""
     reasoning, output, cuts, _, _ = generated
     parsers = factory(mm_tokenizer, reasoning)
-    ids = mm_tokenizer._hf.encode(output)
+    ids = mm_tokenizer.encode(output)
     folded = assemble(stream(mm_tokenizer, parsers, options(), chunked(ids, cuts)))
-    parsed = parsers.for_request(options()).parse(output, mm_tokenizer._hf.encode(PROMPT), "seed")
+    parsed = parsers.for_request(options()).parse(output, mm_tokenizer.encode(PROMPT), "seed")
     streamed = [folded.calls[i] for i in sorted(folded.calls)]
     if reasoning != "minimax_m2_append_think" or "</think>" in output:
         assert streamed == [[c.name, c.arguments] for c in parsed.tool_calls], output
@@ -276,7 +276,7 @@ def test_snapshot_and_restore_continue_identically(
 ) -> None:
     reasoning, output, cuts, _, finish = generated
     parsers = factory(mm_tokenizer, reasoning)
-    chunks = chunked(mm_tokenizer._hf.encode(output), cuts)
+    chunks = chunked(mm_tokenizer.encode(output), cuts)
     expected = stream(mm_tokenizer, parsers, options(), chunks, finish)
     restored = stream(mm_tokenizer, parsers, options(), chunks, finish, cut % (len(chunks) + 1))
     assert restored == expected
@@ -292,7 +292,7 @@ def test_whitespace_after_calls_goes_by_the_chunking_as_in_vllm(mm_tokenizer: To
     """Whitespace-only content after a call is dropped while no other content came, so
     text after a section keeps its leading space only if they share a chunk."""
     text = calls_of(("get_weather", [])) + ' "quotes"'
-    ids = mm_tokenizer._hf.encode(text)
+    ids = mm_tokenizer.encode(text)
     parsers = factory(mm_tokenizer, None)
     one_by_one = assemble(stream(mm_tokenizer, parsers, options(), [[i] for i in ids]))
     whole = assemble(stream(mm_tokenizer, parsers, options(), [ids]))

@@ -1,6 +1,6 @@
 """Mistral's ``mistral`` reasoning and tool parsers, in both of the forms vLLM reads.
 
-Two test tokenizers (tests/tekken_tokenizers.py): ``mistral_v3``, converted from the
+Two test tokenizers (tests/support/tekken_tokenizers.py): ``mistral_v3``, converted from the
 real tekken file mistral-common ships (calls as a JSON array after ``[TOOL_CALLS]``),
 and the synthetic ``mistral_v13`` (the same ranks with Magistral's ``[ARGS]`` and
 ``[THINK]`` tokens: ``[TOOL_CALLS]name[ARGS]{...}`` calls and ``[THINK]`` reasoning).
@@ -24,9 +24,9 @@ from parsers.mistral import BraceHold, first_json_value, release
 from parsers.mistral_json import JsonError, JsonEvents, Reader, _Feeder
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import ParseOptions, ToolSpec
-from tests.parity import Assembled, chunked
-from tests.tekken_tokenizers import tekken_tokenizer_dir
-from tests.test_deepseek import assemble, stream
+from tests.support.parity import Assembled, chunked
+from tests.support.streams import assemble, stream
+from tests.support.tekken_tokenizers import tekken_tokenizer_dir
 
 PROPS = settings(
     max_examples=40,
@@ -67,7 +67,7 @@ def factory(tokenizer: Tokenizer, reasoning: str | None = "mistral") -> ParserFa
 
 
 def ids_of(tokenizer: Tokenizer, text: str) -> list[int]:
-    return list(tokenizer._hf.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(text))
 
 
 def streamed(

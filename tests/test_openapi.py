@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from app.server import DerenderApp
 from app.wire_docs import DESCRIPTIONS, SCHEMA_DESCRIPTIONS
-from tests.conftest import AppFactory, fuzz_counts
-from tests.test_fuzz import LEAKS
+from tests.support.apps import AppFactory
+from tests.support.replies import LEAKS, fuzz_counts
 
 
 @pytest.fixture(scope="module")

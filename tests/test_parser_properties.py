@@ -12,111 +12,18 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any
 
 import msgspec
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
-from parsers.stream import ChatStreamState
-from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
-from tests.parity import Assembled, chunked
-
-PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-TOOLS = (
-    ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
-    ToolSpec("count", {"type": "object", "properties": {"n": {"type": "integer"}}}),
-    ToolSpec("noop", {"type": "object", "properties": {}}),
-)
-
-WORDS = [
-    "Paris",
-    " and",
-    " 東京",
-    " 👍🏽",
-    " café",
-    " {braces}",
-    ' "quotes"',
-    " <",
-    " </thi",
-    " a<b",
-]
-STRINGS = [
-    "Paris",
-    "東京 👩‍👩‍👧",
-    'say "hi"',
-    "{not json}",
-    "</tool_call> inside",
-    "a\\b",
-    "<tool",
-]
-
-PROPS = settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-
-
-def run(
-    tokenizer: Tokenizer,
-    factory: ParserFactory,
-    options: ParseOptions,
-    ids: list[int],
-    chunks: list[list[int]],
-    finish: str,
-) -> tuple[Assembled, list[Delta | None]]:
-    prompt = tokenizer._hf.encode(PROMPT)
-    session = StreamSession(tokenizer, factory.stream_for_request(options, "seed"), prompt)
-    folded = Assembled()
-    deltas = []
-    for i, chunk in enumerate(chunks):
-        delta, _ = session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)
-        folded.add(delta)
-        deltas.append(delta)
-    return folded, deltas
-
-
-def run_restored_at(
-    tokenizer: Tokenizer,
-    factory: ParserFactory,
-    chunks: list[list[int]],
-    split: int,
-    finish: str,
-) -> list[Delta | None]:
-    """The stream's deltas when its session is snapshotted and restored before chunk
-    ``split``: the parser state through msgpack, the decode window as it was."""
-    prompt = tokenizer._hf.encode(PROMPT)
-    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), prompt)
-    deltas: list[Delta | None] = []
-    for i, chunk in enumerate(chunks):
-        if i == split:
-            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
-            window = session.detokenizer.window
-            stream = factory.stream_for_request(options(), "seed", state)
-            session = StreamSession(tokenizer, stream, prompt)
-            session.detokenizer.window = window
-        deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
-    return deltas
-
-
-def factory_for(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> ParserFactory:
-    return ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
-
-
-def options(**kwargs: Any) -> ParseOptions:
-    return ParseOptions(tools=TOOLS, tool_choice="auto", **kwargs)
-
-
-# ------------------------------------------------------------------ output generators
-
-text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map("".join)
-args = st.sampled_from(
-    [("get_weather", {"city": s}) for s in STRINGS] + [("count", {"n": 3}), ("noop", {})]
-)
+from parsers.types import Vocabulary
+from tests.support.outputs import args, llama_output, text
+from tests.support.parity import Assembled, chunked
+from tests.support.streams import PROMPT, PROPS, factory_for, options, run, stream
 
 
 @st.composite
@@ -202,13 +109,13 @@ def test_any_chunking_assembles_the_same_message(
     config, output, cuts_a, cuts_b, finish = generated
     (tool, reasoning), _ = CONFIGS[config]
     factory = factory_for(tokenizer, tool, reasoning)
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     if finish == "length":
         ids = ids[: max(1, len(ids) * 2 // 3)]
     one_token = [[i] for i in ids]
-    baseline, _ = run(tokenizer, factory, options(), ids, one_token, finish)
+    baseline, _ = run(tokenizer, factory, options(), one_token, finish)
     for cuts in (cuts_a, cuts_b, [10**6]):
-        folded, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), finish)
+        folded, _ = run(tokenizer, factory, options(), chunked(ids, cuts), finish)
         assert folded == baseline, (config, output, cuts)
 
 
@@ -221,9 +128,9 @@ def test_streams_agree_with_the_one_shot_parse(
     config, output, cuts, _, _ = generated
     (tool, reasoning), _ = CONFIGS[config]
     factory = factory_for(tokenizer, tool, reasoning)
-    ids = tokenizer._hf.encode(output)
-    folded, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), "stop")
-    parsed = factory.for_request(options()).parse(output, tokenizer._hf.encode(PROMPT), "seed")
+    ids = tokenizer.encode(output)
+    folded, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
+    parsed = factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
     assert folded.reasoning == (parsed.reasoning or "")
     if not parsed.tool_calls:
         return
@@ -242,10 +149,12 @@ def test_snapshot_and_restore_continue_identically(
     config, output, cuts, _, finish = generated
     (tool, reasoning), _ = CONFIGS[config]
     factory = factory_for(tokenizer, tool, reasoning)
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     chunks = chunked(ids, cuts)
-    _, expected = run(tokenizer, factory, options(), ids, chunks, finish)
-    deltas = run_restored_at(tokenizer, factory, chunks, cut % (len(chunks) + 1), finish)
+    _, expected = run(tokenizer, factory, options(), chunks, finish)
+    deltas = stream(
+        tokenizer, factory, options(), chunks, finish, restore_at=cut % (len(chunks) + 1)
+    )
     assert deltas == expected
 
 
@@ -267,14 +176,6 @@ def test_the_sessions_history_json_is_msgspecs_encoding(
 # ------------------------------------------------------------------ llama3_json
 # Qwen3's tokenizer has no <|python_tag|>, so this parser runs on text deltas with a
 # vocabulary that names one; vLLM's own streaming logic is text-based as well.
-
-
-@st.composite
-def llama_output(draw: st.DrawFn) -> str:
-    calls = draw(st.lists(args, min_size=1, max_size=3))
-    key = draw(st.sampled_from(["parameters", "arguments"]))
-    body = "; ".join(json.dumps({"name": n, key: a}, ensure_ascii=False) for n, a in calls)
-    return draw(st.sampled_from(["<|python_tag|>", ""])) + body
 
 
 @PROPS

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,20 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.processes import ROOT, serving
+from tests.support.processes import ROOT, run_cli, serving
 
 HANG_SECONDS = 5.0  # detects a stalled event loop on a loaded machine, not speed
-
-
-def run_cli(*flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *flags],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=os.environ.copy(),
-    )
 
 
 @pytest.mark.parametrize(
@@ -83,7 +69,7 @@ def parser_server() -> Iterator[str]:
 
 def test_health_answers_while_long_histories_replay(parser_server: str, tokenizer: Any) -> None:
     """Replays of 8,000-token histories run off the event loop."""
-    history = tokenizer._hf.encode("<think>\n" + "thinking it through step by step. " * 1400)[:8000]
+    history = tokenizer.encode("<think>\n" + "thinking it through step by step. " * 1400)[:8000]
     body = {
         "stream": True,
         "generate_chunk": {"request_id": "long", "choices": [{"index": 0, "token_ids": [13]}]},

@@ -21,15 +21,8 @@ from hypothesis import strategies as st
 from app.tokenizer import Tokenizer
 from parsers.pythonic import PythonicTools, starts_with_call_list
 from parsers.types import Delta
-from tests.test_parser_properties import (
-    PROMPT,
-    Assembled,
-    chunked,
-    factory_for,
-    options,
-    run,
-    run_restored_at,
-)
+from tests.support.parity import Assembled, chunked
+from tests.support.streams import PROMPT, factory_for, options, run, stream
 
 # vLLM 0.33.0's pattern (pythonic_tool_parser.py), kept only as the reference.
 VLLM_CALL_LIST = re.compile(
@@ -162,8 +155,8 @@ def folded_stream(
     tokenizer: Tokenizer, output: str, cuts: list[int], finish: str
 ) -> tuple[Assembled, list[Delta | None]]:
     factory = factory_for(tokenizer, "pythonic", None)
-    ids = tokenizer._hf.encode(output)
-    return run(tokenizer, factory, options(), ids, chunked(ids, cuts), finish)
+    ids = tokenizer.encode(output)
+    return run(tokenizer, factory, options(), chunked(ids, cuts), finish)
 
 
 @HANG
@@ -172,10 +165,10 @@ def test_any_chunking_assembles_the_same_message(
     tokenizer: Tokenizer, generated: tuple[str, bool], cuts: list[int]
 ) -> None:
     output, _ = generated
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     for finish in ("stop", "length"):
         factory = factory_for(tokenizer, "pythonic", None)
-        baseline, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], finish)
+        baseline, _ = run(tokenizer, factory, options(), [[i] for i in ids], finish)
         folded, _ = folded_stream(tokenizer, output, cuts, finish)
         assert folded == baseline, (output, cuts)
 
@@ -187,7 +180,7 @@ def test_well_formed_streams_agree_with_the_one_shot_parse(
 ) -> None:
     output, intact = generated
     factory = factory_for(tokenizer, "pythonic", None)
-    parsed = factory.for_request(options()).parse(output, tokenizer._hf.encode(PROMPT), "seed")
+    parsed = factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
     folded, _ = folded_stream(tokenizer, output, cuts, "stop")
     if not intact or not parsed.tool_calls:
         return  # the one-shot pattern refuses dotted names vLLM's stream accepts
@@ -203,10 +196,12 @@ def test_snapshots_continue_identically(
 ) -> None:
     output, _ = generated
     factory = factory_for(tokenizer, "pythonic", None)
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     chunks = chunked(ids, cuts)
-    _, expected = run(tokenizer, factory, options(), ids, chunks, "length")
-    deltas = run_restored_at(tokenizer, factory, chunks, at % (len(chunks) + 1), "length")
+    _, expected = run(tokenizer, factory, options(), chunks, "length")
+    deltas = stream(
+        tokenizer, factory, options(), chunks, "length", restore_at=at % (len(chunks) + 1)
+    )
     assert deltas == expected
 
 
@@ -225,7 +220,7 @@ def test_deep_or_long_outputs_end_as_content_or_calls(
 ) -> None:
     """Nesting past Python's limits is content one-shot; the stream stops, never raises."""
     factory = factory_for(tokenizer, "pythonic", None)
-    parsed = factory.for_request(options()).parse(output, tokenizer._hf.encode(PROMPT), "seed")
+    parsed = factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
     folded, _ = folded_stream(tokenizer, output, [10**6], "length")
     assert len(parsed.tool_calls) == calls
     assert parsed.content == (None if calls else output)
@@ -257,13 +252,13 @@ def test_a_call_closed_inside_a_malformed_token_is_not_sent(
     tokenizer: Tokenizer, output: str
 ) -> None:
     """vLLM never sees a closed call whose ``)`` shares a token with what breaks the list."""
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     factory = factory_for(tokenizer, "pythonic", None)
-    folded, deltas = run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
+    folded, deltas = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
     assert folded.calls[0][0] == "get_weather"
     assert 1 not in folded.calls
     assert deltas[-1] is None or not deltas[-1].tool_calls
-    whole, _ = run(tokenizer, factory, options(), ids, [ids], "stop")
+    whole, _ = run(tokenizer, factory, options(), [ids], "stop")
     assert whole == folded
 
 
@@ -279,8 +274,8 @@ def test_a_character_split_across_tokens_keeps_the_chunk_boundaries(
     tokenizer: Tokenizer, output: str
 ) -> None:
     """A chunk holding a character split over two tokens still settles as one token per chunk."""
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     factory = factory_for(tokenizer, "pythonic", None)
-    per_token, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], "length")
-    whole, _ = run(tokenizer, factory, options(), ids, [ids], "length")
+    per_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "length")
+    whole, _ = run(tokenizer, factory, options(), [ids], "length")
     assert whole == per_token

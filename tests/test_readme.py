@@ -10,8 +10,8 @@ import sys
 from starlette.testclient import TestClient
 
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
-from tests.conftest import AppFactory
-from tests.processes import ROOT, serving
+from tests.support.apps import AppFactory
+from tests.support.processes import ROOT, serving
 
 PARSER_FLAGS = ("--reasoning-parser", "qwen3", "--tool-call-parser", "hermes")
 

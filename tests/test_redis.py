@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from app.session import SessionSnapshot
-from bench.servers import RedisServer, redis_server
 from cache.redis_tier import (
     KEY_PREFIX,
     MAC_BYTES,
@@ -37,9 +36,9 @@ from cache.redis_tier import (
     envelope_mac,
 )
 from parsers.stream import ChatStreamState
-from tests.conftest import AppFactory, build_app
-from tests.golden import load_cases, stream_body, tokenizer_of
-from tests.processes import serving
+from tests.support.apps import AppFactory, build_app
+from tests.support.golden import load_cases, stream_body, tokenizer_of
+from tests.support.processes import RedisServer, redis_server, serving
 
 TIMEOUT_MS = 200  # well under the 2 s faults, well over a loaded machine's Redis round trip
 # Replicas that share a Redis share the key of its snapshots' MAC.

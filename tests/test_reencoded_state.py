@@ -26,7 +26,7 @@ from app.state_json import (
     lift_history,
 )
 from app.tokenizer import Tokenizer
-from tests.conftest import AppFactory
+from tests.support.apps import AppFactory
 
 FLAGS = [
     "--served-model-name", "qwen3", "--max-model-len", "4096", "--reasoning-parser", "qwen3",
@@ -127,7 +127,7 @@ def counter(client: TestClient, line: str) -> float:
 
 @pytest.fixture(scope="module")
 def ids(tokenizer: Tokenizer) -> list[int]:
-    return list(tokenizer._hf.encode(OUTPUT))
+    return list(tokenizer.encode(OUTPUT))
 
 
 @pytest.mark.parametrize("size", [1, 3])
@@ -190,7 +190,7 @@ def test_a_live_sessions_json_dumps_echo_is_json_dumps_of_the_state_it_sent(
 ) -> None:
     cached = TestClient(make_app(FLAGS))
     stream(cached, "live", ids, 2, json_dumps, finish=False)
-    [entry] = cached.app.service.store.cache._entries.values()  # type: ignore[attr-defined]
+    [entry] = cached.app.service.store.cache.entries()  # type: ignore[attr-defined]
     assert entry.session.json_dumps_echo() == json.dumps(json.loads(entry.state)).encode()
     # Both kept encodings continue the session with the history lifted out of the body.
     for encode in (as_sent, json_dumps):

@@ -8,9 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.servers import free_port
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
-from tests.processes import ROOT
+from tests.support.processes import ROOT, free_port
 
 
 def test_help_lists_defaults_and_parser_names() -> None:

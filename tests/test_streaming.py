@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import AppFactory
-from tests.golden import DEVIATIONS, differences, flags_of, load_cases, stream_body
+from tests.support.apps import AppFactory
+from tests.support.golden import DEVIATIONS, differences, flags_of, load_cases, stream_body
 
 PARSED = ("C1", "C2", "C3", "C4", "C5", "C6")
 STREAMS = [c for config in PARSED for c in load_cases(config) if c["kind"] == "chat_stream"]

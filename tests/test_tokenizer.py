@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from app.bundled_deepseek import KNOWN_IDS, bundled_deepseek_dir
 from app.tokenizer import Tokenizer, TokenizerLoadError, load_tokenizer
-from tests.conftest import bundled_tokenizer
+from tests.support.tokenizers import bundled_tokenizer
 
 
 def test_known_encodings(tokenizer: Tokenizer) -> None:
-    encode = tokenizer._hf.encode
+    encode = tokenizer.encode
     assert encode("<|im_start|>user\n") == [151644, 872, 198]
     assert encode("晴れ 🌤") == [105212, 32021, 11162, 234, 97]
 
@@ -117,8 +117,8 @@ def test_deepseek_model_facts(deepseek: Tokenizer) -> None:
 def test_deepseek_known_encodings(deepseek: Tokenizer, package: Any) -> None:
     # The package README's example, and DSML markup: "<", "｜DSML｜", "tool_calls>".
     text = "Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ"
-    assert deepseek._hf.encode(text, add_special_tokens=False) == package.encode(text)
-    assert deepseek._hf.encode("<｜DSML｜tool_calls>", add_special_tokens=False) == [
+    assert deepseek.encode(text) == package.encode(text)
+    assert deepseek.encode("<｜DSML｜tool_calls>") == [
         30, 128825, 72461, 4941, 12548, 32,
     ]  # fmt: skip
 
@@ -133,7 +133,7 @@ _TEXT = st.text(
 def test_deepseek_round_trip_and_package_parity(
     deepseek: Tokenizer, package: Any, text: str
 ) -> None:
-    ids = deepseek._hf.encode(text, add_special_tokens=False)
+    ids = deepseek.encode(text)
     assert ids == package.encode(text, add_special_tokens=False)
     assert deepseek.decode(ids) == text
     assert package.decode(ids, clean_up_tokenization_spaces=False) == text

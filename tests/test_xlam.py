@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.xlam import XlamStream, split_calls
-from tests.parity import Assembled, chunked
-from tests.test_parser_properties import PROMPT, options, run, run_restored_at
+from tests.support.parity import Assembled, chunked
+from tests.support.streams import PROMPT, options, run, stream
 
 HOSTILE = settings(
     max_examples=60,
@@ -89,10 +89,10 @@ def test_hostile_output_never_raises(tokenizer: Tokenizer, output: str, cuts: li
     """Arbitrary syntax soup included. (On soup vLLM's own view of the output jumps between
     blocks from chunk to chunk, so no chunking invariance is claimed for it.)"""
     factory = xlam_factory(tokenizer)
-    factory.for_request(options()).parse(output, tokenizer._hf.encode(PROMPT), "seed")
-    ids = tokenizer._hf.encode(output)
+    factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
+    ids = tokenizer.encode(output)
     for chunks in ([[i] for i in ids], chunked(ids, cuts), [ids]):
-        run(tokenizer, factory, options(), ids, chunks, "stop")
+        run(tokenizer, factory, options(), chunks, "stop")
 
 
 @HOSTILE
@@ -101,10 +101,10 @@ def test_any_chunking_assembles_the_same_message(
     tokenizer: Tokenizer, output: str, cuts: list[int]
 ) -> None:
     factory = xlam_factory(tokenizer)
-    ids = tokenizer._hf.encode(output)
-    baseline, _ = run(tokenizer, factory, options(), ids, [[i] for i in ids], "stop")
+    ids = tokenizer.encode(output)
+    baseline, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
     for chunks in (chunked(ids, cuts), [ids]):
-        folded, _ = run(tokenizer, factory, options(), ids, chunks, "stop")
+        folded, _ = run(tokenizer, factory, options(), chunks, "stop")
         assert folded == baseline, (output, cuts)
 
 
@@ -116,9 +116,9 @@ def test_streams_agree_with_the_one_shot_parse(
     """Where the one-shot parse finds calls and no brace hides in an argument string,
     vLLM's stream finds the same calls; so does ours."""
     factory = xlam_factory(tokenizer)
-    ids = tokenizer._hf.encode(output)
-    folded, _ = run(tokenizer, factory, options(), ids, chunked(ids, cuts), "stop")
-    parsed = factory.for_request(options()).parse(output, tokenizer._hf.encode(PROMPT), "seed")
+    ids = tokenizer.encode(output)
+    folded, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
+    parsed = factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
     if not parsed.tool_calls:
         return
     assert [name for name, _ in folded.calls.values()] == [c.name for c in parsed.tool_calls]
@@ -132,10 +132,12 @@ def test_snapshot_and_restore_continue_identically(
     tokenizer: Tokenizer, output: str, cuts: list[int], cut: int
 ) -> None:
     factory = xlam_factory(tokenizer)
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     chunks = chunked(ids, cuts)
-    _, expected = run(tokenizer, factory, options(), ids, chunks, "length")
-    deltas = run_restored_at(tokenizer, factory, chunks, cut % (len(chunks) + 1), "length")
+    _, expected = run(tokenizer, factory, options(), chunks, "length")
+    deltas = stream(
+        tokenizer, factory, options(), chunks, "length", restore_at=cut % (len(chunks) + 1)
+    )
     assert deltas == expected
 
 
@@ -163,9 +165,8 @@ def test_deep_but_bounded_nesting_still_parses() -> None:
 # ------------------------------------------------------------------ vLLM 0.33.0 cases
 
 
-def _assemble(tokenizer: Tokenizer, output: str, chunks: list[list[int]]) -> Assembled:
-    ids = tokenizer._hf.encode(output)
-    return run(tokenizer, xlam_factory(tokenizer), options(), ids, chunks, "stop")[0]
+def _assemble(tokenizer: Tokenizer, chunks: list[list[int]]) -> Assembled:
+    return run(tokenizer, xlam_factory(tokenizer), options(), chunks, "stop")[0]
 
 
 def test_two_calls_then_text_stream_the_same_whatever_the_chunking(tokenizer: Tokenizer) -> None:
@@ -176,12 +177,12 @@ def test_two_calls_then_text_stream_the_same_whatever_the_chunking(tokenizer: To
         '[{"name":"get_weather","arguments":{"n":3}},'
         '{"name":"count","arguments":{"o":{"a":[1,2]}}}]\nDone.'
     )
-    ids = tokenizer._hf.encode(output)
+    ids = tokenizer.encode(output)
     expected = {0: ["get_weather", '{"n":3}'], 1: ["count", '{"o":{"a":[1,2]}}']}
     sizes = [5, 8, 5, 2, 7, 3, 6, 8, 2, 3, 6, 2, 3, 8]
     bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
     for chunks in ([[i] for i in ids], chunked(ids, bounds), [ids]):
-        folded = _assemble(tokenizer, output, chunks)
+        folded = _assemble(tokenizer, chunks)
         assert folded.calls == expected
         assert folded.content == ""
     # The one-shot parse, like vLLM's, finds no array in it: the text after it breaks it.
@@ -195,6 +196,6 @@ def test_an_array_in_tool_call_tags_leaves_empty_content(tokenizer: Tokenizer) -
     parsed = xlam_factory(tokenizer).for_request(options()).parse(output, [], "seed")
     assert parsed.content == ""
     assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("f", '{"a": 1}')]
-    ids = tokenizer._hf.encode(output)
-    folded = _assemble(tokenizer, output, [[i] for i in ids])
+    ids = tokenizer.encode(output)
+    folded = _assemble(tokenizer, [[i] for i in ids])
     assert (folded.content, folded.calls) == ("", {0: ["f", '{"a": 1}']})

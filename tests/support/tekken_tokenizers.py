@@ -11,7 +11,7 @@ then the byte-level ranks); app/tekken.py converts it with the same ids, so:
   ``[THINK]`` 34, ``[/THINK]`` 35), for the ``name[ARGS]{...}`` calls and
   ``[THINK]`` reasoning of newer models.
 
-``python -m tests.tekken_tokenizers VARIANT DIR`` writes one (the golden recorder
+``python -m tests.support.tekken_tokenizers VARIANT DIR`` writes one (the golden recorder
 runs it, so recorded ids are the suite's ids).
 """
 
@@ -50,7 +50,7 @@ def tekken_tokenizer_dir(variant: str) -> Path:
     )
 
 
-if __name__ == "__main__":  # python -m tests.tekken_tokenizers VARIANT DIR
+if __name__ == "__main__":  # python -m tests.support.tekken_tokenizers VARIANT DIR
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m tests.tekken_tokenizers {mistral_v3,mistral_v13} DIR")
+        sys.exit("usage: python -m tests.support.tekken_tokenizers {mistral_v3,mistral_v13} DIR")
     write_variant(sys.argv[1], Path(sys.argv[2]))

@@ -7,7 +7,7 @@ minimal ChatML chat template so vLLM can render prompts for the golden recorder.
 The ids are not the family's real ids; the markers are single tokens as in the
 real vocabularies, which is what the parsers read.
 
-    python -m tests.synthetic_tokenizers FAMILY DIR
+    python -m tests.support.synthetic_tokenizers FAMILY DIR
 """
 
 from __future__ import annotations
@@ -61,5 +61,7 @@ def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in FAMILY_TOKENS:
-        sys.exit(f"usage: python -m tests.synthetic_tokenizers {{{','.join(FAMILY_TOKENS)}}} DIR")
+        sys.exit(
+            f"usage: python -m tests.support.synthetic_tokenizers {{{','.join(FAMILY_TOKENS)}}} DIR"
+        )
     print(write_synthetic_tokenizer(sys.argv[1], Path(sys.argv[2])))

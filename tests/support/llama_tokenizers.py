@@ -10,7 +10,7 @@ model directory looks, and caches it beside the bundled tokenizers. Every specia
 token is ``special`` as in Meta's own Hugging Face files, so ``skip_special_tokens``
 drops ``<|python_tag|>`` and ``<|python_start|>`` from the text.
 
-``python -m tests.llama_tokenizers FAMILY DIR`` writes the same directory into DIR
+``python -m tests.support.llama_tokenizers FAMILY DIR`` writes the same directory into DIR
 (the golden recorder runs it with the project's Python, so the ids match the suite's).
 """
 
@@ -153,5 +153,5 @@ def _build(family: LlamaFamily, out: Path) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in FAMILIES:
-        sys.exit(f"usage: python -m tests.llama_tokenizers {{{','.join(FAMILIES)}}} DIR")
+        sys.exit(f"usage: python -m tests.support.llama_tokenizers {{{','.join(FAMILIES)}}} DIR")
     print(write_llama_tokenizer(sys.argv[1], Path(sys.argv[2])))

@@ -1,0 +1,85 @@
+"""One streamed choice driven as the server drives it: a stream session fed chunk by
+chunk, optionally snapshotted and restored on the way, its deltas folded as a client
+folds them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, settings
+
+from app.session import StreamSession
+from app.tokenizer import Tokenizer
+from parsers.registry import ParserFactory
+from parsers.stream import ChatStreamState
+from parsers.types import Delta, ParseOptions, ToolSpec
+from tests.support.parity import Assembled
+
+PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+# The tools the generated outputs call (tests/support/outputs.py).
+TOOLS = (
+    ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
+    ToolSpec("count", {"type": "object", "properties": {"n": {"type": "integer"}}}),
+    ToolSpec("noop", {"type": "object", "properties": {}}),
+)
+# Property tests over streams: slow examples are expected, the tokenizer is a fixture.
+PROPS = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def options(**kwargs: Any) -> ParseOptions:
+    """A request offering ``TOOLS`` with ``tool_choice: auto``."""
+    return ParseOptions(tools=TOOLS, tool_choice="auto", **kwargs)
+
+
+def factory_for(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> ParserFactory:
+    return ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
+
+
+def stream(
+    tokenizer: Tokenizer,
+    factory: ParserFactory,
+    opts: ParseOptions,
+    chunks: list[list[int]],
+    finish: str = "stop",
+    restore_at: int = -1,
+) -> list[Delta | None]:
+    """The deltas of one streamed choice. ``restore_at``: before that chunk the session
+    is snapshotted and restored (the parser state through msgpack, the decode window as
+    it was), as a replica restoring it from Redis would."""
+    prompt = tokenizer.encode(PROMPT)
+    session = StreamSession(tokenizer, factory.stream_for_request(opts, "seed"), prompt)
+    deltas = []
+    for i, chunk in enumerate(chunks):
+        if i == restore_at:
+            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
+            window = session.detokenizer.window
+            session = StreamSession(
+                tokenizer, factory.stream_for_request(opts, "seed", state), prompt
+            )
+            session.detokenizer.window = window
+        deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
+    return deltas
+
+
+def assemble(deltas: list[Delta | None]) -> Assembled:
+    folded = Assembled()
+    for delta in deltas:
+        folded.add(delta)
+    return folded
+
+
+def run(
+    tokenizer: Tokenizer,
+    factory: ParserFactory,
+    opts: ParseOptions,
+    chunks: list[list[int]],
+    finish: str,
+) -> tuple[Assembled, list[Delta | None]]:
+    """A stream's assembled message and its deltas."""
+    deltas = stream(tokenizer, factory, opts, chunks, finish)
+    return assemble(deltas), deltas
