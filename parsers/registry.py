@@ -16,8 +16,11 @@ from parsers.deepseek import (
 )
 from parsers.dsml import DsmlGrammar, DsmlReasoning, DsmlReasoningState, DsmlTools, DsmlToolState
 from parsers.engine import Grammar
+from parsers.engine_reasoning import EngineReasoning, EngineReasoningState, thinking_from_kwargs
+from parsers.glm import GlmGrammars, GlmTools, GlmToolState
 from parsers.harmony import HarmonyGrammar, HarmonyState, HarmonyStream, HarmonyUnavailable
 from parsers.hermes import HermesState, HermesStream, HermesTools
+from parsers.kimi_k2 import KimiGrammars, KimiK2Tools, KimiToolState
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.qwen3 import Qwen3Grammar, Qwen3Reasoning, Qwen3ReasoningState
@@ -28,7 +31,17 @@ from parsers.types import ParseOptions, Vocabulary
 from parsers.xlam import XlamState, XlamStream, XlamTools
 
 REASONING_PARSERS = frozenset(
-    {"qwen3", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41", "openai_gptoss"}
+    {
+        "qwen3",
+        "deepseek_r1",
+        "deepseek_v3",
+        "deepseek_v4",
+        "deepseek_v41",
+        "openai_gptoss",
+        "kimi_k2",
+        "glm45",
+        "glm47",
+    }
 )
 
 # Aliases map to the parser they share an implementation with.
@@ -46,12 +59,29 @@ TOOL_PARSERS = {
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v41",
     "openai": "openai",
+    "kimi_k2": "kimi_k2",
+    "glm45": "glm45",
+    "glm47": "glm45",
 }
 _DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
 # Parsers built on vLLM's declarative engine rather than its legacy classes; the
 # difference shows in how tool_choice "none" and unparsed markup are handled.
-_ENGINE_BASED = frozenset({"qwen3", "qwen3_coder", "deepseek_v32", "deepseek_v4", "deepseek_v41"})
+_ENGINE_BASED = frozenset(
+    {
+        "qwen3",
+        "qwen3_coder",
+        "deepseek_v32",
+        "deepseek_v4",
+        "deepseek_v41",
+        "kimi_k2",
+        "glm45",
+        "glm47",
+    }
+)
+# Families whose reasoning and calls are one engine declaration (vLLM's names).
+_KIMI = "kimi_k2"
+_GLM = frozenset({"glm45", "glm47"})
 _DSML = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 # gpt-oss's Harmony: one parser reads reasoning and calls, so neither mixes with others.
 _HARMONY_REASONING = "openai_gptoss"
@@ -128,6 +158,9 @@ class ParserFactory:
             except DeepSeekUnavailable as exc:
                 raise ParserConfigError(f"--tool-call-parser {tool_parser}: {exc}") from None
         self._harmony = self._harmony_grammar(reasoning_parser, tool, vocab)
+        self._kimi = KimiGrammars(vocab) if _KIMI in (reasoning_parser, tool) else None
+        uses_glm = reasoning_parser in _GLM or tool in _GLM
+        self._glm = GlmGrammars(vocab) if uses_glm else None
         active = [n for n in (self.reasoning_name, self.tool_name) if n is not None]
         self.engine_based = all(name in _ENGINE_BASED for name in active)
 
@@ -188,6 +221,44 @@ class ParserFactory:
             return None
         return self._think
 
+    def _engine_reasoning(
+        self, options: ParseOptions, state: EngineReasoningState | None
+    ) -> EngineReasoning | None:
+        """Kimi K2's or GLM's reasoning, read with the grammar the request's thinking picks."""
+        thinking = thinking_from_kwargs(options.chat_template_kwargs)
+        if self.reasoning_name == _KIMI and self._kimi is not None:
+            markers = self._kimi.of(thinking)
+            return EngineReasoning(markers, options, state, last_tool_opener=True)
+        if self.reasoning_name in _GLM and self._glm is not None:
+            return EngineReasoning(self._glm.of(thinking), options, state)
+        return None
+
+    def _engine_tools(
+        self, options: ParseOptions, id_seed: str, state: KimiToolState | GlmToolState | None
+    ) -> KimiK2Tools | GlmTools | None:
+        """Kimi K2's or GLM's tool calls, read with the grammar the request's thinking picks."""
+        thinking = thinking_from_kwargs(options.chat_template_kwargs)
+        as_text = self.reasoning_name is None
+        if self.tool_name == _KIMI and self._kimi is not None:
+            kimi_state = state if isinstance(state, KimiToolState) else None
+            return KimiK2Tools(
+                self._kimi.of(thinking),
+                options,
+                reasoning_markup_is_text=as_text,
+                id_seed=id_seed,
+                state=kimi_state,
+            )
+        if self.tool_name in _GLM and self._glm is not None:
+            glm_state = state if isinstance(state, GlmToolState) else None
+            return GlmTools(
+                self._glm.of(thinking),
+                options,
+                reasoning_markup_is_text=as_text,
+                id_seed=id_seed,
+                state=glm_state,
+            )
+        return None
+
     def for_request(self, options: ParseOptions) -> ChatParser:
         harmony = self._harmony_stream("", None)
         if harmony is not None:
@@ -199,6 +270,8 @@ class ParserFactory:
             reasoning = self._think_parser(options)
         elif self._dsml_reasoning is not None:
             reasoning = DsmlReasoning(self._dsml_reasoning, options)
+        else:
+            reasoning = self._engine_reasoning(options, None)
         tools: ToolParser | None = None
         if self.tool_name == "hermes":
             tools = HermesTools()
@@ -220,6 +293,8 @@ class ParserFactory:
             tools = DsmlTools(
                 self._dsml_tools, options, reasoning_markup_is_text=self.reasoning_name is None
             )
+        else:
+            tools = self._engine_tools(options, "", None)
         return ChatParser(options, reasoning, tools, engine_based=self.engine_based)
 
     def stream_for_request(
@@ -254,6 +329,9 @@ class ParserFactory:
         elif (think := self._think_parser(options)) is not None:
             state.reasoning = _reuse(state.reasoning, ThinkTagStreamState)
             reasoning = ThinkTagStream(think, state.reasoning)
+        elif self.reasoning_name == _KIMI or self.reasoning_name in _GLM:
+            state.reasoning = _reuse(state.reasoning, EngineReasoningState)
+            reasoning = self._engine_reasoning(options, state.reasoning)
         tools: ToolStream | None = None
         if self.tool_name == "hermes":
             state.tools = _reuse(state.tools, HermesState)
@@ -285,6 +363,12 @@ class ParserFactory:
                 id_seed=id_seed,
                 state=state.tools,
             )
+        elif self.tool_name == _KIMI:
+            state.tools = _reuse(state.tools, KimiToolState)
+            tools = self._engine_tools(options, id_seed, state.tools)
+        elif self.tool_name in _GLM:
+            state.tools = _reuse(state.tools, GlmToolState)
+            tools = self._engine_tools(options, id_seed, state.tools)
         elif self._deepseek is not None and self.tool_name is not None:
             state.tools = _reuse(state.tools, DeepSeekToolState)
             tools = DeepSeekToolStream(

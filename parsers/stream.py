@@ -18,9 +18,12 @@ from msgspec import Struct
 
 from parsers.deepseek import DeepSeekToolState
 from parsers.dsml import DsmlReasoningState, DsmlToolState
+from parsers.engine_reasoning import EngineReasoningState
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
+from parsers.glm import GlmToolState
 from parsers.harmony import HarmonyState, HarmonyStream
 from parsers.hermes import HermesState
+from parsers.kimi_k2 import KimiToolState
 from parsers.llama3_json import Llama3JsonState
 from parsers.pythonic import PythonicState
 from parsers.qwen3 import Qwen3ReasoningState
@@ -55,7 +58,9 @@ class ToolStream(Protocol):
     def remaining_arguments(self) -> str: ...
 
 
-ReasoningState = Qwen3ReasoningState | ThinkTagStreamState | DsmlReasoningState
+ReasoningState = (
+    Qwen3ReasoningState | ThinkTagStreamState | DsmlReasoningState | EngineReasoningState
+)
 ToolState = (
     HermesState
     | Qwen3CoderState
@@ -64,6 +69,8 @@ ToolState = (
     | Llama3JsonState
     | DeepSeekToolState
     | DsmlToolState
+    | KimiToolState
+    | GlmToolState
 )
 
 

@@ -155,12 +155,39 @@ def v31_calls(calls: list[tuple[str, Any]]) -> str:
     return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
 
 
+def kimi_calls(calls: list[tuple[str, Any]]) -> str:
+    """Kimi K2: a section of calls, each headed by its id ``functions.NAME:INDEX``."""
+    body = "".join(
+        f"<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>"
+        f"{_json_args(args)}<|tool_call_end|>"
+        for index, (name, args) in enumerate(calls)
+    )
+    return f"<|tool_calls_section_begin|>{body}<|tool_calls_section_end|>"
+
+
+def glm_calls(calls: list[tuple[str, Any]]) -> str:
+    """GLM-4.5/4.7: the name, then key/value tag pairs (values as text)."""
+    texts = []
+    for name, args in calls:
+        text = f"<tool_call>{name}\n"
+        if isinstance(args, str):  # raw (malformed) pair markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"<arg_key>{key}</arg_key>\n<arg_value>{body}</arg_value>\n"
+        texts.append(text + "</tool_call>")
+    return "\n".join(texts)
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
     "v32": Dsml("function_calls", "invoke", "parameter").calls,
     "v4": Dsml("tool_calls", "invoke", "parameter").calls,
     "v41": Dsml(" calls", " invoke", " parameter").calls,
+    "kimi": kimi_calls,
+    "glm": glm_calls,
 }
 MALFORMED = {
     "v3": '{"city": "Paris", "unit": }',
@@ -168,6 +195,8 @@ MALFORMED = {
     "v32": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
     "v4": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
     "v41": '<｜DSML｜ parameter name="days" string="false">[1, 2</｜DSML｜ parameter>\n',
+    "kimi": '{"city": "Paris", "unit": }',
+    "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
 }
 
 
@@ -378,6 +407,50 @@ def plain_scenarios() -> list[Scenario]:
     ]
 
 
+def engine_family_scenarios(fmt: str, served: str) -> list[Scenario]:
+    """Kimi K2 and GLM (synthetic tokenizers): the tool scenarios plus what these
+    formats add: an explicit ``<think>``, a tool the request lacks, text after the calls."""
+    calls = FORMATS[fmt]
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    extra = [
+        Scenario(
+            "explicit_think_start",
+            "output that opens with <think> itself",
+            _chat([ASK_SUM]),
+            [f"<think>{REASONING}</think>391."],
+        ),
+        Scenario(
+            "unknown_tool",
+            "a call to a tool the request does not have",
+            _chat(weather, **tools),
+            [f"{PLAN}</think>{calls([('get_stock', {'symbol': 'ACME'})])}"],
+        ),
+        Scenario(
+            "text_after_calls",
+            "content, a call, then more text after the call markup",
+            _chat(weather, **tools),
+            [f"{PLAN}</think>Checking.\n{calls([WEATHER])}\nDone."],
+        ),
+        Scenario(
+            "enable_thinking_false",
+            "enable_thinking false (GLM's template closes <think></think> in the prompt)",
+            _chat([SYSTEM, ASK_WEATHER], **tools, chat_template_kwargs={"enable_thinking": False}),
+            [f"Let me check.\n{calls([WEATHER])}"],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the call markup is read and dropped",
+            _chat(weather, **tools, tool_choice="none"),
+            [f"{PLAN}</think>{calls([WEATHER])}"],
+        ),
+    ]
+    scenarios = tool_scenarios(fmt, False) + extra
+    for scenario in scenarios:
+        scenario.chat_request["model"] = served
+    return scenarios
+
+
 def _parsers(reasoning: str | None, tools: str | None) -> list[str]:
     flags = ["--reasoning-parser", reasoning] if reasoning else []
     if tools:
@@ -538,6 +611,13 @@ def harmony_scenarios() -> list[Scenario]:
 
 
 V4 = "DeepseekV4ForCausalLM"
+# Synthetic tokenizers (tests/synthetic_tokenizers.py, built by the project's Python)
+# and the config.json vLLM is given with each: Kimi's model type also makes vLLM
+# number its fallback tool-call ids ``functions.NAME:N``.
+SYNTHETIC = {
+    "kimi_k2": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2"},
+    "glm45": {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"},
+}
 CONFIGS = {
     config.name: config
     for config in (
@@ -552,6 +632,22 @@ CONFIGS = {
             _parsers("deepseek_v41", "deepseek_v41"),
             "DeepseekV41ForCausalLM",
             tool_scenarios("v41", False),
+        ),
+        Config(
+            "K1",
+            _parsers("kimi_k2", "kimi_k2"),
+            "kimi_k2",
+            engine_family_scenarios("kimi", "kimi"),
+            eos="<|im_end|>",
+            served="kimi",
+        ),
+        Config(
+            "Z1",
+            _parsers("glm45", "glm45"),
+            "glm45",
+            engine_family_scenarios("glm", "glm"),
+            eos="<|endoftext|>",
+            served="glm",
         ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),
@@ -586,6 +682,20 @@ def gptoss_model_dir(root: Path, project_python: Path) -> Path:
     ).stdout.strip()
     target = root / "gpt_oss"
     shutil.copytree(built, target, dirs_exist_ok=True)
+    return target
+
+
+def synthetic_model_dir(family: str, root: Path, project_python: Path) -> Path:
+    """A synthetic tokenizer written by the project's own Python, plus a config.json."""
+    target = root / family
+    subprocess.run(
+        [str(project_python), "-m", "tests.synthetic_tokenizers", family, str(target)],
+        cwd=Path(__file__).parents[1],
+        check=True,
+        capture_output=True,
+    )
+    config = {**SYNTHETIC[family], "max_position_embeddings": 131072}
+    (target / "config.json").write_text(json.dumps(config, indent=2))
     return target
 
 
@@ -928,6 +1038,8 @@ def record(
 ) -> int:
     if config.architecture == GPT_OSS:
         model = gptoss_model_dir(work, project_python)
+    elif config.architecture in SYNTHETIC:
+        model = synthetic_model_dir(config.architecture, work, project_python)
     else:
         model = model_dir(config.architecture, work)
     tokenizer = get_tokenizer(str(model))

@@ -9,13 +9,17 @@ allowed to differ: ``created`` and the random part of tool-call ids.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.synthetic_tokenizers import write_synthetic_tokenizer
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -79,10 +83,21 @@ def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
 # The bundled tokenizer each family's transcripts were recorded with, by the first
 # letter of the configuration.
 _TOKENIZERS = {"C": "qwen3", "D": "deepseek", "G": "gpt-oss"}
+# Families recorded with a synthetic tokenizer (tests/synthetic_tokenizers.py).
+_SYNTHETIC = {"K": "kimi_k2", "Z": "glm45"}
+
+
+@functools.cache
+def synthetic_tokenizer_dir(family: str) -> Path:
+    """The family's synthetic tokenizer, written once per process to a temporary folder."""
+    return write_synthetic_tokenizer(family, Path(tempfile.mkdtemp(prefix=f"synthetic-{family}-")))
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
-    return _TOKENIZERS[case["config"][0]]
+    letter = case["config"][0]
+    if letter in _SYNTHETIC:
+        return str(synthetic_tokenizer_dir(_SYNTHETIC[letter]))
+    return _TOKENIZERS[letter]
 
 
 @dataclass

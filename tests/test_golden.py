@@ -13,11 +13,14 @@ from tests.conftest import build_app
 from tests.golden import flags_of, fold_reply, load_cases, replay, stream_body, tokenizer_of
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
-# Qwen3 (C), DeepSeek (D) and gpt-oss (G) configurations; see tests/golden/README.md.
+# Qwen3 (C), DeepSeek (D), gpt-oss (G), and the synthetic-tokenizer Kimi K2 (K) and
+# GLM (Z) configurations; see tests/golden/README.md.
 CONFIGS = (
     *("C1", "C2", "C3", "C4", "C5", "C6", "C7"),
     *("D1", "D2", "D3", "D4", "D5", "D6", "D7"),
     "G1",
+    "K1",
+    "Z1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 
