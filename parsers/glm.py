@@ -240,8 +240,12 @@ class GlmSlot(Struct):
     extending: bool = False
     extends_sent: bool = False
     extender_tail: str = ""
-    # An open pair whose JSON did not extend what was sent: nothing until it closes.
+    # The conversion last made (pairs completed, open value's start): converting again
+    # with nothing new reads the same JSON.
     dead_at: tuple[int, int] = (-1, -1)
+    # A last key open again behind what was sent of its earlier value: how much of the
+    # sent text its value has matched so far (-1: not behind).
+    behind: int = -1
 
 
 class GlmToolState(Struct, tag="glm"):
@@ -351,6 +355,10 @@ class GlmTools(EngineTools[GlmSlot]):
                 slot.sent_tail += piece
                 return piece or None
             slot.extending = False
+        elif slot.behind >= 0:
+            if VALUE_CLOSE_TAG not in delta:
+                return self._catch_up(slot, _escaped(delta))
+            slot.behind = -1
         self._read(slot)
         opened = slot.scan.open_pair(slot.args)
         marker = (slot.version, slot.scan.value_start if opened is not None else -1)
@@ -377,6 +385,8 @@ class GlmTools(EngineTools[GlmSlot]):
                 return None
             rest = "".join(e + ", " for e in lead[covered:]) + head
             if not rest.startswith(slot.sent_tail):
+                if opened is not None and streams and slot.sent_tail.startswith(rest):
+                    slot.behind = len(rest)  # may catch up with what was sent
                 return None
             piece = rest[len(slot.sent_tail) :]
         else:
@@ -388,6 +398,24 @@ class GlmTools(EngineTools[GlmSlot]):
             slot.extending, slot.extends_sent = True, streams
             slot.extender_tail = slot.args[-_EXTENDER_TAIL:]
         return piece or None
+
+    @staticmethod
+    def _catch_up(slot: GlmSlot, piece: str) -> str | None:
+        """The open value grows by ``piece`` (escaped) while behind the text sent: once
+        it passes that text the JSON extends it again, and the rest streams."""
+        sent, at = slot.sent_tail, slot.behind
+        left = len(sent) - at
+        if len(piece) < left:
+            slot.behind = at + len(piece) if sent.startswith(piece, at) else -1
+            return None
+        slot.behind = -1
+        if not sent.startswith(piece[:left], at):
+            return None
+        slot.extending, slot.extends_sent = True, True
+        slot.extender_tail = slot.args[-_EXTENDER_TAIL:]
+        out = piece[left:]
+        slot.sent_tail += out
+        return out or None
 
     def _final(self, slot: GlmSlot) -> str | None:
         """What the closed object adds at the call's end (None if it does not extend)."""
