@@ -14,6 +14,16 @@ from typing import Any
 
 from app.tokenizer import Tokenizer, load_tokenizer
 from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
+from parsers.glm import (
+    KEY_CLOSE_TAG,
+    KEY_OPEN_TAG,
+    TURN_BOUNDARIES,
+    VALUE_CLOSE_TAG,
+    VALUE_OPEN_TAG,
+)
+from parsers.kimi_k2 import ARGUMENT_BEGIN, SECTION_BEGIN, SECTION_END
+from parsers.kimi_k2 import CALL_BEGIN as KIMI_CALL_BEGIN
+from parsers.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
 
 SERVER_FLAGS = (
     "--reasoning-parser",
@@ -64,12 +74,22 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "deepseek_v4+deepseek_v4": ("deepseek_v4", "deepseek_v4", "dsml_v4_call"),
     "deepseek_v41+deepseek_v41": ("deepseek_v41", "deepseek_v41", "dsml_v41_call"),
     "openai_gptoss+openai": ("openai", "openai_gptoss", "harmony_call"),
+    "kimi_k2+kimi_k2": ("kimi_k2", "kimi_k2", "kimi_call"),
+    "glm45+glm45": ("glm45", "glm45", "glm_call"),
 }
 # gpt-oss's Harmony: a short analysis message, then a call's JSON body left open.
 HARMONY_THOUGHT = "<|channel|>analysis<|message|>Short thought.<|end|><|start|>assistant"
 HARMONY_CALL_OPEN = (
     '<|channel|>commentary to=functions.save_note <|constrain|>json<|message|>{"body": '
 )
+# Kimi K2 and GLM: a ``save_note`` call's string ``body`` left open, in each format.
+KIMI_CALL_OPEN = (
+    f"{SECTION_BEGIN}{KIMI_CALL_BEGIN}functions.save_note:0{ARGUMENT_BEGIN}" + '{"body": '
+)
+GLM_CALL_OPEN = f"<tool_call>save_note\n{KEY_OPEN_TAG}body{KEY_CLOSE_TAG}\n{VALUE_OPEN_TAG}"
+# Markers the Kimi K2 and GLM test tokenizers add to Qwen3's vocabulary as tokens.
+KIMI_MARKERS = (SECTION_BEGIN, SECTION_END, KIMI_CALL_BEGIN, ARGUMENT_BEGIN, KIMI_CALL_FINISH)
+GLM_MARKERS = (*TURN_BOUNDARIES, KEY_OPEN_TAG, KEY_CLOSE_TAG, VALUE_OPEN_TAG, VALUE_CLOSE_TAG)
 DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 DSML_TOOLS = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 DSML_STRING_PARAM = '<｜DSML｜parameter name="body" string="true">'
@@ -105,6 +125,17 @@ def qwen3_with_deepseek_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_markers(markers: tuple[str, ...]) -> Tokenizer:
+    """A test tokenizer: Qwen3's vocabulary plus a family's markers as tokens (Kimi K2's
+    and GLM's synthetic vocabularies: their markers are single tokens there too)."""
+    from tokenizers import AddedToken
+
+    hf = load_tokenizer("qwen3")._hf
+    hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in markers])
+    return Tokenizer(hf, default_max_model_len=1 << 20, model_eos_token_ids=[])
+
+
+@cache
 def qwen3_with_dsml() -> Tokenizer:
     """A test tokenizer: Qwen3's vocabulary plus ``｜DSML｜`` as one token (as DeepSeek's
     has it); DSML markers are text spanning several tokens."""
@@ -127,6 +158,10 @@ def tokenizer_for(tool: str | None) -> Tokenizer:
         return gpt_oss()
     if tool in DSML_TOOLS:
         return qwen3_with_dsml()
+    if tool == "kimi_k2":
+        return qwen3_with_markers(KIMI_MARKERS)
+    if tool in ("glm45", "glm47"):
+        return qwen3_with_markers(GLM_MARKERS)
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -166,6 +201,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dsml_v4_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v4"),
         "dsml_v41_call": "Short thought.\n</think>\n\n" + dsml_call_open("deepseek_v41"),
         "harmony_call": HARMONY_THOUGHT + HARMONY_CALL_OPEN + '"',
+        "kimi_call": "Short thought.\n</think>\n\n" + KIMI_CALL_OPEN + '"',
+        "glm_call": "Short thought.\n</think>\n\n" + GLM_CALL_OPEN,
     }[kind]
     return repeat_to(encode(tokenizer, head), encode(tokenizer, SENTENCE), tokens)
 
