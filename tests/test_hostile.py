@@ -68,6 +68,9 @@ CONFIGS: dict[str, tuple[tuple[str, ...], Any]] = {
     "xlam, required": ((*TOOL_FLAGS, "xlam"), "required"),
     "pythonic": ((*TOOL_FLAGS, "pythonic"), "auto"),
     "pythonic, named": ((*TOOL_FLAGS, "pythonic"), NAMED),
+    # Kimi K2's and GLM's markers are text with Qwen3's vocabulary (lexed, not by id).
+    "kimi_k2+kimi_k2": (("--reasoning-parser", "kimi_k2", *TOOL_FLAGS, "kimi_k2"), "auto"),
+    "glm45+glm47": (("--reasoning-parser", "glm45", *TOOL_FLAGS, "glm47"), "auto"),
 }
 
 # What parsers react to, and what makes them work hardest when repeated.
@@ -77,7 +80,9 @@ PIECES = [
     "\\", "\\\\", '\\"', ":", ",", "=", ";", " ", "\n", "```", "```json\n", "[TOOL_CALLS]",
     '{"name": "get_weather", "arguments": ', '"name"', '"arguments"', "get_weather(",
     "city=", "[a(b=", '{"a":', "True", "None", "null", "1e5", "-", "東京", "👍🏽", "Paris",
-    "<|im_end|>", "<|python_tag|>",
+    "<|im_end|>", "<|python_tag|>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+    "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>", "functions.get_weather:0",
 ]  # fmt: skip
 OPENINGS = [
     "",
@@ -88,6 +93,9 @@ OPENINGS = [
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": ',
     "<tool_call>\n<function=get_weather>\n<parameter=city>\n",
     "```json\n[",
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": ',
 ]
 MAX_TOKENS = 80
 
@@ -214,7 +222,9 @@ def test_hostile_outputs_finish_and_keep_the_stream_invariants(
     replayed = stream(replay, "hostile-a", chunks, finish, context)
     assert with_session == replayed
     one_token = stream(kept, "hostile-b", [[t] for t in ids], finish, context)
-    reasoning = "qwen3" if config == "qwen3" or config.startswith("qwen3+") else None
+    flags = CONFIGS[config][0]
+    named = "--reasoning-parser" in flags
+    reasoning = flags[flags.index("--reasoning-parser") + 1] if named else None
     if chunking_invariant(reasoning, tokenizer._hf.decode(ids)):
         assert assembled(one_token) == assembled(with_session), (output, chunks)
 
