@@ -260,6 +260,15 @@ def _setup(
     return tokenizer, factory
 
 
+def _cut_after_content_between_calls(text: str) -> bool:
+    """GLM text between calls, then a call the cut leaves open: vLLM's engine holds such
+    text while calls share its chunk and never sends it when the open call ends the
+    stream, so it is lost or not depending on the chunking (docs/parity.md,
+    engine-held-content-at-cut, reproduced)."""
+    closed = text.find("</tool_call>")
+    return closed >= 0 and "<tool_call>" in text[closed:]
+
+
 @PROPS
 @given(generated=case(), reasoning=st.booleans())
 def test_any_chunking_assembles_the_same_message(
@@ -274,6 +283,7 @@ def test_any_chunking_assembles_the_same_message(
     ids = tokenizer._hf.encode(output)
     if finish == "length":
         ids = ids[: max(1, len(ids) * 2 // 3)]
+        assume(not _cut_after_content_between_calls(tokenizer._hf.decode(ids)))
     baseline = assemble(stream(tokenizer, factory, options(), [[i] for i in ids], finish))
     for cuts in (cuts_a, cuts_b, [10**6]):
         folded = assemble(stream(tokenizer, factory, options(), chunked(ids, cuts), finish))
