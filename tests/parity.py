@@ -18,6 +18,9 @@ _SWITCHES = {
     "glm47": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
+# Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
+# that chunk changes what the tool parser reads.
+_MORE_STRAY = {"kimi_k2": ("<|tool_calls_section_begin|>",)}
 
 
 def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
@@ -30,7 +33,8 @@ def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
         return True
     at, switch = min(ends)
     rest = output[at + len(switch) :]
-    return not any(marker in rest for marker in _STRAY)
+    stray = _STRAY + _MORE_STRAY.get(reasoning_parser or "", ())
+    return not any(marker in rest for marker in stray)
 
 
 @dataclass
