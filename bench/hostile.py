@@ -45,8 +45,10 @@ from bench.plots import plt  # with the backend chosen
 from bench.report import machine, progress, table, write
 from bench.workload import (
     CHAT_REQUEST,
+    GLM_CALL_OPEN,
     HARMONY_CALL_OPEN,
     HARMONY_THOUGHT,
+    KIMI_CALL_OPEN,
     MINIMAX_CALL_OPEN,
     MISTRAL_ARRAY,
     MISTRAL_ARRAY_OPEN,
@@ -59,6 +61,9 @@ from bench.workload import (
     tokenizer_for,
 )
 from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, SEP
+from parsers.kimi_k2 import ARGUMENT_BEGIN, SECTION_BEGIN
+from parsers.kimi_k2 import CALL_BEGIN as KIMI_CALL_BEGIN
+from parsers.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
 from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
 
 SIZES = (256, 1024, 4096, 16384)
@@ -221,6 +226,27 @@ CONFIGS: dict[str, Config] = {
         section="[TOOL_CALLS][",
         after_reasoning="",
     ),
+    "kimi_k2+kimi_k2": Config(
+        "kimi_k2",
+        "kimi_k2",
+        call_open=KIMI_CALL_OPEN,
+        call=f"{KIMI_CALL_BEGIN}functions.save_note:0{ARGUMENT_BEGIN}"
+        + '{"body": "x"}'
+        + KIMI_CALL_FINISH,
+        section=SECTION_BEGIN,
+    ),
+    "glm45+glm47": Config(
+        "glm47",
+        "glm45",
+        call_open=GLM_CALL_OPEN,
+        call="<tool_call>save_note\n<arg_key>body</arg_key>\n<arg_value>x</arg_value>\n</tool_call>\n",
+    ),
+    "glm47": Config(
+        "glm47",
+        None,
+        call_open=GLM_CALL_OPEN,
+        call="<tool_call>save_note\n<arg_key>body</arg_key>\n<arg_value>x</arg_value>\n</tool_call>\n",
+    ),
 }
 
 
@@ -292,6 +318,15 @@ FAMILIES: dict[str, Family] = {
     "many short values": Family(_in_call("{"), _fixed(_DISTINCT_MEMBERS)),
     # Llama 4: the end marker, held back while it ends the text, over and over in a call.
     "<|python_end|> storm in a call": Family(_in_call('"'), _fixed(PYTHON_END)),
+    # Kimi K2: call openers with no arguments; GLM: argument tags inside one value, and
+    # the same key's pair again and again.
+    "Kimi call-begin storm": Family(_fixed(SECTION_BEGIN), _fixed(KIMI_CALL_BEGIN + "f")),
+    "GLM arg-tag storm in a value": Family(
+        _in_call("v"), _fixed("<arg_key>k</arg_key><arg_value>v")
+    ),
+    "GLM repeated-key storm": Family(
+        _in_call("v</arg_value>"), _fixed("<arg_key>body</arg_key><arg_value>v w</arg_value>")
+    ),
     # Harmony: a header that never closes, and markers inside one message's text.
     "Harmony header storm": Family(_fixed(""), _fixed("<|start|>assistant<|channel|> to=f")),
     "Harmony marker storm in a message": Family(

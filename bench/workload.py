@@ -15,6 +15,16 @@ from typing import Any
 
 from app.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
 from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
+from parsers.glm import (
+    KEY_CLOSE_TAG,
+    KEY_OPEN_TAG,
+    TURN_BOUNDARIES,
+    VALUE_CLOSE_TAG,
+    VALUE_OPEN_TAG,
+)
+from parsers.kimi_k2 import ARGUMENT_BEGIN, SECTION_BEGIN, SECTION_END
+from parsers.kimi_k2 import CALL_BEGIN as KIMI_CALL_BEGIN
+from parsers.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
 from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
 
 SERVER_FLAGS = (
@@ -71,6 +81,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "minimax_m2_append_think+minimax_m2": ("minimax_m2", "minimax_m2_append_think", "minimax_call"),
     "mistral+mistral": ("mistral", "mistral", "mistral_call"),
     "mistral+mistral (JSON array)": ("mistral", "mistral", "mistral_array_call"),
+    "kimi_k2+kimi_k2": ("kimi_k2", "kimi_k2", "kimi_call"),
+    "glm45+glm45": ("glm45", "glm45", "glm_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -83,6 +95,14 @@ HARMONY_THOUGHT = "<|channel|>analysis<|message|>Short thought.<|end|><|start|>a
 HARMONY_CALL_OPEN = (
     '<|channel|>commentary to=functions.save_note <|constrain|>json<|message|>{"body": '
 )
+# Kimi K2 and GLM: a ``save_note`` call's string ``body`` left open, in each format.
+KIMI_CALL_OPEN = (
+    f"{SECTION_BEGIN}{KIMI_CALL_BEGIN}functions.save_note:0{ARGUMENT_BEGIN}" + '{"body": '
+)
+GLM_CALL_OPEN = f"<tool_call>save_note\n{KEY_OPEN_TAG}body{KEY_CLOSE_TAG}\n{VALUE_OPEN_TAG}"
+# Markers the Kimi K2 and GLM test tokenizers add to Qwen3's vocabulary as tokens.
+KIMI_MARKERS = (SECTION_BEGIN, SECTION_END, KIMI_CALL_BEGIN, ARGUMENT_BEGIN, KIMI_CALL_FINISH)
+GLM_MARKERS = (*TURN_BOUNDARIES, KEY_OPEN_TAG, KEY_CLOSE_TAG, VALUE_OPEN_TAG, VALUE_CLOSE_TAG)
 DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 # MiniMax M2: a call section's opener, then one call to save_note with its string body open.
 MINIMAX_MARKERS = ("<minimax:tool_call>", "</minimax:tool_call>")
@@ -121,6 +141,18 @@ def qwen3_with_tokens(*texts: str) -> Tokenizer:
 def qwen3_with_deepseek_markers() -> Tokenizer:
     """DeepSeek's parsers find markers by id: Qwen3's vocabulary plus its tool markers."""
     return qwen3_with_tokens(CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
+
+
+@cache
+def qwen3_with_kimi_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus Kimi K2's markers as tokens (single tokens in Kimi's too)."""
+    return qwen3_with_tokens(*KIMI_MARKERS)
+
+
+@cache
+def qwen3_with_glm_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus GLM's markers as tokens (single tokens in GLM's too)."""
+    return qwen3_with_tokens(*GLM_MARKERS)
 
 
 @cache
@@ -178,6 +210,10 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_minimax_markers()
     if tool == "llama4_pythonic":
         return qwen3_with_llama4_markers()
+    if tool == "kimi_k2":
+        return qwen3_with_kimi_markers()
+    if tool in ("glm45", "glm47"):
+        return qwen3_with_glm_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -216,6 +252,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "llama4_call": f'{PYTHON_START}[save_note(body="',
         "mistral_call": MISTRAL_THOUGHT + MISTRAL_CALL_OPEN + '"',
         "mistral_array_call": MISTRAL_ARRAY_OPEN + '"',
+        "kimi_call": "Short thought.\n</think>\n\n" + KIMI_CALL_OPEN + '"',
+        "glm_call": "Short thought.\n</think>\n\n" + GLM_CALL_OPEN,
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

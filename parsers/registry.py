@@ -16,8 +16,11 @@ from parsers.deepseek import (
 )
 from parsers.dsml import DsmlGrammar, DsmlReasoning, DsmlReasoningState, DsmlTools, DsmlToolState
 from parsers.engine import Grammar
+from parsers.engine_reasoning import EngineReasoning, EngineReasoningState, thinking_from_kwargs
+from parsers.glm import GlmGrammars, GlmTools, GlmToolState
 from parsers.harmony import HarmonyGrammar, HarmonyState, HarmonyStream, HarmonyUnavailable
 from parsers.hermes import HermesState, HermesStream, HermesTools
+from parsers.kimi_k2 import KimiGrammars, KimiK2Tools, KimiToolState
 from parsers.llama3_json import BOT_TOKEN, Llama3JsonState, Llama3JsonStream, Llama3JsonTools
 from parsers.llama4_pythonic import Llama4PythonicState, Llama4PythonicStream, Llama4PythonicTools
 from parsers.minimax import (
@@ -55,6 +58,9 @@ REASONING_PARSERS = frozenset(
         "minimax_m2",
         "minimax_m2_append_think",
         "mistral",
+        "kimi_k2",
+        "glm45",
+        "glm47",
     }
 )
 
@@ -78,6 +84,9 @@ TOOL_PARSERS = {
     "openai": "openai",
     "minimax_m2": "minimax_m2",
     "mistral": "mistral",
+    "kimi_k2": "kimi_k2",
+    "glm45": "glm45",
+    "glm47": "glm45",
 }
 _DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 
@@ -92,11 +101,17 @@ _ENGINE_BASED = frozenset(
         "deepseek_v41",
         "minimax_m2",
         "mistral",
+        "kimi_k2",
+        "glm45",
+        "glm47",
     }
 )
 _MINIMAX = "minimax_m2"
 _APPEND_THINK = "minimax_m2_append_think"
 _MISTRAL = "mistral"
+# Families whose reasoning and calls are one engine declaration (vLLM's names).
+_KIMI = "kimi_k2"
+_GLM = frozenset({"glm45", "glm47"})
 _DSML = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 # gpt-oss's Harmony: one parser reads reasoning and calls, so neither mixes with others.
 _HARMONY_REASONING = "openai_gptoss"
@@ -179,6 +194,9 @@ class ParserFactory:
         self._vocab = vocab
         self._harmony = self._harmony_grammar(reasoning_parser, tool, vocab)
         self._mistral = self._mistral_grammar(reasoning_parser, tool, vocab)
+        self._kimi = KimiGrammars(vocab) if _KIMI in (reasoning_parser, tool) else None
+        uses_glm = reasoning_parser in _GLM or tool in _GLM
+        self._glm = GlmGrammars(vocab) if uses_glm else None
         active = [n for n in (self.reasoning_name, self.tool_name) if n is not None]
         self.engine_based = all(name in _ENGINE_BASED for name in active)
 
@@ -277,6 +295,44 @@ class ParserFactory:
             return None
         return self._think
 
+    def _engine_reasoning(
+        self, options: ParseOptions, state: EngineReasoningState | None
+    ) -> EngineReasoning | None:
+        """Kimi K2's or GLM's reasoning, read with the grammar the request's thinking picks."""
+        thinking = thinking_from_kwargs(options.chat_template_kwargs)
+        if self.reasoning_name == _KIMI and self._kimi is not None:
+            markers = self._kimi.of(thinking)
+            return EngineReasoning(markers, options, state, last_tool_opener=True)
+        if self.reasoning_name in _GLM and self._glm is not None:
+            return EngineReasoning(self._glm.of(thinking), options, state)
+        return None
+
+    def _engine_tools(
+        self, options: ParseOptions, id_seed: str, state: KimiToolState | GlmToolState | None
+    ) -> KimiK2Tools | GlmTools | None:
+        """Kimi K2's or GLM's tool calls, read with the grammar the request's thinking picks."""
+        thinking = thinking_from_kwargs(options.chat_template_kwargs)
+        as_text = self.reasoning_name is None
+        if self.tool_name == _KIMI and self._kimi is not None:
+            kimi_state = state if isinstance(state, KimiToolState) else None
+            return KimiK2Tools(
+                self._kimi.of(thinking),
+                options,
+                reasoning_markup_is_text=as_text,
+                id_seed=id_seed,
+                state=kimi_state,
+            )
+        if self.tool_name in _GLM and self._glm is not None:
+            glm_state = state if isinstance(state, GlmToolState) else None
+            return GlmTools(
+                self._glm.of(thinking),
+                options,
+                reasoning_markup_is_text=as_text,
+                id_seed=id_seed,
+                state=glm_state,
+            )
+        return None
+
     def for_request(self, options: ParseOptions) -> ChatParser:
         harmony = self._harmony_stream("", None)
         if harmony is not None:
@@ -294,6 +350,8 @@ class ParserFactory:
             reasoning = AppendThinkReasoning(self._vocab)
         elif self._mistral is not None and self.reasoning_name == _MISTRAL:
             reasoning = MistralReasoning(self._mistral, options)
+        else:
+            reasoning = self._engine_reasoning(options, None)
         tools: ToolParser | None = self._mistral_tools(options, "", None)
         if self.tool_name == "hermes":
             tools = HermesTools()
@@ -321,6 +379,8 @@ class ParserFactory:
             tools = MiniMaxTools(
                 self._minimax, options, reasoning_markup_is_text=self.reasoning_name is None
             )
+        elif self.tool_name == _KIMI or self.tool_name in _GLM:
+            tools = self._engine_tools(options, "", None)
         return ChatParser(options, reasoning, tools, engine_based=self.engine_based)
 
     def stream_for_request(
@@ -364,6 +424,9 @@ class ParserFactory:
         elif (think := self._think_parser(options)) is not None:
             state.reasoning = _reuse(state.reasoning, ThinkTagStreamState)
             reasoning = ThinkTagStream(think, state.reasoning)
+        elif self.reasoning_name == _KIMI or self.reasoning_name in _GLM:
+            state.reasoning = _reuse(state.reasoning, EngineReasoningState)
+            reasoning = self._engine_reasoning(options, state.reasoning)
         tools: ToolStream | None = self._mistral_tools(options, id_seed, state)
         if self.tool_name == "hermes":
             state.tools = _reuse(state.tools, HermesState)
@@ -407,6 +470,12 @@ class ParserFactory:
                 id_seed=id_seed,
                 state=state.tools,
             )
+        elif self.tool_name == _KIMI:
+            state.tools = _reuse(state.tools, KimiToolState)
+            tools = self._engine_tools(options, id_seed, state.tools)
+        elif self.tool_name in _GLM:
+            state.tools = _reuse(state.tools, GlmToolState)
+            tools = self._engine_tools(options, id_seed, state.tools)
         elif self._deepseek is not None and self.tool_name is not None:
             state.tools = _reuse(state.tools, DeepSeekToolState)
             tools = DeepSeekToolStream(

@@ -18,9 +18,12 @@ from msgspec import Struct
 
 from parsers.deepseek import DeepSeekToolState
 from parsers.dsml import DsmlReasoningState, DsmlToolState
+from parsers.engine_reasoning import EngineReasoningState
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
+from parsers.glm import GlmToolState
 from parsers.harmony import HarmonyState, HarmonyStream
 from parsers.hermes import HermesState
+from parsers.kimi_k2 import KimiToolState
 from parsers.llama3_json import Llama3JsonState
 from parsers.llama4_pythonic import Llama4PythonicState
 from parsers.minimax import AppendThinkState, MiniMaxToolState
@@ -65,6 +68,7 @@ ReasoningState = (
     | DsmlReasoningState
     | AppendThinkState
     | MistralReasoningState
+    | EngineReasoningState
 )
 ToolState = (
     HermesState
@@ -78,6 +82,8 @@ ToolState = (
     | MiniMaxToolState
     | MistralToolState
     | MistralJsonState
+    | KimiToolState
+    | GlmToolState
 )
 
 

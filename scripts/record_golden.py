@@ -181,6 +181,31 @@ def minimax_calls(calls: list[tuple[str, Any]]) -> str:
     return text + "</minimax:tool_call>"
 
 
+def kimi_calls(calls: list[tuple[str, Any]]) -> str:
+    """Kimi K2: a section of calls, each headed by its id ``functions.NAME:INDEX``."""
+    body = "".join(
+        f"<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>"
+        f"{_json_args(args)}<|tool_call_end|>"
+        for index, (name, args) in enumerate(calls)
+    )
+    return f"<|tool_calls_section_begin|>{body}<|tool_calls_section_end|>"
+
+
+def glm_calls(calls: list[tuple[str, Any]]) -> str:
+    """GLM-4.5/4.7: the name, then key/value tag pairs (values as text)."""
+    texts = []
+    for name, args in calls:
+        text = f"<tool_call>{name}\n"
+        if isinstance(args, str):  # raw (malformed) pair markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"<arg_key>{key}</arg_key>\n<arg_value>{body}</arg_value>\n"
+        texts.append(text + "</tool_call>")
+    return "\n".join(texts)
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -188,6 +213,8 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v4": Dsml("tool_calls", "invoke", "parameter").calls,
     "v41": Dsml(" calls", " invoke", " parameter").calls,
     "minimax": minimax_calls,
+    "kimi": kimi_calls,
+    "glm": glm_calls,
 }
 MALFORMED = {
     "v3": '{"city": "Paris", "unit": }',
@@ -196,6 +223,8 @@ MALFORMED = {
     "v4": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
     "v41": '<｜DSML｜ parameter name="days" string="false">[1, 2</｜DSML｜ parameter>\n',
     "minimax": '<parameter name="days">[1, 2</parameter>\n<parameter name=>x</parameter>\n',
+    "kimi": '{"city": "Paris", "unit": }',
+    "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
 }
 
 
@@ -409,6 +438,50 @@ def plain_scenarios(calls: Callable[[list[tuple[str, Any]]], str] = v31_calls) -
             one_shot=False,
         ),
     ]
+
+
+def engine_family_scenarios(fmt: str, served: str) -> list[Scenario]:
+    """Kimi K2 and GLM (synthetic tokenizers): the tool scenarios plus what these
+    formats add: an explicit ``<think>``, a tool the request lacks, text after the calls."""
+    calls = FORMATS[fmt]
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    extra = [
+        Scenario(
+            "explicit_think_start",
+            "output that opens with <think> itself",
+            _chat([ASK_SUM]),
+            [f"<think>{REASONING}</think>391."],
+        ),
+        Scenario(
+            "unknown_tool",
+            "a call to a tool the request does not have",
+            _chat(weather, **tools),
+            [f"{PLAN}</think>{calls([('get_stock', {'symbol': 'ACME'})])}"],
+        ),
+        Scenario(
+            "text_after_calls",
+            "content, a call, then more text after the call markup",
+            _chat(weather, **tools),
+            [f"{PLAN}</think>Checking.\n{calls([WEATHER])}\nDone."],
+        ),
+        Scenario(
+            "enable_thinking_false",
+            "enable_thinking false (GLM's template closes <think></think> in the prompt)",
+            _chat([SYSTEM, ASK_WEATHER], **tools, chat_template_kwargs={"enable_thinking": False}),
+            [f"Let me check.\n{calls([WEATHER])}"],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the call markup is read and dropped",
+            _chat(weather, **tools, tool_choice="none"),
+            [f"{PLAN}</think>{calls([WEATHER])}"],
+        ),
+    ]
+    scenarios = tool_scenarios(fmt, False) + extra
+    for scenario in scenarios:
+        scenario.chat_request["model"] = served
+    return scenarios
 
 
 def _parsers(reasoning: str | None, tools: str | None) -> list[str]:
@@ -996,6 +1069,13 @@ def mistral_scenarios(array: bool) -> list[Scenario]:
 
 
 V4 = "DeepseekV4ForCausalLM"
+# Synthetic tokenizers (tests/synthetic_tokenizers.py, built by the project's Python)
+# and the config.json vLLM is given with each: Kimi's model type also makes vLLM
+# number its fallback tool-call ids ``functions.NAME:N``.
+SYNTHETIC = {
+    "kimi_k2": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2"},
+    "glm45": {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"},
+}
 CONFIGS = {
     config.name: config
     for config in (
@@ -1010,6 +1090,22 @@ CONFIGS = {
             _parsers("deepseek_v41", "deepseek_v41"),
             "DeepseekV41ForCausalLM",
             tool_scenarios("v41", False),
+        ),
+        Config(
+            "K1",
+            _parsers("kimi_k2", "kimi_k2"),
+            "kimi_k2",
+            engine_family_scenarios("kimi", "kimi"),
+            eos="<|im_end|>",
+            served="kimi",
+        ),
+        Config(
+            "Z1",
+            _parsers("glm45", "glm45"),
+            "glm45",
+            engine_family_scenarios("glm", "glm"),
+            eos="<|endoftext|>",
+            served="glm",
         ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),
@@ -1114,9 +1210,9 @@ def gptoss_model_dir(root: Path, project_python: Path) -> Path:
 
 
 def synthetic_model_dir(family: str, root: Path, project_python: Path, oracle_dir: Path) -> Path:
-    """A synthetic tokenizer built by the project's Python (the suite's own ids), with the
-    oracle's Qwen3 config.json: vLLM reads the model's shape from it, and renders the
-    tokenizer's chat template."""
+    """A synthetic tokenizer built by the project's Python (the suite's own ids), with a
+    config.json vLLM reads the model's shape from: the family's own (``SYNTHETIC``), else
+    the oracle's Qwen3 one; vLLM renders the tokenizer's chat template."""
     target = root / family
     subprocess.run(
         [str(project_python), "-m", "tests.support.synthetic_tokenizers", family, str(target)],
@@ -1124,7 +1220,12 @@ def synthetic_model_dir(family: str, root: Path, project_python: Path, oracle_di
         check=True,
         capture_output=True,
     )
-    shutil.copyfile(oracle_dir / "tokenizers" / "qwen3" / "config.json", target / "config.json")
+    own = SYNTHETIC.get(family)
+    if own is None:
+        shutil.copyfile(oracle_dir / "tokenizers" / "qwen3" / "config.json", target / "config.json")
+    else:
+        config = {**own, "max_position_embeddings": 131072}
+        (target / "config.json").write_text(json.dumps(config, indent=2))
     return target
 
 
@@ -1494,8 +1595,8 @@ def record(
         model = tekken_model_dir(config.tokenizer, work, project_python)
     elif config.architecture == GPT_OSS:
         model = gptoss_model_dir(work, project_python)
-    elif config.architecture == MINIMAX:
-        model = synthetic_model_dir(MINIMAX, work, project_python, oracle_dir)
+    elif config.architecture == MINIMAX or config.architecture in SYNTHETIC:
+        model = synthetic_model_dir(config.architecture, work, project_python, oracle_dir)
     elif config.architecture in LLAMA_FAMILIES:
         model = llama_model_dir(LLAMA_FAMILIES[config.architecture], work, project_python)
     else:

@@ -24,8 +24,9 @@ from tests.support.golden import (
 from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
-# Qwen3 (C), DeepSeek (D), gpt-oss (G), MiniMax M2 (M, a synthetic tokenizer), Llama (L)
-# and Mistral (S) configurations; see tests/golden/README.md.
+# Qwen3 (C), DeepSeek (D), gpt-oss (G), Llama (L) and Mistral (S) configurations, and
+# the synthetic-tokenizer MiniMax M2 (M), Kimi K2 (K) and GLM (Z) ones; see
+# tests/golden/README.md.
 CONFIGS = (
     *("C1", "C2", "C3", "C4", "C5", "C6", "C7"),
     *("D1", "D2", "D3", "D4", "D5", "D6", "D7"),
@@ -33,6 +34,8 @@ CONFIGS = (
     *("M1", "M2", "M3"),
     *("L1", "L2", "L3"),
     *("S1", "S2"),
+    "K1",
+    "Z1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

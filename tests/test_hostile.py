@@ -77,6 +77,9 @@ CONFIGS: dict[str, tuple[tuple[str, ...], Any]] = {
         "auto",
     ),
     "llama4_pythonic": ((*TOOL_FLAGS, "llama4_pythonic"), "auto"),
+    # Kimi K2's and GLM's markers are text with Qwen3's vocabulary (lexed, not by id).
+    "kimi_k2+kimi_k2": (("--reasoning-parser", "kimi_k2", *TOOL_FLAGS, "kimi_k2"), "auto"),
+    "glm45+glm47": (("--reasoning-parser", "glm45", *TOOL_FLAGS, "glm47"), "auto"),
 }
 # Their engine drops whitespace-only content per delta once a call exists, so text
 # after a call depends on the chunking as in vLLM (docs/parity.md): no invariance claim.
@@ -89,10 +92,12 @@ PIECES = [
     "\\", "\\\\", '\\"', ":", ",", "=", ";", " ", "\n", "```", "```json\n", "[TOOL_CALLS]",
     '{"name": "get_weather", "arguments": ', '"name"', '"arguments"', "get_weather(",
     "city=", "[a(b=", '{"a":', "True", "None", "null", "1e5", "-", "東京", "👍🏽", "Paris",
-    "<|im_end|>", "<|python_tag|>", '<invoke name="', "<invoke name=", "</invoke>",
-    '<parameter name="', "<parameter name=", '">', "'>", "<minimax:tool_call>",
-    "</minimax:tool_call>",
     "<|im_end|>", "<|python_tag|>", "<|python_start|>", "<|python_end|>",
+    '<invoke name="', "<invoke name=", "</invoke>", '<parameter name="', "<parameter name=",
+    '">', "'>", "<minimax:tool_call>", "</minimax:tool_call>",
+    "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+    "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>", "functions.get_weather:0",
 ]  # fmt: skip
 OPENINGS = [
     "",
@@ -105,6 +110,9 @@ OPENINGS = [
     "<tool_call>\n<function=get_weather>\n<parameter=city>\n",
     "```json\n[",
     '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">',
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": ',
 ]
 MAX_TOKENS = 80
 
@@ -231,7 +239,9 @@ def test_hostile_outputs_finish_and_keep_the_stream_invariants(
     replayed = stream(replay, "hostile-a", chunks, finish, context)
     assert with_session == replayed
     one_token = stream(kept, "hostile-b", [[t] for t in ids], finish, context)
-    reasoning = "qwen3" if config == "qwen3" or config.startswith("qwen3+") else None
+    flags = CONFIGS[config][0]
+    named = "--reasoning-parser" in flags
+    reasoning = flags[flags.index("--reasoning-parser") + 1] if named else None
     if config not in CHUNKING_DEPENDENT and chunking_invariant(reasoning, tokenizer.decode(ids)):
         assert assembled(one_token) == assembled(with_session), (output, chunks)
 

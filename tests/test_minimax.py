@@ -221,7 +221,7 @@ def case(draw: st.DrawFn) -> tuple[str | None, str, list[int], list[int], str]:
         out += calls_of(*calls)
         if draw(st.booleans()):
             # Leading whitespace after calls is dropped or kept by the chunking, in vLLM
-            # as here (docs/parity.md, engine-whitespace-after-calls).
+            # as here (docs/parity.md, engine-whitespace-beside-calls).
             out += draw(text).lstrip()
     cuts_a = draw(st.lists(st.integers(0, 400), max_size=30))
     cuts_b = draw(st.lists(st.integers(0, 400), max_size=30))

@@ -8,22 +8,33 @@ from dataclasses import dataclass, field
 
 from parsers.types import Delta
 
-# After qwen3 reasoning ends, these make vLLM's stream (and ours, which reproduces it)
-# depend on the chunking: docs/parity.md, qwen3-switch-chunk.
-_SWITCHES = ("</think>", "<tool_call>")
+# After engine reasoning ends (qwen3, and Kimi K2's and GLM's likewise), these make
+# vLLM's stream (and ours, which reproduces it) depend on the chunking: docs/parity.md,
+# qwen3-switch-chunk. The switches are what ends each parser's reasoning.
+_SWITCHES = {
+    "qwen3": ("</think>", "<tool_call>"),
+    "kimi_k2": ("</think>", "<|tool_calls_section_begin|>"),
+    "glm45": ("</think>", "<tool_call>"),
+    "glm47": ("</think>", "<tool_call>"),
+}
 _STRAY = ("<think>", "</think>", "<|im_end|>")
+# Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
+# that chunk changes what the tool parser reads.
+_MORE_STRAY = {"kimi_k2": ("<|tool_calls_section_begin|>",)}
 
 
 def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
-    if reasoning_parser != "qwen3":
+    switches = _SWITCHES.get(reasoning_parser or "")
+    if switches is None:
         return True
-    ends = [(at, switch) for switch in _SWITCHES if (at := output.find(switch)) >= 0]
+    ends = [(at, switch) for switch in switches if (at := output.find(switch)) >= 0]
     if not ends:
         return True
     at, switch = min(ends)
     rest = output[at + len(switch) :]
-    return not any(marker in rest for marker in _STRAY)
+    stray = _STRAY + _MORE_STRAY.get(reasoning_parser or "", ())
+    return not any(marker in rest for marker in stray)
 
 
 @dataclass

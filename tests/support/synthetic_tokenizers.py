@@ -1,13 +1,15 @@
-"""Synthetic test tokenizers for families whose real vocabulary is not available offline.
+"""Synthetic test tokenizers for families whose real vocabularies are not available offline.
 
-Each is the bundled Qwen3 tokenizer with the family's marker tokens added after
-Qwen3's own (a token Qwen3 already has keeps its id), written to a directory that
-holds only ``tokenizer.json`` and ``tokenizer_config.json``, the latter with a
-minimal ChatML chat template so vLLM can render prompts for the golden recorder.
-The ids are not the family's real ids; the markers are single tokens as in the
-real vocabularies, which is what the parsers read.
+Each is the bundled Qwen3 tokenizer with the family's special tokens added after
+Qwen3's own, written to a directory holding only ``tokenizer.json`` and
+``tokenizer_config.json`` (with a minimal chat template in the family's turn format,
+so vLLM's render server can render prompts with it). They are test fixtures, named
+synthetic wherever they are used: the markers are single tokens as in the real
+models, everything else is Qwen3's vocabulary. Which added tokens count as special
+is ours (turn markers special, call markup ordinary, as Qwen3's ``<tool_call>`` is).
 
-    python -m tests.support.synthetic_tokenizers FAMILY DIR
+``python -m tests.support.synthetic_tokenizers FAMILY DIR`` writes one (the golden recorder
+runs it with the project's Python, so recorded ids are the suite's ids).
 """
 
 from __future__ import annotations
@@ -17,17 +19,74 @@ import sys
 from pathlib import Path
 
 from tokenizers import AddedToken
-from tokenizers import Tokenizer as HfTokenizer
+from tokenizers import Tokenizer as RustTokenizer
 
 from app.bundled_qwen3 import bundled_qwen3_dir
 
+# Every token a family adds, in id order after Qwen3's.
 FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
+    "kimi_k2": (
+        "<|im_user|>",
+        "<|im_assistant|>",
+        "<|im_system|>",
+        "<|im_middle|>",
+        "<|tool_calls_section_begin|>",
+        "<|tool_calls_section_end|>",
+        "<|tool_call_begin|>",
+        "<|tool_call_argument_begin|>",
+        "<|tool_call_end|>",
+    ),
     "minimax_m2": ("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"),
+    "glm45": (
+        "[gMASK]",
+        "<sop>",
+        "<|system|>",
+        "<|user|>",
+        "<|assistant|>",
+        "<|observation|>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+    ),
 }
+# The added tokens that are special (turn structure); the rest are ordinary tokens.
+FAMILY_SPECIAL: dict[str, frozenset[str]] = {
+    "kimi_k2": frozenset({"<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"}),
+    "minimax_m2": frozenset(),
+    "glm45": frozenset(
+        {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
+    ),
+}
+_EOS = {"kimi_k2": "<|im_end|>", "minimax_m2": "<|im_end|>", "glm45": "<|endoftext|>"}
 
+_KIMI_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}<|im_system|>system<|im_middle|>{{ m.content }}<|im_end|>"
+    "{%- elif m.role == 'user' -%}<|im_user|>user<|im_middle|>{{ m.content }}<|im_end|>"
+    "{%- elif m.role == 'assistant' -%}"
+    "<|im_assistant|>assistant<|im_middle|>{{ m.content or '' }}<|im_end|>"
+    "{%- else -%}<|im_system|>{{ m.role }}<|im_middle|>{{ m.content }}<|im_end|>"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}"
+)
+_GLM_TEMPLATE = (
+    "[gMASK]<sop>"
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}<|system|>\n{{ m.content }}"
+    "{%- elif m.role == 'user' -%}<|user|>\n{{ m.content }}"
+    "{%- elif m.role == 'assistant' -%}<|assistant|>\n{{ m.content or '' }}"
+    "{%- else -%}<|observation|>\n{{ m.content }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|assistant|>"
+    "{%- if enable_thinking is defined and not enable_thinking -%}\n<think></think>{%- endif -%}"
+    "{%- endif -%}"
+)
 # ChatML turns; tools listed as JSON in a system turn; the generation prompt opens
 # reasoning with "<think>\n" (closed at once when enable_thinking or thinking is false).
-CHAT_TEMPLATE = (
+_CHATML_TEMPLATE = (
     "{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n' }}"
     "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
     "{{- '<|im_end|>\\n' }}{%- endif %}"
@@ -43,25 +102,32 @@ CHAT_TEMPLATE = (
     "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
 )
+_TEMPLATES = {"kimi_k2": _KIMI_TEMPLATE, "minimax_m2": _CHATML_TEMPLATE, "glm45": _GLM_TEMPLATE}
 
 
 def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
-    """Write ``family``'s synthetic tokenizer into ``folder`` (created if needed)."""
-    tokens = FAMILY_TOKENS[family]
+    """Write ``family``'s synthetic tokenizer into ``folder`` (created); returns it."""
+    if family not in FAMILY_TOKENS:
+        raise ValueError(f"no synthetic tokenizer for {family!r}; known: {sorted(FAMILY_TOKENS)}")
     source = bundled_qwen3_dir()
-    hf = HfTokenizer.from_file(str(source / "tokenizer.json"))
-    hf.add_tokens([AddedToken(t, special=False, normalized=False) for t in tokens])
     folder.mkdir(parents=True, exist_ok=True)
-    hf.save(str(folder / "tokenizer.json"))
+    tokenizer = RustTokenizer.from_file(str(source / "tokenizer.json"))
+    special = FAMILY_SPECIAL[family]
+    for token in FAMILY_TOKENS[family]:
+        tokenizer.add_tokens([AddedToken(token, special=token in special, normalized=False)])
+    tokenizer.save(str(folder / "tokenizer.json"))
     config = json.loads((source / "tokenizer_config.json").read_text(encoding="utf-8"))
-    config["chat_template"] = CHAT_TEMPLATE
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    extra = list(config.get("extra_special_tokens") or [])
+    config["extra_special_tokens"] = extra + [t for t in FAMILY_TOKENS[family] if t in special]
+    config["eos_token"] = _EOS[family]
+    config["chat_template"] = _TEMPLATES[family]
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8"
+    )
     return folder
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in FAMILY_TOKENS:
-        sys.exit(
-            f"usage: python -m tests.support.synthetic_tokenizers {{{','.join(FAMILY_TOKENS)}}} DIR"
-        )
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m tests.support.synthetic_tokenizers FAMILY DIR")
     print(write_synthetic_tokenizer(sys.argv[1], Path(sys.argv[2])))

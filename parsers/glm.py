@@ -1,0 +1,499 @@
+"""GLM-4.5 / GLM-4.7's parsers (``glm45`` and ``glm47``: one format), declared on the engine.
+
+GLM writes reasoning in ``<think>`` and each call as::
+
+    <tool_call>get_weather
+    <arg_key>city</arg_key>
+    <arg_value>Paris</arg_value>
+    </tool_call>
+
+``<think>``, ``</think>``, ``<tool_call>`` and ``</tool_call>`` count by id; the
+argument tags are lexed from text. A call's arguments are the JSON object of its
+key/value pairs (values are text, typed by the tool's schema), streamed as vLLM's
+engine streams them: the JSON's prefix that later text cannot change, with an open
+string value extended by each piece's escaped text. Names must be tools of the
+request (vLLM validates them for this format); the prompt is read back to its last
+turn marker (``<|user|>``, ``<|assistant|>``...).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from msgspec import Struct, field
+
+from parsers.engine import (
+    CALL_ARGS,
+    CALL_END,
+    CALL_NAME,
+    CALL_START,
+    CONTENT,
+    REASONING,
+    REASONING_END,
+    REASONING_TEXT,
+    TEXT,
+    THINK_END,
+    THINK_START,
+    TOOL_ARGS,
+    TOOL_END,
+    TOOL_NAME,
+    TOOL_START,
+    EngineState,
+    Event,
+    Format,
+    Grammar,
+    Transition,
+)
+from parsers.engine_reasoning import ThinkMarkers, hold_trailing_reasoning
+from parsers.engine_tools import EngineTools
+from parsers.hermes import KeyMatch
+from parsers.ids import chat_tool_call_id
+from parsers.qwen3_coder import json_name, name_and_arguments
+from parsers.schema import coerce_arguments, coerce_string, schema_types
+from parsers.types import Delta, DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+
+KEY_OPEN_TAG = "<arg_key>"
+KEY_CLOSE_TAG = "</arg_key>"
+VALUE_OPEN_TAG = "<arg_value>"
+VALUE_CLOSE_TAG = "</arg_value>"
+TURN_BOUNDARIES = ("<|system|>", "<|user|>", "<|assistant|>", "<|observation|>")
+
+# Terminals beyond the engine's own.
+KEY_OPEN = "KEY_OPEN"
+KEY_CLOSE = "KEY_CLOSE"
+VALUE_OPEN = "VALUE_OPEN"
+VALUE_CLOSE = "VALUE_CLOSE"
+_ARG_TAGS = (KEY_OPEN, KEY_CLOSE, VALUE_OPEN, VALUE_CLOSE)
+
+_TOOLS = {
+    (REASONING, TOOL_START): Transition(TOOL_NAME, (REASONING_END, CALL_START)),
+    (CONTENT, TOOL_START): Transition(TOOL_NAME, (CALL_START,)),
+    (TOOL_NAME, KEY_OPEN): Transition(TOOL_ARGS, (CALL_ARGS,)),
+    (TOOL_NAME, TOOL_END): Transition(CONTENT, (CALL_END,)),
+    (TOOL_ARGS, TOOL_END): Transition(CONTENT, (CALL_END,)),
+    # The tags are part of the call body the arguments are read from.
+    **{(TOOL_ARGS, tag): Transition(TOOL_ARGS, (CALL_ARGS,)) for tag in _ARG_TAGS},
+}
+_THINK = {
+    (CONTENT, THINK_START): Transition(REASONING, ()),
+    (REASONING, THINK_START): Transition(REASONING, ()),
+    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
+    (CONTENT, THINK_END): Transition(CONTENT, ()),
+}
+_STATE_EVENTS = {
+    CONTENT: TEXT,
+    REASONING: REASONING_TEXT,
+    TOOL_NAME: CALL_NAME,
+    TOOL_ARGS: CALL_ARGS,
+}
+_CALL_STATES = frozenset({TOOL_NAME, TOOL_ARGS})
+GLM_FORMAT = Format({**_TOOLS, **_THINK}, _STATE_EVENTS, _CALL_STATES)
+GLM_PLAIN_FORMAT = Format(_TOOLS, _STATE_EVENTS, _CALL_STATES)
+_LITERALS = {
+    TOOL_START: "<tool_call>",
+    TOOL_END: "</tool_call>",
+    KEY_OPEN: KEY_OPEN_TAG,
+    KEY_CLOSE: KEY_CLOSE_TAG,
+    VALUE_OPEN: VALUE_OPEN_TAG,
+    VALUE_CLOSE: VALUE_CLOSE_TAG,
+}
+_THINK_LITERALS = {THINK_START: "<think>", THINK_END: "</think>"}
+_BY_ID = (THINK_START, THINK_END, TOOL_START, TOOL_END)
+
+
+def _markers(vocab: Vocabulary, thinking: bool) -> ThinkMarkers:
+    literals = {**_THINK_LITERALS, **_LITERALS} if thinking else dict(_LITERALS)
+    grammar = Grammar(
+        literals,
+        {name: text for name, text in literals.items() if name in _BY_ID},
+        vocab.special_tokens - set(literals.values()),
+        dict(vocab.token_ids),
+        vocab.token_text,
+        markup=GLM_FORMAT if thinking else GLM_PLAIN_FORMAT,
+    )
+    return ThinkMarkers(
+        grammar,
+        vocab,
+        start="<think>" if thinking else None,
+        end="</think>" if thinking else None,
+        implicit_ends=("<tool_call>",),
+        boundaries=TURN_BOUNDARIES,
+    )
+
+
+class GlmGrammars:
+    """GLM's two grammars for one tokenizer: thinking on (the default) and off."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.thinking = _markers(vocab, True)
+        self.plain = _markers(vocab, False)
+
+    def of(self, thinking: bool) -> ThinkMarkers:
+        return self.thinking if thinking else self.plain
+
+
+# ---------------------------------------------------------------------------- arguments
+
+_SEEK, _KEY, _VALUE = 0, 1, 2
+_EXTENDER_TAIL = len(VALUE_CLOSE_TAG) - 1
+
+
+class PairScan(Struct):
+    """vLLM's ``<arg_key>K</arg_key>\\s*<arg_value>V</arg_value>`` pairs, found once per
+    character as the body grows.
+
+    A key runs to the first ``</arg_key>`` that whitespace and ``<arg_value>`` follow, a
+    value to the first ``</arg_value>``; the open pair is the one after the last
+    complete pair, its value running to the end of the body.
+    """
+
+    phase: int = _SEEK
+    cursor: int = 0
+    key_start: int = 0
+    key_end: int = -1  # the candidate ``</arg_key>`` being checked (-1: none yet)
+    value_start: int = 0
+
+    def advance(self, raw: str) -> list[tuple[str, str]]:
+        """The pairs ``raw`` completes since the last call."""
+        found: list[tuple[str, str]] = []
+        size = len(raw)
+        while True:
+            if self.phase == _SEEK:
+                at = raw.find(KEY_OPEN_TAG, self.cursor)
+                if at < 0:
+                    self.cursor = max(self.cursor, size - len(KEY_OPEN_TAG) + 1)
+                    return found
+                self.phase, self.key_start = _KEY, at + len(KEY_OPEN_TAG)
+                self.cursor, self.key_end = self.key_start, -1
+            elif self.phase == _KEY:
+                if self.key_end < 0:
+                    at = raw.find(KEY_CLOSE_TAG, self.cursor)
+                    if at < 0:
+                        self.cursor = max(self.cursor, size - len(KEY_CLOSE_TAG) + 1)
+                        return found
+                    self.key_end, self.cursor = at, at + len(KEY_CLOSE_TAG)
+                while self.cursor < size and raw[self.cursor].isspace():
+                    self.cursor += 1
+                rest = raw[self.cursor : self.cursor + len(VALUE_OPEN_TAG)]
+                if rest == VALUE_OPEN_TAG:
+                    self.phase, self.value_start = _VALUE, self.cursor + len(VALUE_OPEN_TAG)
+                    self.cursor = self.value_start
+                elif VALUE_OPEN_TAG.startswith(rest):
+                    return found  # whitespace or the tag may still come
+                else:  # the key runs on to a later closing tag
+                    self.cursor, self.key_end = self.key_end + 1, -1
+            else:
+                at = raw.find(VALUE_CLOSE_TAG, self.cursor)
+                if at < 0:
+                    self.cursor = max(self.cursor, size - len(VALUE_CLOSE_TAG) + 1)
+                    return found
+                key = raw[self.key_start : self.key_end].strip()
+                found.append((key, raw[self.value_start : at]))
+                self.phase, self.cursor = _SEEK, at + len(VALUE_CLOSE_TAG)
+
+    def open_pair(self, raw: str) -> tuple[str, str] | None:
+        """The open pair (its key and value so far), if its key is not empty."""
+        if self.phase != _VALUE:
+            return None
+        key = raw[self.key_start : self.key_end].strip()
+        return (key, raw[self.value_start :]) if key else None
+
+
+def _escaped(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _head(entry: str, key: str, string_keys: list[str] | None) -> tuple[str, bool]:
+    """vLLM's safe prefix of the last entry: the key and colon, and the open text of a
+    string value whose key can only be a string (keys compared JSON-escaped)."""
+    colon_end = len(json.dumps(key, ensure_ascii=False)) + 2
+    allowed = string_keys is None or _escaped(key) in string_keys
+    if allowed and entry[colon_end : colon_end + 1] == '"':
+        return entry[:-1], True
+    return entry[:colon_end], False
+
+
+class GlmSlot(Struct):
+    """One call: name, raw body, its pairs as JSON entries, and what was sent of them.
+
+    What was sent is ``{`` plus the covered entries (each followed by ``, ``) plus
+    ``sent_tail``; ``stale`` counts covered entries a repeated key has changed since.
+    """
+
+    id: str = ""
+    name: str = ""
+    args: str = ""
+    name_sent: bool = False
+    string_keys: list[str] | None = None
+    json_name: KeyMatch = field(default_factory=KeyMatch)
+    scan: PairScan = field(default_factory=PairScan)
+    keys: list[str] = field(default_factory=list)
+    entries: list[str] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)
+    version: int = 0
+    sent_any: bool = False
+    sent_entries: list[str] = field(default_factory=list)
+    sent_tail: str = ""
+    stale: int = 0
+    # The open value's extender: live, whether its text is sent, the body's tail.
+    extending: bool = False
+    extends_sent: bool = False
+    extender_tail: str = ""
+    # The conversion last made (pairs completed, open value's start): converting again
+    # with nothing new reads the same JSON.
+    dead_at: tuple[int, int] = (-1, -1)
+    # A last key open again behind what was sent of its earlier value: how much of the
+    # sent text its value has matched so far (-1: not behind).
+    behind: int = -1
+
+
+class GlmToolState(Struct, tag="glm"):
+    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
+    slots: list[GlmSlot] = field(default_factory=list)
+    deferred_content: str = ""
+    content_has_nonws: bool = False
+    deferred_reasoning: str = ""
+    reasoning_ended: bool = False
+
+
+class GlmTools(EngineTools[GlmSlot]):
+    """GLM's tool calls, streamed or one-shot, as vLLM's engine parser emits them."""
+
+    state: GlmToolState
+
+    def __init__(
+        self,
+        markers: ThinkMarkers,
+        options: ParseOptions,
+        *,
+        reasoning_markup_is_text: bool,
+        id_seed: str = "",
+        state: GlmToolState | None = None,
+    ) -> None:
+        super().__init__(
+            markers.grammar,
+            options,
+            state if state is not None else GlmToolState(),
+            GlmSlot,
+            reasoning_markup_is_text=reasoning_markup_is_text,
+            id_seed=id_seed,
+        )
+        self.has_reasoning = markers.grammar.format is GLM_FORMAT
+        self._properties_by_name: dict[str, dict[str, Any]] = {}
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        state = self.state
+        ended = state.reasoning_ended or not self.has_reasoning
+        return hold_trailing_reasoning(super().stream(text, token_ids), state, ended)
+
+    def _reasoning_ended(self) -> None:
+        self.state.reasoning_ended = True
+
+    # ------------------------------------------------------------------ names
+
+    def _accepts(self, name: str) -> bool:
+        """A name, and one of the request's tools when it has any."""
+        return bool(name) and (not self.options.tools or self.options.tool(name) is not None)
+
+    def _announce(
+        self, index: int, slot: GlmSlot, name: str, arguments: str | None
+    ) -> DeltaToolCall:
+        slot.name = name
+        slot.name_sent = True
+        slot.string_keys = self._string_keys(name)
+        if not slot.id:
+            slot.id = chat_tool_call_id(self.id_seed, index)
+        return DeltaToolCall(
+            id=slot.id, type="function", index=index, name=name, arguments=arguments
+        )
+
+    def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
+        index = event.call
+        slot = self._slot(index)
+        if event.value:
+            slot.args += event.value
+        if not slot.name_sent:
+            if slot.name:
+                name: str | None = slot.name.strip()
+            else:
+                found = json_name(slot.args, slot.json_name) if event.value else None
+                name = found.strip() if found else None
+            if name and self._accepts(name):
+                calls.append(self._announce(index, slot, name, None))
+            return
+        if event.value:
+            piece = self._piece(slot, event.value)
+            if piece:
+                calls.append(DeltaToolCall(index=index, arguments=piece))
+
+    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
+        if index >= len(self.state.slots):
+            return
+        slot = self.state.slots[index]
+        slot.name = slot.name.strip()
+        remaining = self._final(slot)
+        if not slot.name_sent:
+            name = slot.name or json_name(slot.args, slot.json_name) or ""
+            if self._accepts(name):
+                calls.append(self._announce(index, slot, name, remaining or ""))
+                return
+        if remaining and slot.name_sent:
+            calls.append(DeltaToolCall(index=index, arguments=remaining))
+
+    # ------------------------------------------------------------------ arguments
+
+    def _piece(self, slot: GlmSlot, delta: str) -> str | None:
+        """What the arguments sent grow by with ``delta`` (already in the body)."""
+        if slot.extending:
+            text = slot.extender_tail + delta
+            if VALUE_CLOSE_TAG not in text:
+                slot.extender_tail = text[-_EXTENDER_TAIL:]
+                if not slot.extends_sent:
+                    return None
+                piece = _escaped(delta)
+                slot.sent_tail += piece
+                return piece or None
+            slot.extending = False
+        elif slot.behind >= 0:
+            if VALUE_CLOSE_TAG not in delta:
+                return self._catch_up(slot, _escaped(delta))
+            slot.behind = -1
+        self._read(slot)
+        opened = slot.scan.open_pair(slot.args)
+        marker = (slot.version, slot.scan.value_start if opened is not None else -1)
+        if marker == slot.dead_at:
+            return None  # converting again reads what the last conversion read
+        slot.dead_at = marker
+        entries, keys = slot.entries, slot.keys
+        if opened is not None:
+            key, value = opened
+            position = slot.positions.get(key)
+            if position is not None and position < len(entries) - 1:
+                return None  # a repeated key open inside the object (docs/parity.md)
+            last_entry = self._entry(slot.name, key, value)
+            lead = entries if position is None else entries[:-1]
+            last_key = key
+        elif entries:
+            last_entry, lead, last_key = entries[-1], entries[:-1], keys[-1]
+        else:
+            return None
+        head, streams = _head(last_entry, last_key, slot.string_keys)
+        covered = len(slot.sent_entries)
+        if slot.sent_any:
+            if len(lead) < covered or slot.stale:
+                return None
+            rest = "".join(e + ", " for e in lead[covered:]) + head
+            if not rest.startswith(slot.sent_tail):
+                if opened is not None and streams and slot.sent_tail.startswith(rest):
+                    slot.behind = len(rest)  # may catch up with what was sent
+                return None
+            piece = rest[len(slot.sent_tail) :]
+        else:
+            piece = "{" + "".join(e + ", " for e in lead) + head
+        slot.sent_any = True
+        slot.sent_entries += lead[covered:]
+        slot.sent_tail = head
+        if opened is not None:
+            slot.extending, slot.extends_sent = True, streams
+            slot.extender_tail = slot.args[-_EXTENDER_TAIL:]
+        return piece or None
+
+    @staticmethod
+    def _catch_up(slot: GlmSlot, piece: str) -> str | None:
+        """The open value grows by ``piece`` (escaped) while behind the text sent: once
+        it passes that text the JSON extends it again, and the rest streams."""
+        sent, at = slot.sent_tail, slot.behind
+        left = len(sent) - at
+        if len(piece) < left:
+            slot.behind = at + len(piece) if sent.startswith(piece, at) else -1
+            return None
+        slot.behind = -1
+        if not sent.startswith(piece[:left], at):
+            return None
+        slot.extending, slot.extends_sent = True, True
+        slot.extender_tail = slot.args[-_EXTENDER_TAIL:]
+        out = piece[left:]
+        slot.sent_tail += out
+        return out or None
+
+    def _final(self, slot: GlmSlot) -> str | None:
+        """What the closed object adds at the call's end (None if it does not extend)."""
+        self._read(slot)
+        entries = slot.entries
+        if not slot.sent_any:
+            return "{" + ", ".join(entries) + "}"
+        covered = len(slot.sent_entries)
+        if covered >= len(entries) or slot.stale:
+            return None
+        rest = ", ".join(entries[covered:]) + "}"
+        if len(rest) <= len(slot.sent_tail) or not rest.startswith(slot.sent_tail):
+            return None
+        piece = rest[len(slot.sent_tail) :]
+        slot.sent_entries = list(entries)
+        slot.sent_tail = "}"
+        return piece
+
+    def _read(self, slot: GlmSlot) -> None:
+        """Keep the pairs the body completed: a new entry, or a repeated key's new value."""
+        for key, value in slot.scan.advance(slot.args):
+            slot.version += 1
+            entry = self._entry(slot.name, key, value)
+            position = slot.positions.get(key)
+            if position is None:
+                slot.positions[key] = len(slot.entries)
+                slot.keys.append(key)
+                slot.entries.append(entry)
+                continue
+            if position < len(slot.sent_entries):
+                sent = slot.sent_entries[position]
+                slot.stale += (entry != sent) - (slot.entries[position] != sent)
+            slot.entries[position] = entry
+
+    def _entry(self, call_name: str, key: str, value: str) -> str:
+        """One ``"key": value`` of the arguments, the value typed by the tool's schema."""
+        typed: Any = value
+        if self.options.tools and call_name:
+            schema = self._properties(call_name).get(key)
+            if isinstance(schema, dict):
+                typed = coerce_string(value, schema_types(schema))
+        try:
+            value_json = json.dumps(typed, ensure_ascii=False)
+        except RecursionError:  # parsed, but too deep to write back: keep the text
+            value_json = json.dumps(value, ensure_ascii=False)
+        return json.dumps(key, ensure_ascii=False) + ": " + value_json
+
+    def _properties(self, name: str) -> dict[str, Any]:
+        properties = self._properties_by_name.get(name)
+        if properties is None:
+            tool = self.options.tool(name) if self.options.tools else None
+            properties = tool.properties() if tool is not None else {}
+            self._properties_by_name[name] = properties
+        return properties
+
+    def _string_keys(self, name: str) -> list[str] | None:
+        """Keys whose values can only be strings, so their open text may stream."""
+        properties = self._properties(name)
+        if not properties:
+            return None
+        return [k for k, schema in properties.items() if set(schema_types(schema)) == {"string"}]
+
+    def _call(self, index: int) -> FunctionCall | None:
+        slot = self.state.slots[index]
+        if not slot.name and not slot.args:
+            return None
+        name = slot.name.strip()
+        raw = slot.args
+        if not name and raw.strip():
+            name, arguments = name_and_arguments(raw)
+            arguments = coerce_arguments(arguments, self._properties(name) if name else {})
+        elif raw.strip():
+            self._read(slot)
+            arguments = "{" + ", ".join(slot.entries) + "}"
+        else:
+            arguments = "{}"
+        if not self._accepts(name):
+            return None
+        if not slot.id:
+            slot.id = chat_tool_call_id(self.id_seed, index)
+        return FunctionCall(name, arguments)

@@ -1,0 +1,317 @@
+"""Kimi K2's parsers (``kimi_k2`` reasoning and tools), declared on the marker engine.
+
+Kimi K2 writes reasoning in ``<think>`` and calls in a section of special tokens::
+
+    <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0
+    <|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
+
+The header before the argument marker is the model's own call id; the function name
+is its first ``:``-separated part without ``functions.``. Arguments are the model's
+JSON as written, streamed as they come except that a closing bracket that may end the
+object waits for the next character (vLLM's engine holds it). Text after the section
+is dropped, as the engine keeps the section state to the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import Struct, field
+
+from parsers.engine import (
+    CALL_ARGS,
+    CALL_END,
+    CALL_NAME,
+    CALL_START,
+    CONTENT,
+    REASONING,
+    REASONING_END,
+    REASONING_TEXT,
+    TEXT,
+    THINK_END,
+    THINK_START,
+    TOOL_ARGS,
+    TOOL_BETWEEN,
+    TOOL_END,
+    TOOL_NAME,
+    TOOL_PREAMBLE,
+    TOOL_START,
+    TOOL_STATES,
+    EngineState,
+    Event,
+    Format,
+    Grammar,
+    Transition,
+)
+from parsers.engine_reasoning import ThinkMarkers
+from parsers.engine_tools import EngineTools
+from parsers.hermes import KeyMatch
+from parsers.ids import chat_tool_call_id
+from parsers.qwen3_coder import json_name, name_and_arguments
+from parsers.schema import coerce_arguments
+from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+
+SECTION_BEGIN = "<|tool_calls_section_begin|>"
+SECTION_END = "<|tool_calls_section_end|>"
+CALL_BEGIN = "<|tool_call_begin|>"
+ARGUMENT_BEGIN = "<|tool_call_argument_begin|>"
+CALL_FINISH = "<|tool_call_end|>"
+
+# Terminals beyond the engine's own (the section is TOOL_START / TOOL_END).
+CALL_OPEN = "CALL_OPEN"
+ARG_START = "ARG_START"
+CALL_CLOSE = "CALL_CLOSE"
+
+_TOOLS = {
+    (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END,)),
+    (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, ()),
+    (TOOL_PREAMBLE, CALL_OPEN): Transition(TOOL_NAME, (CALL_START,)),
+    (TOOL_NAME, ARG_START): Transition(TOOL_ARGS, ()),
+    (TOOL_ARGS, CALL_CLOSE): Transition(TOOL_BETWEEN, (CALL_END,)),
+    (TOOL_ARGS, TOOL_END): Transition(TOOL_PREAMBLE, (CALL_END,)),
+    (TOOL_BETWEEN, CALL_OPEN): Transition(TOOL_NAME, (CALL_START,)),
+    # The section stays open to the end: text after the calls is dropped.
+    (TOOL_PREAMBLE, TOOL_END): Transition(TOOL_PREAMBLE, ()),
+    (TOOL_BETWEEN, TOOL_END): Transition(TOOL_PREAMBLE, ()),
+}
+_THINK = {
+    (REASONING, THINK_START): Transition(REASONING, ()),
+    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
+    (CONTENT, THINK_END): Transition(CONTENT, ()),
+}
+_STATE_EVENTS = {
+    CONTENT: TEXT,
+    REASONING: REASONING_TEXT,
+    TOOL_NAME: CALL_NAME,
+    TOOL_ARGS: CALL_ARGS,
+}
+KIMI_FORMAT = Format({**_TOOLS, **_THINK}, _STATE_EVENTS, TOOL_STATES)
+KIMI_PLAIN_FORMAT = Format(_TOOLS, _STATE_EVENTS, TOOL_STATES)
+_TOOL_MARKERS = {
+    TOOL_START: SECTION_BEGIN,
+    TOOL_END: SECTION_END,
+    CALL_OPEN: CALL_BEGIN,
+    ARG_START: ARGUMENT_BEGIN,
+    CALL_CLOSE: CALL_FINISH,
+}
+_THINK_MARKERS = {THINK_START: "<think>", THINK_END: "</think>"}
+
+
+def _markers(vocab: Vocabulary, thinking: bool) -> ThinkMarkers:
+    """Kimi's grammar with or without think markers; every marker also counts by id."""
+    markers = {**_THINK_MARKERS, **_TOOL_MARKERS} if thinking else dict(_TOOL_MARKERS)
+    grammar = Grammar(
+        markers,
+        markers,
+        vocab.special_tokens - set(markers.values()),
+        dict(vocab.token_ids),
+        vocab.token_text,
+        markup=KIMI_FORMAT if thinking else KIMI_PLAIN_FORMAT,
+    )
+    return ThinkMarkers(
+        grammar,
+        vocab,
+        start="<think>" if thinking else None,
+        end="</think>" if thinking else None,
+        implicit_ends=(SECTION_BEGIN,),
+    )
+
+
+class KimiGrammars:
+    """Kimi's two grammars for one tokenizer: thinking on (the default) and off."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.thinking = _markers(vocab, True)
+        self.plain = _markers(vocab, False)
+
+    def of(self, thinking: bool) -> ThinkMarkers:
+        return self.thinking if thinking else self.plain
+
+
+def header_id_and_name(header: str) -> tuple[str, str] | None:
+    """The call id and function name of a header such as ``functions.get_weather:0``.
+
+    vLLM matches ``.+:\\d+`` at the start of the stripped header: the id runs to the
+    digits after the line's last ``:`` that digits follow (one character at least
+    before it); the name is the id's first ``:``-part without ``functions.``.
+    """
+    line = header.strip().split("\n", 1)[0]
+    colon = len(line)
+    while (colon := line.rfind(":", 0, colon)) >= 1:
+        end = colon + 1
+        while end < len(line) and line[end].isdecimal():
+            end += 1
+        if end > colon + 1:
+            call_id = line[:end].strip()
+            name = call_id.split(":")[0].removeprefix("functions.")
+            return (call_id, name) if name else None
+    return None
+
+
+class JsonHold(Struct):
+    """vLLM's JSON argument buffer: a closing bracket at the object's top level (or
+    below it) is held until another character arrives, strings and escapes tracked."""
+
+    depth: int = 0
+    in_string: bool = False
+    escape: bool = False
+    held: str = ""
+
+    def feed(self, text: str) -> str:
+        """What of the held text and ``text`` is released now."""
+        buffer = self.held + text
+        run: int | None = 0 if self.held else None  # where the trailing held closers start
+        for i, ch in enumerate(text, len(self.held)):
+            held = False
+            if self.escape:
+                self.escape = False
+            elif self.in_string:
+                if ch == "\\":
+                    self.escape = True
+                elif ch == '"':
+                    self.in_string = False
+            elif ch == '"':
+                self.in_string = True
+            elif ch in "{[":
+                self.depth += 1
+            elif ch in "}]":
+                self.depth = max(self.depth - 1, 0)
+                held = self.depth == 0
+            if not held:
+                run = None
+            elif run is None:
+                run = i
+        if run is None:
+            self.held = ""
+            return buffer
+        self.held = buffer[run:]
+        return buffer[:run]
+
+    def release(self) -> str:
+        held, self.held = self.held, ""
+        return held
+
+
+class KimiSlot(Struct):
+    """One call: its header (then its name), released argument text, what was sent."""
+
+    id: str = ""
+    name: str = ""
+    args: str = ""
+    name_sent: bool = False
+    json_name: KeyMatch = field(default_factory=KeyMatch)
+    json_name_failed: bool = False
+    hold: JsonHold = field(default_factory=JsonHold)
+
+
+class KimiToolState(Struct, tag="kimi_k2"):
+    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
+    slots: list[KimiSlot] = field(default_factory=list)
+    deferred_content: str = ""
+    content_has_nonws: bool = False
+
+
+class KimiK2Tools(EngineTools[KimiSlot]):
+    """Kimi K2's tool calls, streamed or one-shot, as vLLM's engine parser emits them."""
+
+    strip_content_beside_calls = False
+    state: KimiToolState
+
+    def __init__(
+        self,
+        markers: ThinkMarkers,
+        options: ParseOptions,
+        *,
+        reasoning_markup_is_text: bool,
+        id_seed: str = "",
+        state: KimiToolState | None = None,
+    ) -> None:
+        super().__init__(
+            markers.grammar,
+            options,
+            state if state is not None else KimiToolState(),
+            KimiSlot,
+            reasoning_markup_is_text=reasoning_markup_is_text,
+            id_seed=id_seed,
+        )
+
+    def _announce(
+        self, index: int, slot: KimiSlot, name: str, arguments: str | None
+    ) -> DeltaToolCall:
+        slot.name = name
+        slot.name_sent = True
+        if not slot.id:
+            slot.id = chat_tool_call_id(self.id_seed, index)
+        return DeltaToolCall(
+            id=slot.id, type="function", index=index, name=name, arguments=arguments
+        )
+
+    def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
+        slot = self._slot(event.call)
+        released = slot.hold.feed(event.value)
+        if released:
+            self._take(event.call, slot, released, calls)
+
+    def _take(self, index: int, slot: KimiSlot, text: str, calls: list[DeltaToolCall]) -> None:
+        """Released argument text: sent after the name, or the name found with it."""
+        start = len(slot.args)
+        slot.args += text
+        if slot.name_sent:
+            calls.append(DeltaToolCall(index=index, arguments=text))
+            return
+        if slot.name:
+            parsed = header_id_and_name(slot.name)
+            if parsed is not None:
+                slot.id = parsed[0]
+                calls.append(self._announce(index, slot, parsed[1], text))
+                return
+            slot.name = ""  # vLLM then looks for a "name" in the arguments
+        if slot.json_name_failed:
+            return
+        found = json_name(slot.args, slot.json_name)
+        if found is None:
+            return
+        parsed = header_id_and_name(found)
+        if parsed is None:
+            slot.json_name_failed = True
+            return
+        # The name counts from its closing quote: the arguments go on from there.
+        slot.id = parsed[0]
+        sent_from = max(start, slot.json_name.value_end)
+        calls.append(self._announce(index, slot, parsed[1], slot.args[sent_from:]))
+
+    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
+        if index >= len(self.state.slots):
+            return
+        slot = self.state.slots[index]
+        released = slot.hold.release()
+        if released:
+            self._take(index, slot, released, calls)
+        if slot.name_sent:
+            return
+        parsed = header_id_and_name(slot.name) if slot.name else None
+        if parsed is not None:
+            slot.id, slot.name = parsed
+        name = slot.name or json_name(slot.args, slot.json_name)
+        if name:
+            calls.append(self._announce(index, slot, name, ""))
+
+    def _call(self, index: int) -> FunctionCall | None:
+        slot = self.state.slots[index]
+        if not slot.name and not slot.args:
+            return None
+        name = slot.name.strip()
+        raw = slot.args
+        if not name and raw.strip():
+            name, arguments = name_and_arguments(raw)
+        else:
+            arguments = raw.strip() or "{}"
+        if not name:
+            return None
+        if not slot.id:
+            slot.id = chat_tool_call_id(self.id_seed, index)
+        return FunctionCall(name, coerce_arguments(arguments, self._properties(name)), slot.id)
+
+    def _properties(self, name: str) -> dict[str, Any]:
+        tool = self.options.tool(name) if self.options.tools else None
+        return tool.properties() if tool is not None else {}
