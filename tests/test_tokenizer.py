@@ -125,7 +125,9 @@ def test_deepseek_known_encodings(deepseek: Tokenizer, package: Any) -> None:
 
 _TEXT = st.text(
     st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40
-) | st.sampled_from(["東京 🗼 晴れ 🌞", "e\u0301 café", "👩🏽‍💻 x", "<think>a</think>b", " \n\t ", "  :"])
+) | st.sampled_from(
+    ["東京 🗼 晴れ 🌞", "e\u0301 café", "👩🏽‍💻 x", "<think>a</think>b", " \n\t ", "  :"]
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
