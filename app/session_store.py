@@ -143,34 +143,21 @@ class SessionStore:
                 self.metrics.cache_hits.inc()
                 return Acquired(session, Source.HIT)
             self.metrics.cache_misses.labels(miss).inc()
-        if self.redis is not None and history:
-            session = await self._restore(key, fingerprint, carried, history, restore)
-            if session is not None:
-                return Acquired(session, Source.RESTORED, miss)
-        return Acquired(None, Source.MISS, miss)
-
-    async def _restore(
-        self,
-        key: StreamKey,
-        fingerprint: Fingerprint,
-        carried: bytes,
-        history: int,
-        restore: Restorer,
-    ) -> StreamSession | None:
-        assert self.redis is not None
+        if self.redis is None or not history:
+            return Acquired(None, Source.MISS, miss)
         snapshot, outcome = await self.redis.take(key, fingerprint.digest, carried, history)
         session = None
         if snapshot is not None:
             session, problem = restore(snapshot)
             outcome = problem or Outcome.HIT
+        self._count(outcome)
         if session is None:
             self.metrics.redis_misses.labels(outcome).inc()
             if outcome.untrusted:
                 self.metrics.redis_rejected.labels(outcome).inc()
-        else:
-            self.metrics.redis_hits.inc()
-        self._count(outcome)
-        return session
+            return Acquired(None, Source.MISS, miss)
+        self.metrics.redis_hits.inc()
+        return Acquired(session, Source.RESTORED, miss)
 
     async def keep(
         self, key: StreamKey, fingerprint: Fingerprint, session: StreamSession, carried: bytes
