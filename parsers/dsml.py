@@ -52,6 +52,7 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
+from parsers.engine_reasoning import hold_trailing_reasoning
 from parsers.engine_tools import EngineTools
 from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
@@ -182,21 +183,6 @@ def v4_thinking(options: ParseOptions) -> bool:
     return thinking and kwargs.get("reasoning_effort") != "none"
 
 
-def strip_trailing_reasoning(delta: Delta | None, deferred: list[str], ended: bool) -> Delta | None:
-    """vLLM's DSML engines hold a reasoning delta's trailing whitespace until more
-    reasoning shows it was not the end (the end drops it)."""
-    if delta is not None and delta.reasoning is not None:
-        combined = deferred[0] + delta.reasoning
-        trimmed = combined.rstrip()
-        deferred[0] = combined[len(trimmed) :]
-        delta.reasoning = trimmed or None
-        if delta.reasoning is None and delta.content is None and not delta.tool_calls:
-            return None
-    elif deferred[0] and ended:
-        deferred[0] = ""
-    return delta
-
-
 class DsmlReasoningState(Qwen3ReasoningState, tag="dsml_reasoning"):
     deferred_reasoning: str = ""
 
@@ -228,9 +214,7 @@ class DsmlReasoning(Qwen3Reasoning):
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         state = self.dsml_state
-        deferred = [state.deferred_reasoning]
-        delta = strip_trailing_reasoning(super().stream(text, token_ids), deferred, state.ended)
-        state.deferred_reasoning = deferred[0]
+        delta = hold_trailing_reasoning(super().stream(text, token_ids), state, state.ended)
         return delta
 
 
@@ -288,11 +272,8 @@ class DsmlTools(EngineTools[DsmlSlot]):
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         delta = super().stream(text, token_ids)
         state = self.state
-        deferred = [state.deferred_reasoning]
         ended = state.reasoning_ended or not self.has_reasoning
-        delta = strip_trailing_reasoning(delta, deferred, ended)
-        state.deferred_reasoning = deferred[0]
-        return delta
+        return hold_trailing_reasoning(delta, state, ended)
 
     # ------------------------------------------------------------------ format hooks
 

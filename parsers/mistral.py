@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from msgspec import Struct, field
 
-from parsers.dsml import DsmlReasoningState, strip_trailing_reasoning
+from parsers.dsml import DsmlReasoningState
 from parsers.engine import (
     CALL_ARGS,
     CALL_END,
@@ -44,6 +44,7 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
+from parsers.engine_reasoning import hold_trailing_reasoning
 from parsers.engine_tools import EngineTools
 from parsers.ids import mistral_tool_call_id
 from parsers.qwen3 import Qwen3Reasoning
@@ -176,9 +177,7 @@ class MistralReasoning(Qwen3Reasoning):
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         state = self.mistral_state
-        deferred = [state.deferred_reasoning]
-        delta = strip_trailing_reasoning(super().stream(text, token_ids), deferred, state.ended)
-        state.deferred_reasoning = deferred[0]
+        delta = hold_trailing_reasoning(super().stream(text, token_ids), state, state.ended)
         return delta
 
 
@@ -272,11 +271,8 @@ class MistralTools(EngineTools[MistralSlot]):
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         delta = super().stream(text, token_ids)
         state = self.state
-        deferred = [state.deferred_reasoning]
         ended = state.reasoning_ended or not self.has_think
-        delta = strip_trailing_reasoning(delta, deferred, ended)
-        state.deferred_reasoning = deferred[0]
-        return delta
+        return hold_trailing_reasoning(delta, state, ended)
 
     # ------------------------------------------------------------------ format hooks
 
