@@ -27,6 +27,7 @@ from app.auth import ApiKeyGuard
 from app.body import Received, read_body, received, request_id_of
 from app.budget import CpuBudgetExceeded
 from app.chunk_path import json_response
+from app.compact import wants_compact
 from app.docs_page import docs_endpoint
 from app.endpoints import ChatEndpoint, CompletionsEndpoint
 from app.errors import DerenderError, InternalError, RoutingError
@@ -89,7 +90,7 @@ class DerenderApp:
             body = await read_body(headers, receive, service.settings.max_request_bytes)
             stream_id = headers.get(_STREAM_ID_KEY)
             stream = None if stream_id is None else stream_id.decode("latin-1")
-            request = received(body, endpoint, stream)
+            request = received(body, endpoint, stream, wants_compact(headers))
             mode = "stream" if request.view.stream else "oneshot"
             response = await handle(request)
         except ClientDisconnect:
