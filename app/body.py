@@ -105,9 +105,7 @@ class Received:
     history: LiftedHistory | None = None
 
 
-def received(
-    body: bytes, endpoint: str, stream_id: str | None, compact: bool = False
-) -> Received:
+def received(body: bytes, endpoint: str, stream_id: str | None, compact: bool = False) -> Received:
     """The body viewed once. A streamed chunk's history is lifted out first, so the view
     costs no more for a long stream than for a short one; a body that does not decode
     lifted is viewed whole (and refused, if it is not JSON, as it is)."""

@@ -10,6 +10,7 @@ the carried state; anything else takes the full path.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import msgspec
 from msgspec import Raw
@@ -47,6 +48,15 @@ RESTART_WARNING = (
     "live stream, so it started over. To continue a stream, send the stream_state of its "
     "previous reply."
 )
+
+
+class Found(NamedTuple):
+    """A chunk's session as the store gave it, and the tokens its derendering reads."""
+
+    key: StreamKey
+    fingerprint: Fingerprint | None
+    acquired: Acquired
+    tokens: int
 
 
 def json_response(value: object) -> Response:
@@ -109,6 +119,18 @@ class ParsedChunks:
         """A chunk on the full path: its session from the store, else a replay. With
         ``compact``, its reply carries a compact state, and the sessions it may continue
         are those kept under one (docs/transports.md)."""
+        found = await self.find(request, view, compact)
+        response = await self.respond(request, model, *found, compact)
+        # No state, same request, live stream: a restart or a forgotten state.
+        if found.acquired.miss is Miss.HISTORY and request.stream_state is None:
+            self._report_restart(found.key, response)
+        return response
+
+    async def find(
+        self, request: ChatStreamDerenderRequest, view: BodyView, compact: bool
+    ) -> Found:
+        """The session of a chunk on the full path, from the store (None: it replays),
+        and what its derendering costs in tokens."""
         chunk = request.generate_chunk
         key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
         history = len(request.stream_state.output_token_ids) if request.stream_state else 0
@@ -132,14 +154,7 @@ class ParsedChunks:
                 self.metrics.replays.inc()
                 self.metrics.replayed_tokens.inc(history)
         delta = chunk_tokens(chunk)
-        tokens = delta if acquired.session else delta + history
-        response = await self.respond(
-            request, model, key, fingerprint, acquired, tokens, compact
-        )
-        # No state, same request, live stream: a restart or a forgotten state.
-        if acquired.miss is Miss.HISTORY and request.stream_state is None:
-            self._report_restart(key, response)
-        return response
+        return Found(key, fingerprint, acquired, delta if acquired.session else delta + history)
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
