@@ -10,7 +10,7 @@ without a message.
 
 from __future__ import annotations
 
-import logging
+import time
 
 import anyio
 import msgspec
@@ -25,7 +25,6 @@ from app.service import DerenderService
 from app.session_store import StreamKey
 from app.socket_streams import Lane, OpenStream, SocketChunk, SocketReply
 
-logger = logging.getLogger("derender_server")
 
 SOCKET_SUFFIX = "/ws"
 # A client's close code when the server goes away (the idle timeout's close).
@@ -96,16 +95,23 @@ class SocketConnection:
             await send({"type": "websocket.send", "text": reply.decode()})
 
     async def answer(self, body: bytes) -> bytes:
-        """One message's reply (an error reply for a refused or failed one)."""
+        """One message's reply (an error reply for a refused or failed one), counted and
+        timed as a request of mode ``socket``."""
+        started = time.perf_counter()
         key = _stream_key(body)
+        status = 200
         try:
-            return await self._answer(body, key)
+            reply = await self._answer(body, key)
         except Exception as exc:
             if key is not None:
                 self.streams.pop(key, None)
             error = failure(exc, self.service.metrics, self.lane.endpoint, body)
+            status = error.status
             request_id, index = key if key is not None else (None, None)
-            return encoder.encode(SocketError(request_id, index, error.body().error))
+            reply = encoder.encode(SocketError(request_id, index, error.body().error))
+        elapsed = time.perf_counter() - started
+        self.service.metrics.observe(self.lane.endpoint, "socket", status, elapsed)
+        return reply
 
     async def _answer(self, body: bytes, key: StreamKey | None) -> bytes:
         limit = self.service.settings.max_request_bytes

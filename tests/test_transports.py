@@ -1,0 +1,333 @@
+"""The compact state over HTTP and the WebSocket endpoints (docs/transports.md): what
+each answers, refuses and bounds. Parity over the golden transcripts and under injected
+misses is tests/test_transport_parity.py's."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
+from app.session import StreamSession
+from tests.support.apps import AppFactory, internal_errors
+from tests.support.processes import redis_server, serving
+from tests.support.replies import without_created
+
+PARSED = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
+PARSED += ["--enable-auto-tool-choice"]
+CHAT_PATH = "/v1/chat/completions/derender"
+COMPACT = {"X-Derender-State": "compact"}
+CHAT = {"messages": [{"role": "user", "content": "Hi"}]}
+CHUNKS = split(DEMO_OUTPUT_IDS, [2, 1, 3])
+
+
+def _chunk(request_id: str, step: int) -> dict[str, Any]:
+    finish = "stop" if step == len(CHUNKS) - 1 else None
+    choice = {"index": 0, "token_ids": CHUNKS[step], "finish_reason": finish}
+    return {"request_id": request_id, "choices": [choice]}
+
+
+def _body(request_id: str, step: int, state: Any = None, context: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {"stream": True, "generate_chunk": _chunk(request_id, step)}
+    if context:
+        body.update(chat_request=CHAT, prompt_token_ids=list(DEMO_PROMPT_IDS))
+    if state is not None:
+        body["stream_state"] = state
+    return body
+
+
+def _full_replies(http: TestClient, request_id: str) -> list[bytes]:
+    client = DerenderClient("http://testserver", http=http)
+    stream = client.stream(request_id, chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+    return [without_created(reply.body) for reply in _send_all(stream)]
+
+
+def _send_all(stream: Any) -> list[Any]:
+    return [stream.send(chunk, "stop" if step == len(CHUNKS) - 1 else None) for step, chunk in
+            enumerate(CHUNKS)]  # fmt: skip
+
+
+def _chunks(bodies: list[bytes]) -> list[Any]:
+    return [json.loads(body)["chunk"] for body in bodies]
+
+
+@pytest.fixture
+def http(make_app: AppFactory) -> Iterator[TestClient]:
+    with TestClient(make_app(PARSED)) as client:
+        yield client
+
+
+def _compact_stream(http: TestClient, request_id: str, steps: int) -> Any:
+    """The state after ``steps`` compact chunks of a stream on ``http``."""
+    state = None
+    for step in range(steps):
+        reply = http.post(
+            CHAT_PATH, json=_body(request_id, step, state, state is None), headers=COMPACT
+        )
+        assert reply.status_code == 200, reply.text
+        state = reply.json()["stream_state"]
+    return state
+
+
+def test_compact_replies_carry_the_history_as_its_length_and_digest(http: TestClient) -> None:
+    state = None
+    sources = []
+    for step in range(len(CHUNKS) - 1):
+        reply = http.post(CHAT_PATH, json=_body("c1", step, state, state is None), headers=COMPACT)
+        assert reply.status_code == 200, reply.text
+        state = reply.json()["stream_state"]
+        sources.append(reply.headers["x-derender-cache"])
+        assert "output_token_ids" not in state and "output_chunk_lens" not in state
+        assert state["output_tokens"] == sum(map(len, CHUNKS[: step + 1]))
+        assert len(state["output_digest"]) == 32
+    assert sources == ["miss"] + ["hit"] * (len(CHUNKS) - 2)
+
+
+def test_a_compact_chunk_no_live_session_continues_is_a_409(
+    http: TestClient, make_app: AppFactory
+) -> None:
+    state = _compact_stream(http, "c2", 2)
+    with TestClient(make_app(PARSED)) as other:  # another replica, or a restart
+        reply = other.post(CHAT_PATH, json=_body("c2", 2, state, False), headers=COMPACT)
+    assert reply.status_code == 409
+    error = reply.json()["error"]
+    assert error["code"] == "stream_state_required"
+    assert error["type"] == "Conflict" and error["param"] == "stream_state"
+    assert "re-send this chunk with its full stream_state" in error["message"]
+
+
+def test_a_retried_compact_chunk_is_a_409_and_leaves_the_session_kept(http: TestClient) -> None:
+    before = _compact_stream(http, "c3", 2)
+    after = http.post(CHAT_PATH, json=_body("c3", 2, before, False), headers=COMPACT)
+    assert after.status_code == 200
+    retried = http.post(CHAT_PATH, json=_body("c3", 2, before, False), headers=COMPACT)
+    assert retried.status_code == 409
+    following = http.post(
+        CHAT_PATH, json=_body("c3", 3, after.json()["stream_state"], False), headers=COMPACT
+    )
+    assert following.status_code == 200 and following.headers["x-derender-cache"] == "hit"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"output_digest": "0" * 32},
+        {"output_tokens": 1},
+        {"role_sent": False},
+    ],
+    ids=["digest", "length", "other-field"],
+)
+def test_a_compact_state_that_differs_from_the_sessions_is_a_409(
+    http: TestClient, change: dict[str, Any]
+) -> None:
+    state = _compact_stream(http, "c4", 2) | change
+    reply = http.post(CHAT_PATH, json=_body("c4", 2, state, False), headers=COMPACT)
+    assert reply.status_code == 409, reply.text
+
+
+def test_a_compact_chunk_with_another_streams_context_is_a_409(http: TestClient) -> None:
+    state = _compact_stream(http, "c5", 2)
+    body = _body("c5", 2, state) | {
+        "chat_request": {"messages": [{"role": "user", "content": "No"}]}
+    }
+    assert http.post(CHAT_PATH, json=body, headers=COMPACT).status_code == 409
+    same = http.post(CHAT_PATH, json=_body("c5", 2, state), headers=COMPACT)
+    assert same.status_code == 200 and same.headers["x-derender-cache"] == "hit"
+
+
+def test_the_full_resend_after_a_409_gives_the_full_protocols_chunks(
+    http: TestClient, make_app: AppFactory
+) -> None:
+    expected = _chunks(_full_replies(http, "c6-full"))
+    with TestClient(make_app(PARSED)) as other:
+        client = DerenderClient("http://testserver", "compact", http=http)
+        stream = client.stream("c6", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+        replies = []
+        for step, chunk in enumerate(CHUNKS):
+            if step == 3:
+                client.http = other  # the stream moves to a replica that never saw it
+            replies.append(stream.send(chunk, "stop" if step == len(CHUNKS) - 1 else None))
+    assert client.resends == 1
+    assert [reply.cache for reply in replies][2:5] == ["hit", "miss", "hit"]
+    got = _chunks([without_created(reply.body) for reply in replies])
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine | {"id": ""} == theirs | {"id": ""}
+
+
+def test_the_full_resend_restores_from_redis(make_app: AppFactory) -> None:
+    with redis_server() as redis:
+        flags = [*PARSED, "--redis-url", redis.url, "--redis-secret", "transports"]
+        with TestClient(make_app(flags)) as first, TestClient(make_app(flags)) as second:
+            client = DerenderClient("http://testserver", "compact", http=first)
+            stream = client.stream("c7", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+            stream.send(CHUNKS[0])
+            stream.send(CHUNKS[1])
+            client.http = second
+            reply = stream.send(CHUNKS[2])
+    assert client.resends == 1
+    assert reply.cache == "redis"
+
+
+def test_the_compact_header_changes_nothing_for_a_plain_stream(make_app: AppFactory) -> None:
+    with TestClient(make_app([])) as http:
+        replies = []
+        for headers in ({}, COMPACT):
+            state = None
+            bodies = []
+            for step in range(len(CHUNKS)):
+                reply = http.post(CHAT_PATH, json=_body("p1", step, state), headers=headers)
+                state = reply.json()["stream_state"]
+                bodies.append(without_created(reply.content))
+            replies.append(bodies)
+    assert replies[0] == replies[1]
+
+
+# --------------------------------------------------------------------------- WebSocket
+
+
+def _socket_message(request_id: str, step: int, context: bool) -> str:
+    body = _body(request_id, step, context=context)
+    del body["stream"]  # a message may leave it out
+    return json.dumps(body)
+
+
+def test_a_connection_carries_many_streams_each_as_the_full_protocol_gives_it(
+    http: TestClient,
+) -> None:
+    expected = {name: _chunks(_full_replies(http, name)) for name in ("s1", "s2", "s3")}
+    got: dict[str, list[Any]] = {name: [] for name in expected}
+    with http.websocket_connect(CHAT_PATH + "/ws") as socket:
+        for step in range(len(CHUNKS)):
+            for name in expected:
+                socket.send_text(_socket_message(name, step, step == 0))
+                reply = json.loads(socket.receive_text())
+                assert (reply["request_id"], reply["index"]) == (name, 0)
+                reply["chunk"]["created"] = 0
+                got[name].append(reply["chunk"])
+    for name, chunks in expected.items():
+        for chunk in chunks:
+            chunk["created"] = 0
+        assert got[name] == chunks
+
+
+def test_a_bad_message_answers_its_stream_and_the_connection_stays(http: TestClient) -> None:
+    with http.websocket_connect(CHAT_PATH + "/ws") as socket:
+        socket.send_text(_socket_message("good", 0, True))
+        assert "chunk" in json.loads(socket.receive_text())
+        socket.send_text("{not json")
+        error = json.loads(socket.receive_text())
+        assert error["request_id"] is None and error["error"]["code"] == 400
+        socket.send_text(_socket_message("unknown", 1, False))
+        error = json.loads(socket.receive_text())
+        assert error["request_id"] == "unknown"
+        assert error["error"]["code"] == "stream_state_required"
+        bad = json.loads(_socket_message("bad", 0, True))
+        bad["generate_chunk"]["choices"][0]["token_ids"] = [-5]
+        socket.send_text(json.dumps(bad))
+        assert json.loads(socket.receive_text())["error"]["code"] == 400
+        socket.send_text(_socket_message("good", 1, False))
+        assert "chunk" in json.loads(socket.receive_text())
+
+
+def test_a_failure_inside_a_parser_answers_a_500_on_its_stream_alone(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app(PARSED)
+    with TestClient(app) as http, http.websocket_connect(CHAT_PATH + "/ws") as socket:
+        socket.send_text(_socket_message("first", 0, True))
+        assert "chunk" in json.loads(socket.receive_text())
+
+        def explode(*args: object) -> None:
+            raise RuntimeError("parser bug")
+
+        with monkeypatch.context() as patch, caplog.at_level(logging.ERROR, "derender_server"):
+            patch.setattr(StreamSession, "feed", explode)
+            socket.send_text(_socket_message("first", 1, False))
+            error = json.loads(socket.receive_text())
+        assert error["error"] == {
+            "message": "internal error while derendering",
+            "type": "InternalServerError",
+            "param": None,
+            "code": 500,
+        }
+        assert internal_errors(app) == 1 and "first" in caplog.records[-1].getMessage()
+        socket.send_text(_socket_message("second", 0, True))
+        assert "chunk" in json.loads(socket.receive_text())
+
+
+def test_a_connection_refuses_a_stream_past_its_bound(make_app: AppFactory) -> None:
+    http = TestClient(make_app([*PARSED, "--ws-max-streams", "2"]))
+    with http, http.websocket_connect(CHAT_PATH + "/ws") as socket:
+        for name in ("a", "b", "c"):
+            socket.send_text(_socket_message(name, 0, True))
+            reply = json.loads(socket.receive_text())
+        assert "--ws-max-streams" in reply["error"]["message"]
+        socket.send_text(_socket_message("a", 1, False))  # still open
+        assert "chunk" in json.loads(socket.receive_text())
+
+
+def test_an_oversized_message_is_refused_on_its_own(make_app: AppFactory) -> None:
+    http = TestClient(make_app([*PARSED, "--max-request-bytes", "2000"]))
+    with http, http.websocket_connect(CHAT_PATH + "/ws") as socket:
+        large = json.loads(_socket_message("big", 0, True))
+        large["prompt_token_ids"] = [198] * 1000
+        socket.send_text(json.dumps(large))
+        reply = json.loads(socket.receive_text())
+        assert reply["error"]["code"] == 413 and reply["request_id"] == "big"
+        socket.send_text(_socket_message("small", 0, True))
+        assert "chunk" in json.loads(socket.receive_text())
+
+
+def test_completions_stream_over_a_connection_as_over_http(make_app: AppFactory) -> None:
+    path = "/v1/completions/derender"
+    messages = [
+        {"generate_chunk": _chunk("k1", step)} for step in range(len(CHUNKS))
+    ]  # fmt: skip
+    messages[0]["completion_request"] = {"prompt": "Hi"}
+    messages[0]["prompt_token_ids"] = list(DEMO_PROMPT_IDS)
+    with TestClient(make_app([])) as http:
+        expected, state = [], None
+        for message in messages:
+            body = {"stream": True, **messages[0], **message}
+            if state is not None:
+                body["stream_state"] = state
+            reply = http.post(path, json=body).json()
+            state = reply["stream_state"]
+            expected.append(reply["chunk"] | {"created": 0})
+        with http.websocket_connect(path + "/ws") as socket:
+            got = []
+            for message in messages:
+                socket.send_text(json.dumps(message))
+                got.append(json.loads(socket.receive_text())["chunk"] | {"created": 0})
+    assert got == expected
+
+
+def test_the_handshake_needs_the_api_key_and_an_idle_connection_is_closed() -> None:
+    flags = (*PARSED, "--api-key", "sesame", "--ws-idle-timeout", "0.5")
+    with serving(*flags) as base:
+        url = "ws" + base.removeprefix("http") + CHAT_PATH + "/ws"
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url).close()
+        assert refused.value.response.status_code == 403
+        with pytest.raises(InvalidStatus):
+            connect(url.replace("/ws", "/nope")).close()
+        headers = {"Authorization": "Bearer sesame"}
+        with connect(url, additional_headers=headers) as socket:
+            socket.send(_socket_message("idle", 0, True))
+            assert "chunk" in json.loads(socket.recv(timeout=30))
+            with pytest.raises(ConnectionClosed) as closed:
+                socket.recv(timeout=30)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        client = DerenderClient(base, "websocket", api_key="sesame")
+        stream = client.stream("keyed", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+        assert len(_send_all(stream)) == len(CHUNKS)
+        client.close()
+        assert httpx.get(base + "/metrics", headers=headers).text.count('mode="socket"') >= 1
