@@ -12,6 +12,8 @@ from app.protocol import (
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
     ChatStreamReply,
+    CompactChatStreamRequest,
+    CompactStreamState,
     Completion,
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
@@ -27,6 +29,19 @@ _ERRORS = {
     "401": "the API key is missing or wrong (only with --api-key)",
     "404": "the model is not served",
     "413": "the body is over --max-request-bytes",
+}
+_STATE_REQUIRED = (
+    "(X-Derender-State: compact) no live session continues the compact stream_state sent: "
+    "re-send the chunk in full; error.code is stream_state_required"
+)
+_COMPACT_HEADER = {
+    "name": "X-Derender-State",
+    "in": "header",
+    "required": False,
+    "description": "compact: a parsed chat stream's replies carry a CompactStreamState, and "
+    "its chunks may send one back without prompt_token_ids and chat_request "
+    "(docs/transports.md)",
+    "schema": {"type": "string", "enum": ["compact"]},
 }
 
 
@@ -55,6 +70,17 @@ def _derender(summary: str, requests: list[str], replies: list[str]) -> dict[str
     }
 
 
+def _compact(path: dict[str, Any]) -> dict[str, Any]:
+    """The chat path with the compact state's header, request and 409."""
+    post = path["post"]
+    post["parameters"] = [_COMPACT_HEADER]
+    post["requestBody"]["content"]["application/json"]["schema"]["oneOf"].append(
+        _ref("CompactChatStreamRequest")
+    )
+    post["responses"]["409"] = _json(_ref("ErrorBody"), _STATE_REQUIRED)
+    return path
+
+
 def _get(summary: str, content: dict[str, Any] | None, secured: bool) -> dict[str, Any]:
     response: dict[str, Any] = {"description": summary}
     if content is not None:
@@ -81,6 +107,8 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
             CompletionStreamReply,
             ErrorBody,
             StreamState,
+            CompactChatStreamRequest,
+            CompactStreamState,
         ],
         ref_template=_REF,
     )
@@ -97,10 +125,12 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
             "(vLLM 0.33.0's derender API).",
         },
         "paths": {
-            "/v1/chat/completions/derender": _derender(
-                "A generate response into a chat completion, or one streamed chunk",
-                ["ChatDerenderRequest", "ChatStreamDerenderRequest"],
-                ["ChatCompletion", "ChatStreamReply"],
+            "/v1/chat/completions/derender": _compact(
+                _derender(
+                    "A generate response into a chat completion, or one streamed chunk",
+                    ["ChatDerenderRequest", "ChatStreamDerenderRequest"],
+                    ["ChatCompletion", "ChatStreamReply"],
+                )
             ),
             "/v1/completions/derender": _derender(
                 "Generate responses into a text completion, or one streamed chunk",
