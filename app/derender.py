@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from typing import TypedDict
 
 from app.detokenizer import DecodeWindow, Detokenizer
 from app.logprobs import LogprobResolver, chat_top_limit, completion_top_limit
@@ -20,10 +21,14 @@ from app.protocol import (
     ChatRequest,
     ChatStreamChoice,
     ChatStreamDerenderRequest,
+    CompletionChunk,
     CompletionRequest,
+    CompletionStreamChoice,
+    CompletionStreamDerenderRequest,
     DecodeOptions,
     GenerateChunk,
     GenerateLogProbs,
+    PerRequestMetrics,
     StopReason,
     StreamState,
     Usage,
@@ -159,6 +164,32 @@ def stream_usage(chunk: GenerateChunk, prompt_tokens: int | None) -> Usage | Non
     return Usage.of(prompt, chunk.usage.completion_tokens or 0)
 
 
+class ChunkEnvelope(TypedDict):
+    """The fields a streamed chunk of either kind takes from its request, not its choices."""
+
+    id: str
+    created: int
+    model: str
+    usage: Usage | None
+    system_fingerprint: None
+    metrics: PerRequestMetrics | None
+
+
+def chunk_envelope(
+    request: ChatStreamDerenderRequest | CompletionStreamDerenderRequest, model: str
+) -> ChunkEnvelope:
+    """What chat and completion chunks alike carry around their choices."""
+    chunk = request.generate_chunk
+    return ChunkEnvelope(
+        id=chunk.request_id,
+        created=int(time.time()),
+        model=model,
+        usage=stream_usage(chunk, request.prompt_tokens),
+        system_fingerprint=None,
+        metrics=chunk.metrics,
+    )
+
+
 def chat_chunk(
     request: ChatStreamDerenderRequest,
     model: str,
@@ -166,16 +197,20 @@ def chat_chunk(
     return_token_ids: bool,
 ) -> ChatCompletionChunk:
     """A streamed chat chunk around its choices."""
-    chunk = request.generate_chunk
+    prompt_token_ids = request.generate_chunk.prompt_token_ids if return_token_ids else None
     return ChatCompletionChunk(
-        id=chunk.request_id,
         object="chat.completion.chunk",
-        created=int(time.time()),
-        model=model,
         choices=choices,
-        usage=stream_usage(chunk, request.prompt_tokens),
-        system_fingerprint=None,
-        prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
+        prompt_token_ids=prompt_token_ids,
         prompt_text=None,
-        metrics=chunk.metrics,
+        **chunk_envelope(request, model),
+    )
+
+
+def completion_chunk(
+    request: CompletionStreamDerenderRequest, model: str, choices: list[CompletionStreamChoice]
+) -> CompletionChunk:
+    """A streamed completion chunk around its choices."""
+    return CompletionChunk(
+        object="text_completion", choices=choices, **chunk_envelope(request, model)
     )

@@ -7,19 +7,19 @@ one-shot text.
 
 from __future__ import annotations
 
-import time
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 import msgspec
 
 from app.derender import (
     chat_chunk,
     chat_top_logprobs,
+    completion_chunk,
     completion_top_logprobs,
     drop_stop_token,
     resolve_stream_logprobs,
     skip_special_tokens,
-    stream_usage,
 )
 from app.detokenizer import DecodeWindow, Detokenizer
 from app.logprobs import context_tail, to_completion_logprobs
@@ -48,18 +48,23 @@ class _Decoded(NamedTuple):
     logprobs: ChatLogProbs | None
 
 
-def _advanced(
-    state: StreamState, window: DecodeWindow, token_ids: list[int], **changes: Any
-) -> StreamState:
-    """``state`` past a choice's tokens: the window where decoding left it, the logprob
-    context grown by the tokens, and ``changes``."""
+_Choice = TypeVar("_Choice", ChatStreamChoice, CompletionStreamChoice)
+
+# What a stream kind makes of one decoded choice: its reply choice, and the carried
+# state with that kind's own fields moved past it (the window and the logprob context
+# move alike for every kind, in ``_advanced``).
+_Reply = Callable[[GenerateStreamChoice, _Decoded, StreamState], tuple[_Choice, StreamState]]
+
+
+def _advanced(state: StreamState, window: DecodeWindow, token_ids: list[int]) -> StreamState:
+    """``state`` past a choice's tokens: the window where decoding left it, and the
+    logprob context grown by the tokens."""
     return msgspec.structs.replace(
         state,
         prev_tokens=window.prev_tokens,
         prefix_offset=window.prefix_offset,
         read_offset=window.read_offset,
         logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
-        **changes,
     )
 
 
@@ -102,50 +107,65 @@ class PlainStreamDerenderer:
         logprobs = resolve_stream_logprobs(self.tokenizer, choice.logprobs, state, top_limit)
         return _Decoded(token_ids, text, stop_reason, logprobs)
 
+    def _decode_choices(
+        self,
+        request: ChatStreamDerenderRequest | CompletionStreamDerenderRequest,
+        options: DecodeOptions | None,
+        top_limit: int | None,
+        reply: _Reply[_Choice],
+    ) -> tuple[list[_Choice], StreamState]:
+        """Each choice decoded in turn from the carried window, ``reply`` making its reply
+        choice; the state that comes out is past all of them."""
+        chunk = request.generate_chunk
+        skip = skip_special_tokens(options)
+        state, window = self._window(request.stream_state, request.prompt_token_ids, chunk, skip)
+        choices: list[_Choice] = []
+        for choice in chunk.choices:
+            decoded = self._decode(choice, state, window, skip, options, top_limit)
+            made, state = reply(choice, decoded, state)
+            choices.append(made)
+            state = _advanced(state, window, decoded.token_ids)
+        return choices, state
+
     def chat(
         self, request: ChatStreamDerenderRequest, model: str
     ) -> tuple[ChatCompletionChunk, StreamState]:
         """One streamed chat chunk and the state its reply carries."""
-        chunk = request.generate_chunk
-        chat_request = request.chat_request
-        skip = skip_special_tokens(chat_request)
-        state, window = self._window(request.stream_state, request.prompt_token_ids, chunk, skip)
-        return_token_ids = bool(chat_request is not None and chat_request.return_token_ids)
-        top_limit = chat_top_logprobs(chat_request)
-        choices = []
-        for choice in chunk.choices:
-            decoded = self._decode(choice, state, window, skip, chat_request, top_limit)
+        options = request.chat_request
+        return_token_ids = bool(options is not None and options.return_token_ids)
+
+        def reply(
+            choice: GenerateStreamChoice, decoded: _Decoded, state: StreamState
+        ) -> tuple[ChatStreamChoice, StreamState]:
             delta = DeltaMessage(
                 role=None if state.role_sent else "assistant",
                 content=decoded.text or None,
                 reasoning=None,
             )
-            state = _advanced(state, window, decoded.token_ids, role_sent=True)
-            choices.append(
-                ChatStreamChoice(
-                    index=choice.index,
-                    delta=delta,
-                    logprobs=decoded.logprobs,
-                    finish_reason=choice.finish_reason,
-                    stop_reason=decoded.stop_reason,
-                    token_ids=choice.token_ids if return_token_ids else None,
-                )
+            made = ChatStreamChoice(
+                index=choice.index,
+                delta=delta,
+                logprobs=decoded.logprobs,
+                finish_reason=choice.finish_reason,
+                stop_reason=decoded.stop_reason,
+                token_ids=choice.token_ids if return_token_ids else None,
             )
+            return made, msgspec.structs.replace(state, role_sent=True)
+
+        choices, state = self._decode_choices(request, options, chat_top_logprobs(options), reply)
         return chat_chunk(request, model, choices, return_token_ids), state
 
     def completion(
         self, request: CompletionStreamDerenderRequest, model: str
     ) -> tuple[CompletionChunk, StreamState]:
         """One streamed completion chunk and the state its reply carries."""
-        chunk = request.generate_chunk
         options = request.completion_request
-        skip = skip_special_tokens(options)
-        state, window = self._window(request.stream_state, request.prompt_token_ids, chunk, skip)
         return_token_ids = bool(options is not None and options.return_token_ids)
-        top_limit = completion_top_logprobs(options)
-        choices = []
-        for choice in chunk.choices:
-            decoded = self._decode(choice, state, window, skip, options, top_limit)
+        prompt_token_ids = request.generate_chunk.prompt_token_ids if return_token_ids else None
+
+        def reply(
+            choice: GenerateStreamChoice, decoded: _Decoded, state: StreamState
+        ) -> tuple[CompletionStreamChoice, StreamState]:
             logprobs = None
             text_offset = state.logprob_text_offset + len(decoded.text)
             if decoded.logprobs is not None and choice.logprobs is not None:
@@ -154,32 +174,17 @@ class PlainStreamDerenderer:
                 )
                 if logprobs.tokens:
                     text_offset = logprobs.text_offset[-1] + len(logprobs.tokens[-1])
-            state = _advanced(state, window, decoded.token_ids, logprob_text_offset=text_offset)
-            choices.append(
-                CompletionStreamChoice(
-                    index=choice.index,
-                    text=decoded.text,
-                    logprobs=logprobs,
-                    finish_reason=choice.finish_reason,
-                    stop_reason=decoded.stop_reason,
-                    prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
-                    token_ids=choice.token_ids if return_token_ids else None,
-                )
+            made = CompletionStreamChoice(
+                index=choice.index,
+                text=decoded.text,
+                logprobs=logprobs,
+                finish_reason=choice.finish_reason,
+                stop_reason=decoded.stop_reason,
+                prompt_token_ids=prompt_token_ids,
+                token_ids=choice.token_ids if return_token_ids else None,
             )
-        return self._completion_chunk(request, model, choices), state
+            return made, msgspec.structs.replace(state, logprob_text_offset=text_offset)
 
-    @staticmethod
-    def _completion_chunk(
-        request: CompletionStreamDerenderRequest, model: str, choices: list[CompletionStreamChoice]
-    ) -> CompletionChunk:
-        chunk = request.generate_chunk
-        return CompletionChunk(
-            id=chunk.request_id,
-            object="text_completion",
-            created=int(time.time()),
-            model=model,
-            choices=choices,
-            usage=stream_usage(chunk, request.prompt_tokens),
-            system_fingerprint=None,
-            metrics=chunk.metrics,
-        )
+        top_limit = completion_top_logprobs(options)
+        choices, state = self._decode_choices(request, options, top_limit, reply)
+        return completion_chunk(request, model, choices), state
