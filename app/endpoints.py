@@ -12,6 +12,7 @@ from app.body import Received, decode_body
 from app.chunk_path import ParsedChunks, json_response
 from app.compact import read_compact
 from app.compact_path import CompactChunks
+from app.errors import BadRequest
 from app.pieces import free_in_slices
 from app.protocol import (
     BodyView,
@@ -35,6 +36,11 @@ from app.validation import (
     validate_completion_stream,
 )
 
+COMPACT_WITHOUT_HEADER = (
+    "stream_state is a compact state (it has output_digest): send it with the header "
+    "X-Derender-State: compact, or send the full state (docs/transports.md)."
+)
+
 
 class ChatEndpoint:
     """``POST /v1/chat/completions/derender``: one-shot, or one streamed chunk."""
@@ -50,7 +56,9 @@ class ChatEndpoint:
         if not view.stream:
             encoded = await self.service.run_one_shot(body, self._one_shot, body, view)
             return Response(encoded, media_type="application/json")
-        if self.parsed and received.compact and self._carries_compact(view):
+        if self.parsed and self._carries_compact(view):
+            if not received.compact:  # read as a full state it would lose its history
+                raise BadRequest(COMPACT_WITHOUT_HEADER, "stream_state")
             return await self.compact.answer(received)
         if self.parsed and self.service.store.cache.enabled and not received.compact:
             continued = await self.chunks.continue_echoed(received)
@@ -74,6 +82,8 @@ class ChatEndpoint:
     def _carries_compact(view: BodyView) -> bool:
         """Whether the chunk's state is a compact one; a malformed state is left to the
         full path, whose decoding says what is wrong with it."""
+        if b'"output_digest"' not in bytes(view.stream_state):
+            return False
         try:
             return read_compact(view.stream_state) is not None
         except msgspec.DecodeError:

@@ -25,7 +25,6 @@ from app.service import DerenderService
 from app.session_store import StreamKey
 from app.socket_streams import Lane, OpenStream, SocketChunk, SocketReply
 
-
 SOCKET_SUFFIX = "/ws"
 # A client's close code when the server goes away (the idle timeout's close).
 GOING_AWAY = 1001

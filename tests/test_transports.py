@@ -133,6 +133,14 @@ def test_a_compact_state_that_differs_from_the_sessions_is_a_409(
     assert reply.status_code == 409, reply.text
 
 
+def test_a_compact_state_without_the_header_is_refused(http: TestClient) -> None:
+    """Read as a full state it would have no history: the stream would start over."""
+    state = _compact_stream(http, "c8", 2)
+    reply = http.post(CHAT_PATH, json=_body("c8", 2, state))
+    assert reply.status_code == 400
+    assert "X-Derender-State: compact" in reply.json()["error"]["message"]
+
+
 def test_a_compact_chunk_with_another_streams_context_is_a_409(http: TestClient) -> None:
     state = _compact_stream(http, "c5", 2)
     body = _body("c5", 2, state) | {
