@@ -20,6 +20,7 @@ from app.protocol import (
     BodyView,
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
+    CompactChatStreamRequest,
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
 )
@@ -33,6 +34,7 @@ _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _BODY_KINDS: dict[type[Any], tuple[str, bool]] = {
     ChatDerenderRequest: (body_errors.CHAT, False),
     ChatStreamDerenderRequest: (body_errors.CHAT, True),
+    CompactChatStreamRequest: (body_errors.CHAT, True),
     CompletionDerenderRequest: (body_errors.COMPLETIONS, False),
     CompletionStreamDerenderRequest: (body_errors.COMPLETIONS, True),
 }
@@ -92,16 +94,18 @@ def decode_body(body: bytes, kind: type[T], endpoint: str = body_errors.CHAT) ->
 @dataclass(frozen=True, slots=True)
 class Received:
     """A derender POST as its endpoint gets it: the body, one cheap view of its fields,
-    the stream id header, and the history arrays when they were lifted out of the
+    the stream id header, whether the client asked for compact states
+    (docs/transports.md), and the history arrays when they were lifted out of the
     view's ``stream_state`` (app/state_json.py)."""
 
     body: bytes
     view: BodyView
     stream_id: str | None
+    compact: bool = False
     history: LiftedHistory | None = None
 
 
-def received(body: bytes, endpoint: str, stream_id: str | None) -> Received:
+def received(body: bytes, endpoint: str, stream_id: str | None, compact: bool = False) -> Received:
     """The body viewed once. A streamed chunk's history is lifted out first, so the view
     costs no more for a long stream than for a short one; a body that does not decode
     lifted is viewed whole (and refused, if it is not JSON, as it is)."""
@@ -110,8 +114,8 @@ def received(body: bytes, endpoint: str, stream_id: str | None) -> Received:
         with contextlib.suppress(msgspec.DecodeError, RecursionError):
             view = _view_decoder.decode(lifted[0])
             if view.stream:
-                return Received(body, view, stream_id, lifted[1])
-    return Received(body, decode_body(body, BodyView, endpoint), stream_id)
+                return Received(body, view, stream_id, compact, lifted[1])
+    return Received(body, decode_body(body, BodyView, endpoint), stream_id, compact)
 
 
 _view_decoder = msgspec.json.Decoder(BodyView)

@@ -10,12 +10,14 @@ the carried state; anything else takes the full path.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import msgspec
 from msgspec import Raw
 from starlette.responses import Response
 
 from app.body import Received
+from app.compact import compact_of
 from app.errors import DerenderError
 from app.protocol import (
     BodyView,
@@ -48,6 +50,15 @@ RESTART_WARNING = (
 )
 
 
+class Found(NamedTuple):
+    """A chunk's session as the store gave it, and the tokens its derendering reads."""
+
+    key: StreamKey
+    fingerprint: Fingerprint | None
+    acquired: Acquired
+    tokens: int
+
+
 def json_response(value: object) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
 
@@ -61,7 +72,7 @@ class ParsedChunks:
         self.limits = service.limits
         self.metrics = service.metrics
 
-    def _fingerprint(self, view: BodyView) -> Fingerprint:
+    def fingerprint(self, view: BodyView) -> Fingerprint:
         digest = self.service.settings_digest
         return Fingerprint(digest, view.chat_request, view.prompt_token_ids)
 
@@ -87,7 +98,7 @@ class ParsedChunks:
         except (msgspec.DecodeError, DerenderError):
             return None
         key = (chunk.request_id, chunk.choices[0].index)
-        fingerprint = self._fingerprint(view)
+        fingerprint = self.fingerprint(view)
         delta = chunk_tokens(chunk)
 
         def fits(session: StreamSession) -> bool:
@@ -98,26 +109,38 @@ class ParsedChunks:
         session = self.store.acquire_echoed(key, fingerprint, sent, received.history, fits)
         if session is None:
             return None
-        assert session.answered is not None
-        request = msgspec.structs.replace(
-            session.answered, generate_chunk=chunk, model=requested, prompt_tokens=prompt_tokens
-        )
+        request = session.request_for(chunk, requested, prompt_tokens)
         acquired = Acquired(session, Source.HIT)
-        return await self._answer(request, model, key, fingerprint, acquired, delta)
+        return await self.respond(request, model, key, fingerprint, acquired, delta)
 
     async def answer(
-        self, request: ChatStreamDerenderRequest, model: str, view: BodyView
+        self, request: ChatStreamDerenderRequest, model: str, view: BodyView, compact: bool
     ) -> Response:
-        """A chunk on the full path: its session from the store, else a replay."""
+        """A chunk on the full path: its session from the store, else a replay. With
+        ``compact``, its reply carries a compact state, and the sessions it may continue
+        are those kept under one (docs/transports.md)."""
+        found = await self.find(request, view, compact)
+        response = await self.respond(request, model, *found, compact)
+        # No state, same request, live stream: a restart or a forgotten state.
+        if found.acquired.miss is Miss.HISTORY and request.stream_state is None:
+            self._report_restart(found.key, response)
+        return response
+
+    async def find(
+        self, request: ChatStreamDerenderRequest, view: BodyView, compact: bool
+    ) -> Found:
+        """The session of a chunk on the full path, from the store (None: it replays),
+        and what its derendering costs in tokens."""
         chunk = request.generate_chunk
         key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
         history = len(request.stream_state.output_token_ids) if request.stream_state else 0
-        fingerprint = None
+        fingerprint = self.fingerprint(view) if compact else None
         acquired = Acquired(None, Source.MISS)
         # A usage-only chunk needs no session.
         if chunk.choices and self.store.enabled:
-            fingerprint = self._fingerprint(view)
-            carried = encoder.encode(request.stream_state)
+            fingerprint = fingerprint or self.fingerprint(view)
+            state = request.stream_state or StreamState()
+            carried = encoder.encode(compact_of(state, fingerprint.digest) if compact else state)
             acquired = await self.store.acquire(
                 key,
                 fingerprint,
@@ -131,12 +154,7 @@ class ParsedChunks:
                 self.metrics.replays.inc()
                 self.metrics.replayed_tokens.inc(history)
         delta = chunk_tokens(chunk)
-        tokens = delta if acquired.session else delta + history
-        response = await self._answer(request, model, key, fingerprint, acquired, tokens)
-        # No state, same request, live stream: a restart or a forgotten state.
-        if acquired.miss is Miss.HISTORY and request.stream_state is None:
-            self._report_restart(key, response)
-        return response
+        return Found(key, fingerprint, acquired, delta if acquired.session else delta + history)
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
@@ -148,7 +166,7 @@ class ParsedChunks:
         reply, state = self.service.parsed_stream.chunk(request, model, session)
         return reply, state, session
 
-    async def _answer(
+    async def respond(
         self,
         request: ChatStreamDerenderRequest,
         model: str,
@@ -156,28 +174,19 @@ class ParsedChunks:
         fingerprint: Fingerprint | None,
         acquired: Acquired,
         tokens: int,
+        compact: bool = False,
     ) -> Response:
-        """Feed the chunk to its session and reply.
+        """Feed the chunk to its session and reply, with a compact state if ``compact``.
 
         The session is checked out while the chunk is processed, so a concurrent
         duplicate replays instead of sharing it. Unless this chunk ends the stream
         or fails, the store keeps it for the next chunk.
         """
         chunk = request.generate_chunk
-        try:
-            reply, state, session = await self.service.run(
-                tokens, self._derender, request, model, acquired.session
-            )
-        except BaseException:
-            # Any failure or cancellation drops the checked-out session; the error itself
-            # is re-raised and answered as ours (a logged 500).
-            if fingerprint is not None:
-                await self.store.drop(key, fingerprint, Eviction.ERROR)
-            raise
-        if session is not None:
-            ids, lens = session.history_json()  # ready JSON: the history is not re-encoded
-            state = msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
-        carried = encoder.encode(state)
+        reply, state, session = await self.derendered(
+            request, model, key, fingerprint, acquired, tokens
+        )
+        carried = self.carried(state, session, fingerprint if compact else None)
         if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
                 await self.store.drop(key, fingerprint, Eviction.FINISHED)
@@ -187,6 +196,41 @@ class ParsedChunks:
         if chunk.choices:
             response.headers["x-derender-cache"] = acquired.source
         return response
+
+    async def derendered(
+        self,
+        request: ChatStreamDerenderRequest,
+        model: str,
+        key: StreamKey,
+        fingerprint: Fingerprint | None,
+        acquired: Acquired,
+        tokens: int,
+    ) -> tuple[ChatCompletionChunk, StreamState, StreamSession | None]:
+        """The chunk fed to the acquired session (or a replay). Any failure or
+        cancellation drops the checked-out session; the error itself is re-raised and
+        answered as ours (a logged 500)."""
+        try:
+            return await self.service.run(tokens, self._derender, request, model, acquired.session)
+        except BaseException:
+            if fingerprint is not None:
+                await self.store.drop(key, fingerprint, Eviction.ERROR)
+            raise
+
+    @staticmethod
+    def carried(
+        state: StreamState, session: StreamSession | None, compact_under: Fingerprint | None
+    ) -> bytes:
+        """The encoded state a reply carries: the full one, its history from the
+        session's ready JSON (never encoded again), or with ``compact_under`` the
+        compact one, its history named under that fingerprint."""
+        if compact_under is not None:
+            if session is None:  # a usage-only chunk
+                return encoder.encode(compact_of(state, compact_under.digest))
+            return encoder.encode(session.compact_state(state, compact_under))
+        if session is not None:
+            ids, lens = session.history_json()
+            state = msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
+        return encoder.encode(state)
 
     def _report_restart(self, key: StreamKey, response: Response) -> None:
         """Say that a chunk without ``stream_state`` started a live stream over.

@@ -260,6 +260,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest one-shot response sent; a larger one is refused with a 400",
     )
     parser.add_argument(
+        "--ws-max-streams",
+        type=_positive_int,
+        default=_DEFAULTS.ws_max_streams,
+        help="open streams one WebSocket connection may carry; one more is refused",
+    )
+    parser.add_argument(
+        "--ws-idle-timeout",
+        type=_positive_float,
+        default=_DEFAULTS.ws_idle_timeout,
+        help="seconds a WebSocket connection may go without a message before it is closed",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -304,6 +316,8 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         redis_timeout_ms=args.redis_timeout_ms,
         redis_max_snapshot_bytes=args.redis_max_snapshot_bytes,
         max_response_bytes=args.max_response_bytes,
+        ws_max_streams=args.ws_max_streams,
+        ws_idle_timeout=args.ws_idle_timeout,
     )
     return ServerOptions(
         settings,
@@ -350,5 +364,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level=options.log_level,
         access_log=options.access_log,
         loop="uvloop",
+        # A frame over the request limit is refused by the app as one stream's error
+        # (the connection stays); uvicorn's own limit, beyond it, closes the connection.
+        ws_max_size=options.settings.max_request_bytes + 1024 * 1024,
         http=limited_http(options.header_timeout, options.body_timeout, options.max_connections),
     )

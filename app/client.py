@@ -1,28 +1,48 @@
-"""Drive one streamed chat through a derender tier, as an orchestrator does.
+"""Drive streamed chats through a derender tier, as an orchestrator does, in any of the
+three transports of docs/transports.md.
 
-Each generate chunk is one POST to ``/v1/chat/completions/derender``. The reply's
-``stream_state`` goes into the next call byte for byte (it is never decoded into
-objects and rebuilt), and every call carries ``X-Derender-Stream-Id`` so a balancer
-hashing on it keeps the stream on the process that holds its session.
+- ``full``: the vLLM protocol. Each chunk is one POST carrying the context and the
+  previous reply's ``stream_state``, passed on byte for byte (never decoded and rebuilt).
+- ``compact``: the same POSTs with ``X-Derender-State: compact``. The client keeps its
+  stream's history and sends only the compact state; a ``409 stream_state_required``
+  (a replica without the session) is answered by re-sending that chunk in full.
+- ``websocket``: one connection carries every stream of the client, a message per chunk;
+  a dropped connection is re-opened (through the balancer: any replica) and each stream
+  resumes on it with its full state.
 
-    python -m app.client http://127.0.0.1:8000     # a short demo stream, chunk by chunk
+Every HTTP call carries ``X-Derender-Stream-Id`` so a balancer hashing on it keeps the
+stream on the process that holds its session; a WebSocket handshake carries the client's
+own id in it.
+
+    python -m app.client http://127.0.0.1:8000 --mode compact   # a short demo stream
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import secrets
 import sys
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, get_args
 
 import httpx
 import msgspec
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
 
 from app.routing import STREAM_ID_HEADER
 
 CHAT_PATH = "/v1/chat/completions/derender"
+SOCKET_PATH = CHAT_PATH + "/ws"
 CACHE_HEADER = "x-derender-cache"
+STATE_HEADER = "X-Derender-State"
+STATE_REQUIRED = "stream_state_required"
+
+Mode = Literal["full", "compact", "websocket"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 # The demo stream, Qwen3 token ids for a chat that says "Hi": the prompt as the chat
 # template renders it, and an output with reasoning and an answer.
@@ -33,11 +53,34 @@ DEMO_OUTPUT_IDS = (
 )  # fmt: skip
 
 
-class _Reply(msgspec.Struct):
+class Reply(msgspec.Struct):
+    """One chunk's reply: its bytes as they came (an HTTP body or a WebSocket message),
+    the chunk, the ``stream_state`` it carries and where its session came from."""
+
+    body: bytes
+    chunk: dict[str, Any]
     stream_state: msgspec.Raw
+    cache: str | None = None
 
 
-_decode_reply = msgspec.json.Decoder(_Reply).decode
+class ReplyError(Exception):
+    """A chunk the server refused or failed: its HTTP status (or the error's ``code``
+    on a WebSocket) and the OpenAI-style error body."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        super().__init__(f"derender replied {status}: {body[:500].decode(errors='replace')}")
+        self.status = status
+        self.body = body
+
+
+class _Decoded(msgspec.Struct):
+    chunk: dict[str, Any] | None = None
+    stream_state: msgspec.Raw = msgspec.Raw(b"null")
+    error: dict[str, Any] | None = None
+
+
+_decode = msgspec.json.Decoder(_Decoded).decode
+_decode_state = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 def split(token_ids: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
@@ -54,61 +97,237 @@ def split(token_ids: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
     return chunks
 
 
-class ChatStream:
-    """One stream: its request id, what every chunk repeats, and the state to thread.
+def full_state(state: bytes, token_ids: Sequence[int], chunk_lens: Sequence[int]) -> bytes:
+    """The vLLM state a compact one stands for, given the stream's history: the history's
+    length and digest give way to the two lists, where they stood."""
+    compact = _decode_state(state)
+    if "output_digest" not in compact:
+        return state
+    rebuilt: dict[str, Any] = {}
+    for name, value in compact.items():
+        if name == "output_tokens":
+            rebuilt["output_token_ids"] = list(token_ids)
+            rebuilt["output_chunk_lens"] = list(chunk_lens)
+        elif name != "output_digest":
+            rebuilt[name] = value
+    return msgspec.json.encode(rebuilt)
 
-    ``route=False`` leaves the header off, as a client unaware of the convention
-    would; the responses are the same, only the balancer can no longer keep the
-    stream on one process.
+
+class DerenderClient:
+    """A client of a derender tier in one transport ``mode``; ``stream`` starts a stream.
+
+    ``route=False`` leaves the routing header off, as a client unaware of the convention
+    would; the replies are the same, only the balancer can no longer keep a stream on one
+    process. ``resends`` counts chunks re-sent in full after a 409, ``reconnects`` the
+    WebSocket connections re-opened after a drop. ``http``: an httpx client to post
+    through instead of the client's own (a test's in-process one, say).
     """
 
     def __init__(
         self,
-        http: httpx.Client,
+        url: str,
+        mode: Mode = "full",
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        route: bool = True,
+        http: httpx.Client | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
+        self.url = url.rstrip("/")
+        self.mode = mode
+        self.route = route
+        self.timeout = timeout
+        self.headers = {"content-type": "application/json"}
+        if api_key:
+            self.headers["authorization"] = f"Bearer {api_key}"
+        self.http = http or httpx.Client(base_url=self.url, timeout=timeout)
+        self.resends = 0
+        self.reconnects = 0
+        self._socket: ClientConnection | None = None
+        self._socket_scope = contextlib.ExitStack()
+        self.connection = 0  # counts the WebSocket connections opened
+        self._socket_id = secrets.token_hex(8)
+
+    def stream(
+        self,
         request_id: str,
         *,
         chat_request: dict[str, Any],
         prompt_token_ids: Sequence[int],
-        route: bool = True,
-    ) -> None:
-        self.http = http
-        self.request_id = request_id
-        self._chat_request = msgspec.Raw(msgspec.json.encode(chat_request))
-        self._prompt_token_ids = msgspec.Raw(msgspec.json.encode(list(prompt_token_ids)))
-        self._headers = {"content-type": "application/json"}
-        if route:
-            self._headers[STREAM_ID_HEADER] = request_id
-        self._state: msgspec.Raw | None = None
+        index: int = 0,
+    ) -> ChatStream:
+        return ChatStream(self, request_id, chat_request, prompt_token_ids, index)
 
-    def send(self, token_ids: Sequence[int], finish_reason: str | None = None) -> httpx.Response:
-        """Derender one generate chunk; raises ``httpx.HTTPStatusError`` on an error reply."""
-        choice = {"index": 0, "token_ids": list(token_ids), "finish_reason": finish_reason}
-        body: dict[str, Any] = {
-            "stream": True,
-            "generate_chunk": {"request_id": self.request_id, "choices": [choice]},
-            "chat_request": self._chat_request,
-            "prompt_token_ids": self._prompt_token_ids,
+    def post(self, body: bytes, request_id: str, compact: bool) -> httpx.Response:
+        headers = dict(self.headers)
+        if self.route:
+            headers[STREAM_ID_HEADER] = request_id
+        if compact:
+            headers[STATE_HEADER] = "compact"
+        return self.http.post(CHAT_PATH, content=body, headers=headers)
+
+    def exchange(self, message: Callable[[int], bytes]) -> bytes:
+        """Send one WebSocket message (``message(connection)`` builds it for the
+        connection it goes on) and return its reply, re-opening a dropped connection."""
+        for attempt in itertools.count():
+            try:
+                socket = self._connected()
+                socket.send(message(self.connection).decode())
+                reply = socket.recv(timeout=self.timeout)
+                return reply.encode() if isinstance(reply, str) else reply
+            except (ConnectionClosed, OSError):
+                self._drop_socket()
+                if attempt >= 20:
+                    raise
+                self.reconnects += 1
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise AssertionError("unreachable")
+
+    def _connected(self) -> ClientConnection:
+        if self._socket is None:
+            url = "ws" + self.url.removeprefix("http") + SOCKET_PATH
+            headers = {k: v for k, v in self.headers.items() if k == "authorization"}
+            if self.route:
+                headers[STREAM_ID_HEADER] = self._socket_id
+            self._socket = self._socket_scope.enter_context(
+                connect(url, additional_headers=headers, open_timeout=self.timeout, max_size=None)
+            )
+            self.connection += 1
+        return self._socket
+
+    def _drop_socket(self) -> None:
+        self._socket_scope.close()
+        self._socket = None
+
+    def close(self) -> None:
+        self._drop_socket()
+        self.http.close()
+
+    def __enter__(self) -> DerenderClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ChatStream:
+    """One stream: what it repeats, the state to thread and, past the full protocol,
+    its history (to rebuild the full state when a chunk must be re-sent in full)."""
+
+    def __init__(
+        self,
+        client: DerenderClient,
+        request_id: str,
+        chat_request: dict[str, Any],
+        prompt_token_ids: Sequence[int],
+        index: int,
+    ) -> None:
+        self.client = client
+        self.request_id = request_id
+        self.index = index
+        self._context = {
+            "chat_request": msgspec.Raw(msgspec.json.encode(chat_request)),
+            "prompt_token_ids": msgspec.Raw(msgspec.json.encode(list(prompt_token_ids))),
         }
-        if self._state is not None:
-            body["stream_state"] = self._state
-        response = self.http.post(
-            CHAT_PATH, content=msgspec.json.encode(body), headers=self._headers
-        )
-        response.raise_for_status()
-        self._state = _decode_reply(response.content).stream_state
-        return response
+        self._state: bytes | None = None
+        self._compact = False  # the state is compact: the server holds the context
+        self._opened_on = 0  # the WebSocket connection that holds this stream
+        self.token_ids: list[int] = []
+        self.chunk_lens: list[int] = []
+
+    def send(self, token_ids: Sequence[int], finish_reason: str | None = None) -> Reply:
+        """Derender one generate chunk of this stream's choice; raises ``ReplyError``."""
+        choice = {"index": self.index, "token_ids": list(token_ids), "finish_reason": finish_reason}
+        return self.send_chunk({"request_id": self.request_id, "choices": [choice]})
+
+    def send_chunk(self, generate_chunk: dict[str, Any], **fields: Any) -> Reply:
+        """Derender a generate chunk given whole (logprobs and all), with any other body
+        ``fields`` (``model``, ``prompt_tokens``)."""
+        mode = self.client.mode
+        if mode == "websocket":
+            reply = self._over_socket(generate_chunk, fields)
+        else:
+            reply = self._over_http(generate_chunk, fields, mode == "compact")
+        self._state = bytes(reply.stream_state)
+        self._compact = b'"output_digest"' in self._state
+        for choice in generate_chunk.get("choices", ()):
+            if choice.get("token_ids"):
+                self.token_ids += choice["token_ids"]
+                self.chunk_lens.append(len(choice["token_ids"]))
+        return reply
 
     def run(
         self, output_ids: Sequence[int], sizes: Sequence[int] = (1,), finish_reason: str = "stop"
-    ) -> list[httpx.Response]:
+    ) -> list[Reply]:
         """Send a whole output chunk by chunk; the last chunk carries ``finish_reason``."""
         *body, last = split(output_ids, sizes) or [[]]
         return [*(self.send(chunk) for chunk in body), self.send(last, finish_reason)]
+
+    def full_state(self) -> bytes | None:
+        """The vLLM state the stream is at (None before its first chunk)."""
+        if self._state is None:
+            return None
+        return full_state(self._state, self.token_ids, self.chunk_lens)
+
+    def _body(self, generate_chunk: dict[str, Any], fields: dict[str, Any], full: bool) -> bytes:
+        body: dict[str, Any] = {"stream": True, "generate_chunk": generate_chunk, **fields}
+        if full or not self._compact:
+            body.update(self._context)
+        state = self.full_state() if full else self._state
+        if state is not None:
+            body["stream_state"] = msgspec.Raw(state)
+        return msgspec.json.encode(body)
+
+    def _over_http(
+        self, generate_chunk: dict[str, Any], fields: dict[str, Any], compact: bool
+    ) -> Reply:
+        post = self.client.post
+        response = post(self._body(generate_chunk, fields, False), self.request_id, compact)
+        if response.status_code == 409 and _code(response.content) == STATE_REQUIRED:
+            self.client.resends += 1
+            response = post(self._body(generate_chunk, fields, True), self.request_id, compact)
+        if response.status_code != 200:
+            raise ReplyError(response.status_code, response.content)
+        decoded = _decode(response.content)
+        assert decoded.chunk is not None
+        cache = response.headers.get(CACHE_HEADER)
+        return Reply(response.content, decoded.chunk, decoded.stream_state, cache)
+
+    def _over_socket(self, generate_chunk: dict[str, Any], fields: dict[str, Any]) -> Reply:
+        def message(connection: int) -> bytes:
+            if connection == self._opened_on:
+                return msgspec.json.encode({"generate_chunk": generate_chunk, **fields})
+            return self._body(generate_chunk, fields, True)
+
+        body = self.client.exchange(message)
+        decoded = _decode(body)
+        if decoded.error is not None and decoded.error.get("code") == STATE_REQUIRED:
+            self.client.resends += 1
+            self._opened_on = 0
+            body = self.client.exchange(message)
+            decoded = _decode(body)
+        if decoded.error is not None:
+            self._opened_on = 0  # the server dropped the stream from the connection
+            code = decoded.error.get("code")
+            raise ReplyError(code if isinstance(code, int) else 409, body)
+        assert decoded.chunk is not None
+        self._opened_on = self.client.connection
+        return Reply(body, decoded.chunk, decoded.stream_state)
+
+
+def _code(body: bytes) -> object:
+    try:
+        return (_decode(body).error or {}).get("code")
+    except msgspec.DecodeError:
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Stream a short demo chat through derender.")
     parser.add_argument("url", help="the server or balancer, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--mode", choices=MODES, default="full", help="the transport")
     parser.add_argument("--request-id", default="demo-stream")
     parser.add_argument("--chunk-tokens", type=int, default=1, help="tokens per chunk")
     parser.add_argument("--no-header", action="store_true", help=f"leave {STREAM_ID_HEADER} off")
@@ -116,26 +335,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = {"reasoning": "", "content": ""}
     chunks = split(DEMO_OUTPUT_IDS, [args.chunk_tokens])
     try:
-        with httpx.Client(base_url=args.url, timeout=30) as http:
-            stream = ChatStream(
-                http,
+        with DerenderClient(args.url, args.mode, route=not args.no_header) as client:
+            stream = client.stream(
                 args.request_id,
                 chat_request={"messages": [{"role": "user", "content": "Hi"}]},
                 prompt_token_ids=DEMO_PROMPT_IDS,
-                route=not args.no_header,
             )
             for number, chunk in enumerate(chunks, 1):
                 reply = stream.send(chunk, "stop" if number == len(chunks) else None)
-                delta = reply.json()["chunk"]["choices"][0]["delta"]
-                cache = reply.headers.get(CACHE_HEADER, "-")
+                delta = reply.chunk["choices"][0]["delta"]
                 shown = {key: delta[key] for key in text if delta.get(key)}
-                print(f"chunk {number:>2}  cache {cache:<4}  {shown}")
+                size, cache = len(reply.body), reply.cache or "-"
+                print(f"chunk {number:>2}  {size:>5} bytes  cache {cache:<5}  {shown}")
                 for key, value in shown.items():
                     text[key] += value
-    except httpx.HTTPStatusError as exc:
-        print(f"{exc}\n{exc.response.text}", file=sys.stderr)
+    except ReplyError as exc:
+        print(exc, file=sys.stderr)
         return 1
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, OSError) as exc:
         print(f"cannot reach {args.url}: {exc}", file=sys.stderr)
         return 1
     for key, value in text.items():

@@ -4,11 +4,14 @@ app (app/server.py), which also turns any error into its response."""
 
 from __future__ import annotations
 
+import msgspec
 from msgspec import Raw
 from starlette.responses import Response
 
 from app.body import Received, decode_body
 from app.chunk_path import ParsedChunks, json_response
+from app.compact import read_compact
+from app.compact_path import CompactChunks
 from app.pieces import free_in_slices
 from app.protocol import (
     BodyView,
@@ -40,13 +43,16 @@ class ChatEndpoint:
         self.service = service
         self.parsed = service.parsers.configured
         self.chunks = ParsedChunks(service)
+        self.compact = CompactChunks(self.chunks)
 
     async def __call__(self, received: Received) -> Response:
         body, view = received.body, received.view
         if not view.stream:
             encoded = await self.service.run_one_shot(body, self._one_shot, body, view)
             return Response(encoded, media_type="application/json")
-        if self.parsed and self.service.store.cache.enabled:
+        if self.parsed and received.compact and self._carries_compact(view):
+            return await self.compact.answer(received)
+        if self.parsed and self.service.store.cache.enabled and not received.compact:
             continued = await self.chunks.continue_echoed(received)
             if continued is not None:
                 return continued
@@ -56,13 +62,22 @@ class ChatEndpoint:
         check_stream_id(received.stream_id, request.generate_chunk.request_id)
         model = validate_chat_stream(request, view, self.service.limits)
         if self.parsed:
-            return await self.chunks.answer(request, model, view)
+            return await self.chunks.answer(request, model, view, received.compact)
         check_state_ids(request.stream_state, self.service.limits)
         tokens = chunk_tokens(request.generate_chunk)
         reply, state = await self.service.run(
             tokens, self.service.plain_stream.chat, request, model
         )
         return json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
+
+    @staticmethod
+    def _carries_compact(view: BodyView) -> bool:
+        """Whether the chunk's state is a compact one; a malformed state is left to the
+        full path, whose decoding says what is wrong with it."""
+        try:
+            return read_compact(view.stream_state) is not None
+        except msgspec.DecodeError:
+            return False
 
     def _one_shot(self, body: bytes, view: BodyView) -> bytes:
         request = decode_body(body, ChatDerenderRequest)

@@ -27,6 +27,7 @@ class DerenderError(Exception):
 
     status = 400
     type = "BadRequestError"
+    code: int | str | None = None  # a stable name for the client to act on; else the status
 
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
@@ -34,8 +35,10 @@ class DerenderError(Exception):
         self.param = param
 
     def response(self) -> Response:
-        body = ErrorBody(ErrorInfo(self.message, self.type, self.param, self.status))
-        return Response(encoder.encode(body), self.status, media_type="application/json")
+        return Response(encoder.encode(self.body()), self.status, media_type="application/json")
+
+    def body(self) -> ErrorBody:
+        return ErrorBody(ErrorInfo(self.message, self.type, self.param, self.code or self.status))
 
 
 class BadRequest(DerenderError):
@@ -87,3 +90,18 @@ class InternalError(DerenderError):
 class Unauthorized(DerenderError):
     status = 401
     type = "AuthenticationError"
+
+
+class StateRequired(DerenderError):
+    """A compact chunk no live session continues: the client re-sends it in full."""
+
+    status = 409
+    type = "Conflict"
+    code = "stream_state_required"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"{reason}: re-send this chunk with its full stream_state, prompt_token_ids and "
+            "chat_request (docs/transports.md).",
+            "stream_state",
+        )

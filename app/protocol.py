@@ -262,6 +262,30 @@ class StreamState(Struct):
         )
 
 
+class CompactStreamState(Struct):
+    """A parsed stream's state without its history (docs/transports.md): the history's
+    length and a digest in place of ``output_token_ids`` and ``output_chunk_lens``.
+
+    ``output_digest`` is empty on a state that is not compact (a full one read as this).
+    """
+
+    prev_tokens: Annotated[
+        list[Annotated[str, Meta(max_length=PIECE_CHARS_LIMIT)]], Meta(max_length=PREV_TOKENS_LIMIT)
+    ] = []
+    prefix_offset: NonNegativeInt = 0
+    read_offset: NonNegativeInt = 0
+    role_sent: bool = False
+    logprob_context_token_ids: Annotated[list[int], Meta(max_length=LOGPROB_CONTEXT_WINDOW)] = []
+    logprob_text_offset: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+    output_digest: Annotated[str, Meta(max_length=64)] = ""
+    tools_streamed: bool = False
+    last_tool_call_ids: Annotated[
+        list[Annotated[str, Meta(max_length=TOOL_CALL_ID_CHARS_LIMIT)]],
+        Meta(max_length=TOOL_CALL_IDS_LIMIT),
+    ] = []
+
+
 class BodyView(Struct):
     """One cheap pass over a body: the variant it is, and every field of a streamed
     chunk as raw bytes. A chunk that continues a kept session decodes only its small
@@ -316,6 +340,18 @@ class ChatStreamDerenderRequest(Struct):
     prompt_tokens: int | None = None
     prompt_token_ids: TokenIds | None = None
     chat_request: ChatRequest | None = None
+
+
+class CompactChatStreamRequest(Struct):
+    """A parsed chat chunk carrying a compact state (docs/transports.md): its context is
+    the live session's, so ``prompt_token_ids`` and ``chat_request`` are read only as
+    bytes, to check them when they are sent."""
+
+    generate_chunk: GenerateChunk
+    stream_state: CompactStreamState
+    stream: Literal[True] = True
+    model: str | None = None
+    prompt_tokens: int | None = None
 
 
 class CompletionStreamDerenderRequest(Struct):
@@ -529,7 +565,7 @@ class ErrorInfo(Struct):
     message: str
     type: str
     param: str | None
-    code: int
+    code: int | str  # the status, or a stable name the client acts on
 
 
 class ErrorBody(Struct):

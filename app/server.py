@@ -11,7 +11,6 @@ Starlette.
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -24,20 +23,21 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.auth import ApiKeyGuard
-from app.body import Received, read_body, received, request_id_of
-from app.budget import CpuBudgetExceeded
+from app.body import Received, read_body, received
 from app.chunk_path import json_response
+from app.compact import wants_compact
 from app.docs_page import docs_endpoint
 from app.endpoints import ChatEndpoint, CompletionsEndpoint
-from app.errors import DerenderError, InternalError, RoutingError
+from app.errors import RoutingError
+from app.failures import failure
 from app.openapi import openapi_document
 from app.protocol import encoder
 from app.routing import STREAM_ID_HEADER
 from app.service import DerenderService
 from app.settings import Settings
+from app.socket_streams import Lane, ParsedChatLane, PlainLane
 from app.tokenizer import Tokenizer, load_tokenizer
-
-logger = logging.getLogger("derender_server")
+from app.websocket import SOCKET_SUFFIX, SocketConnection, refuse_socket
 
 _STREAM_ID_KEY = STREAM_ID_HEADER.lower().encode()  # ASGI header names are lower case
 CHAT_PATH = "/v1/chat/completions/derender"
@@ -63,10 +63,21 @@ class DerenderApp:
             CHAT_PATH: ("chat", ChatEndpoint(service)),
             COMPLETIONS_PATH: ("completions", CompletionsEndpoint(service)),
         }
+        chat = self._direct[CHAT_PATH][1]
+        assert isinstance(chat, ChatEndpoint)
+        self._lanes: dict[str, Lane] = {
+            CHAT_PATH + SOCKET_SUFFIX: (
+                ParsedChatLane(chat.chunks) if chat.parsed else PlainLane(service, False)
+            ),
+            COMPLETIONS_PATH + SOCKET_SUFFIX: PlainLane(service, True),
+        }
         key = service.settings.api_key
         self._guard = ApiKeyGuard(key) if key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._socket(scope, receive, send)
+            return
         if scope["type"] == "http" and self._guard is not None and not self._guard.allows(scope):
             await self._guard.refuse(scope, receive, send)
             return
@@ -76,6 +87,15 @@ class DerenderApp:
                 await self._respond(scope, receive, send, *direct)
                 return
         await self.routes(scope, receive, send)
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket handshake: a connection of a derender route, else refused."""
+        lane = self._lanes.get(scope["path"])
+        if lane is None or (self._guard is not None and not self._guard.allows(scope)):
+            await receive()  # the handshake
+            await send(refuse_socket())
+            return
+        await SocketConnection(self.service, lane).serve(scope, receive, send)
 
     async def _respond(
         self, scope: Scope, receive: Receive, send: Send, endpoint: str, handle: Handler
@@ -89,22 +109,13 @@ class DerenderApp:
             body = await read_body(headers, receive, service.settings.max_request_bytes)
             stream_id = headers.get(_STREAM_ID_KEY)
             stream = None if stream_id is None else stream_id.decode("latin-1")
-            request = received(body, endpoint, stream)
+            request = received(body, endpoint, stream, wants_compact(headers))
             mode = "stream" if request.view.stream else "oneshot"
             response = await handle(request)
         except ClientDisconnect:
             return
-        except CpuBudgetExceeded as exc:
-            service.metrics.cpu_budget_exceeded.labels(endpoint).inc()
-            logger.warning("request %s on %s: %s", request_id_of(body), endpoint, exc.message)
-            response = exc.response()
-        except DerenderError as exc:
-            response = exc.response()
-        except Exception:
-            # Ours, never the client's: logged with its traceback, counted, a plain 500.
-            service.metrics.internal_errors.labels(endpoint).inc()
-            logger.exception("internal error on %s, request %s", endpoint, request_id_of(body))
-            response = InternalError("internal error while derendering").response()
+        except Exception as exc:
+            response = failure(exc, service.metrics, endpoint, body).response()
         service.metrics.observe(endpoint, mode, response.status_code, time.perf_counter() - started)
         await response(scope, receive, send)
 

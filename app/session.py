@@ -23,12 +23,14 @@ import msgspec
 from msgspec import Raw
 
 from app import budget
+from app.compact import HistoryDigest, compact
 from app.detokenizer import SEED_IDS, DecodeWindow, Detokenizer
 from app.memsize import deep_size, int_list_bytes
 from app.parsing import parse_options
 from app.protocol import (
     ChatRequest,
     ChatStreamDerenderRequest,
+    CompactStreamState,
     GenerateChunk,
     StreamState,
 )
@@ -144,6 +146,7 @@ class StreamSession:
         self.output_token_ids: list[int] = []
         self.output_chunk_lens: list[int] = []
         self._history = HistoryJson(COMPACT)
+        self._history_digest = HistoryDigest()  # names the history in a compact state
         # The history as json.dumps writes it, kept once a client re-encodes the state.
         self._dumps_history: HistoryJson | None = None
         self.answered: ChatStreamDerenderRequest | None = None
@@ -168,6 +171,16 @@ class StreamSession:
             stream_state=state,
             chat_request=self.chat_request,
             prompt_token_ids=self.prompt_token_ids,
+        )
+
+    def request_for(
+        self, chunk: GenerateChunk, model: str | None, prompt_tokens: int | None
+    ) -> ChatStreamDerenderRequest:
+        """The request that continues the one last answered with ``chunk``: what a hit
+        derenders, its context taken from the session, not from the body."""
+        assert self.answered is not None
+        return msgspec.structs.replace(
+            self.answered, generate_chunk=chunk, model=model, prompt_tokens=prompt_tokens
         )
 
     def size(self, carried: bytes) -> int:
@@ -231,6 +244,7 @@ class StreamSession:
         self.output_token_ids = list(token_ids)
         self.output_chunk_lens = list(chunk_lens)
         self._history = HistoryJson(COMPACT, token_ids, chunk_lens)
+        self._history_digest = HistoryDigest.of(token_ids, chunk_lens)
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
@@ -255,6 +269,7 @@ class StreamSession:
             delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
         if token_ids:
             self._history.extend(token_ids)
+            self._history_digest.extend(token_ids)
             if self._dumps_history is not None:
                 self._dumps_history.extend(token_ids)
             self.output_token_ids += token_ids
@@ -266,6 +281,11 @@ class StreamSession:
         them, kept up to date chunk by chunk so a reply never re-encodes the history."""
         ids, lens = self._history.arrays()
         return Raw(ids), Raw(lens)
+
+    def compact_state(self, state: StreamState, fingerprint: Fingerprint) -> CompactStreamState:
+        """``state`` (this session's, after its last chunk) as a compact state: its
+        history named by the session's digest under ``fingerprint``."""
+        return compact(state, self._history_digest.named(fingerprint.digest))
 
     def _dumps(self) -> HistoryJson:
         """The history as ``json.dumps`` writes it: built at the first call (a client

@@ -125,6 +125,28 @@ class SessionStore:
         self.metrics.cache_hits.inc()
         return session
 
+    def acquire_compact(
+        self, key: StreamKey, fingerprint: Fingerprint, sent: bytes
+    ) -> StreamSession | None:
+        """The kept session, checked out, if its last reply carried the compact state
+        ``sent``; else None. Only the in-process tier can answer: a compact chunk has no
+        history to check a Redis snapshot against (its full re-send can)."""
+        found = self.cache.peek(key, fingerprint)
+        miss = Miss.ABSENT if found is None else Miss.HISTORY
+        if found is not None and found[1] == sent:  # a mismatch leaves the session kept
+            session, checkout_miss = self.cache.checkout(key, fingerprint, sent)
+            if session is not None:
+                self.metrics.cache_hits.inc()
+                return session
+            miss = checkout_miss or Miss.CHECKED_OUT
+        self.metrics.cache_misses.labels(miss).inc()
+        return None
+
+    def release(self, key: StreamKey, fingerprint: Fingerprint) -> None:
+        """The checked-out session left the store for good (a WebSocket connection
+        holds it from now on)."""
+        self.cache.release(key, fingerprint)
+
     async def acquire(
         self,
         key: StreamKey,

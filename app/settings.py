@@ -36,6 +36,8 @@ class Settings:
     redis_timeout_ms: float = 50.0
     redis_max_snapshot_bytes: int = 1024 * 1024
     max_response_bytes: int = 64 * 1024 * 1024
+    ws_max_streams: int = 256
+    ws_idle_timeout: float = 300.0
 
     @property
     def served_names(self) -> tuple[str, ...]:

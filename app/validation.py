@@ -446,6 +446,16 @@ def check_carried_state(state: StreamState | None, limits: Limits) -> None:
     check_state_ids(state, limits)
 
 
+def stream_length_error(prompt: int, history: int, delta: int, limits: Limits) -> str | None:
+    """Why a chunk of ``delta`` tokens does not fit its stream, if it does not."""
+    if prompt + history + delta <= limits.max_model_len:
+        return None
+    return (
+        f"prompt_token_ids length ({prompt}) plus output_token_ids length ({history}) "
+        f"plus delta ({delta}) exceeds max_model_len ({limits.max_model_len})."
+    )
+
+
 def chunk_tokens(chunk: GenerateChunk) -> int:
     return sum(len(c.token_ids) for c in chunk.choices if c.token_ids)
 
@@ -492,12 +502,9 @@ def validate_chat_stream(request: ChatStreamDerenderRequest, view: BodyView, lim
         )
     prompt_len = len(request.prompt_token_ids or ())
     history = len(request.stream_state.output_token_ids) if request.stream_state else 0
-    delta = chunk_tokens(chunk)
-    if prompt_len + history + delta > limits.max_model_len:
-        raise BadRequest(
-            f"prompt_token_ids length ({prompt_len}) plus output_token_ids length "
-            f"({history}) plus delta ({delta}) exceeds max_model_len ({limits.max_model_len})."
-        )
+    problem = stream_length_error(prompt_len, history, chunk_tokens(chunk), limits)
+    if problem is not None:
+        raise BadRequest(problem)
     check_chunk(chunk, limits)
     _known(request.prompt_token_ids, "prompt_token_ids", limits)
     return model

@@ -126,6 +126,16 @@ class SessionCache(Generic[S]):
             return None
         return entry.session, entry.state
 
+    def fingerprint_of(self, key: Hashable, state: bytes) -> object | None:
+        """The fingerprint of the key's session that continues ``state``, if one does:
+        for a caller that has the state but not the request settings (they are part of
+        what the state's bytes name, so no two variants of a key share them)."""
+        for slot in self._slots.get(key, ()):
+            entry = self._entries[slot]
+            if entry.state == state:
+                return entry.fingerprint
+        return None
+
     def checkout(
         self, key: Hashable, fingerprint: object, state: bytes
     ) -> tuple[S | None, Miss | None]:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
 import pytest
-from starlette import testclient
 from starlette.testclient import TestClient
 
-from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, ChatStream, main, split
+from app.client import (
+    DEMO_OUTPUT_IDS,
+    DEMO_PROMPT_IDS,
+    DerenderClient,
+    ReplyError,
+    full_state,
+    main,
+    split,
+)
 from app.routing import STREAM_ID_HEADER
 from tests.support.apps import AppFactory
 from tests.support.replies import without_created
@@ -34,13 +42,12 @@ def test_split_cycles_through_sizes() -> None:
 def test_a_stream_threads_its_state_and_keeps_its_session(http: TestClient) -> None:
     sent: list[str | None] = []
     http.event_hooks["request"].append(lambda r: sent.append(r.headers.get(STREAM_ID_HEADER)))
-    stream = ChatStream(http, "client-1", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+    client = DerenderClient("http://testserver", http=http)
+    stream = client.stream("client-1", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
     replies = stream.run(DEMO_OUTPUT_IDS, [1, 2])
     assert sent == ["client-1"] * len(replies)
-    assert [r.headers["x-derender-cache"] for r in replies] == ["miss"] + ["hit"] * (
-        len(replies) - 1
-    )
-    deltas = [r.json()["chunk"]["choices"][0]["delta"] for r in replies]
+    assert [r.cache for r in replies] == ["miss"] + ["hit"] * (len(replies) - 1)
+    deltas = [r.chunk["choices"][0]["delta"] for r in replies]
     one_shot = http.post(
         "/v1/chat/completions/derender",
         json={
@@ -54,15 +61,14 @@ def test_a_stream_threads_its_state_and_keeps_its_session(http: TestClient) -> N
     ).json()["choices"][0]["message"]
     for key in ("reasoning", "content"):
         assert "".join(d.get(key) or "" for d in deltas) == one_shot[key]
-    assert replies[-1].json()["chunk"]["choices"][0]["finish_reason"] == "stop"
+    assert replies[-1].chunk["choices"][0]["finish_reason"] == "stop"
 
 
 def test_a_stream_without_the_header_gets_the_same_bytes(http: TestClient) -> None:
     def run(route: bool) -> list[bytes]:
-        stream = ChatStream(
-            http, "same", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS, route=route
-        )
-        return [without_created(r.content) for r in stream.run(DEMO_OUTPUT_IDS, [3])]
+        client = DerenderClient("http://testserver", http=http, route=route)
+        stream = client.stream("same", chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+        return [without_created(r.body) for r in stream.run(DEMO_OUTPUT_IDS, [3])]
 
     assert run(route=False) == run(route=True)
 
@@ -93,13 +99,33 @@ def test_a_header_naming_another_stream_is_refused(
 
 
 def test_an_error_reply_raises(http: TestClient) -> None:
-    stream = ChatStream(http, "bad", chat_request={"messages": "no"}, prompt_token_ids=[1])
-    # The test client speaks httpx2, whose errors mirror httpx's.
-    with pytest.raises(testclient.httpx.HTTPStatusError) as raised:
+    client = DerenderClient("http://testserver", http=http)
+    stream = client.stream("bad", chat_request={"messages": "no"}, prompt_token_ids=[1])
+    with pytest.raises(ReplyError) as raised:
         stream.send([9707])
-    assert raised.value.response.status_code == 400
+    assert raised.value.status == 400
+    assert b"messages" in raised.value.body
 
 
 def test_the_demo_says_what_it_cannot_reach(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["http://127.0.0.1:1"]) == 1
     assert "cannot reach http://127.0.0.1:1" in capsys.readouterr().err
+
+
+def test_a_compact_state_rebuilds_the_full_one(http: TestClient) -> None:
+    """The full state the client rebuilds from a compact reply and its history is the
+    one the full protocol's reply carried."""
+    compact = DerenderClient("http://testserver", "compact", http=http)
+    full = DerenderClient("http://testserver", http=http)
+    streams = [
+        client.stream(name, chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+        for name, client in (("compact", compact), ("full", full))
+    ]
+    for chunk in split(DEMO_OUTPUT_IDS, [2, 1])[:-1]:
+        small, large = (stream.send(chunk) for stream in streams)
+        assert b"output_digest" in bytes(small.stream_state)
+        assert msgspec.json.decode(streams[0].full_state() or b"") == msgspec.json.decode(
+            bytes(large.stream_state)
+        )
+    plain = b'{"prev_tokens":[],"role_sent":true}'
+    assert full_state(plain, [1, 2], [2]) == plain

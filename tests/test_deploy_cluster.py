@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.client import ChatStream, split
+from app.client import DerenderClient, split
 from app.tokenizer import Tokenizer
 from tests.support.processes import serving
 from tests.support.replies import without_created
@@ -118,15 +118,9 @@ def drive(
     """Send the streams interleaved, chunk ``step`` of each in turn; ``events[step]``
     runs before that step, while every stream is in flight."""
     replies: Replies = {plan.request_id: [] for plan in plans}
-    with httpx.Client(base_url=base, timeout=60) as http:
+    with DerenderClient(base, timeout=60, route=route) as client:
         streams = [
-            ChatStream(
-                http,
-                plan.request_id,
-                chat_request=CHAT_REQUEST,
-                prompt_token_ids=prompt_ids,
-                route=route,
-            )
+            client.stream(plan.request_id, chat_request=CHAT_REQUEST, prompt_token_ids=prompt_ids)
             for plan in plans
         ]
         for step in range(max(len(plan.chunks) for plan in plans)):
@@ -136,7 +130,7 @@ def drive(
                 if step < len(plan.chunks):
                     finish = "stop" if step == len(plan.chunks) - 1 else None
                     reply = stream.send(plan.chunks[step], finish)
-                    replies[plan.request_id].append(without_created(reply.content))
+                    replies[plan.request_id].append(without_created(reply.body))
     return replies
 
 

@@ -1,0 +1,84 @@
+"""A parsed chat chunk that carries a compact state (docs/transports.md).
+
+Such a chunk has no history to replay and may have no context, so it is answered only
+by the live session that continues exactly its state; any other case is a 409 that
+asks for the chunk in full. A 409 takes nothing from the store: the full re-send finds
+what this chunk found.
+"""
+
+from __future__ import annotations
+
+from msgspec import Raw
+from starlette.responses import Response
+
+from app.body import Received, decode_body
+from app.chunk_path import ParsedChunks, json_response
+from app.errors import BadRequest, StateRequired
+from app.protocol import ChatStreamReply, CompactChatStreamRequest, encoder
+from app.routing import check_stream_id
+from app.session import Fingerprint, StreamSession
+from app.session_store import Acquired, Source
+from app.validation import check_chunk, check_model, chunk_tokens, stream_length_error
+from cache.sessions import Eviction
+
+_NULL = b"null"
+
+
+class CompactChunks:
+    """Answers compact chunks from the sessions of ``chunks``' store."""
+
+    def __init__(self, chunks: ParsedChunks) -> None:
+        self.chunks = chunks
+        self.store = chunks.store
+        self.limits = chunks.limits
+
+    async def answer(self, received: Received) -> Response:
+        request = decode_body(received.body, CompactChatStreamRequest)
+        chunk = request.generate_chunk
+        check_stream_id(received.stream_id, chunk.request_id)
+        model = check_model(request.model, self.limits)
+        if len(chunk.choices) > 1:
+            raise BadRequest(
+                "derender_chat_stream expects at most one choice per chunk "
+                f"(got {len(chunk.choices)})."
+            )
+        check_chunk(chunk, self.limits)
+        key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
+        sent = encoder.encode(request.stream_state)
+        fingerprint = self._fingerprint(received, key, sent)
+        if not chunk.choices:  # usage only: the session is the context, left in place
+            found = self.store.cache.peek(key, fingerprint)
+            if found is None or found[1] != sent:
+                raise StateRequired("no live session of this stream continues its stream_state")
+            return await self._usage(request, model, found[0], sent)
+        session = self.store.acquire_compact(key, fingerprint, sent)
+        if session is None:
+            raise StateRequired("no live session of this stream continues its stream_state")
+        delta = chunk_tokens(chunk)
+        problem = stream_length_error(
+            len(session.prompt_token_ids), len(session.output_token_ids), delta, self.limits
+        )
+        if problem is not None:
+            await self.store.drop(key, fingerprint, Eviction.ERROR)
+            raise BadRequest(problem)
+        full = session.request_for(chunk, request.model, request.prompt_tokens)
+        acquired = Acquired(session, Source.HIT)
+        return await self.chunks.respond(full, model, key, fingerprint, acquired, delta, True)
+
+    def _fingerprint(self, received: Received, key: tuple[str, int], sent: bytes) -> Fingerprint:
+        """The request's own when it sends its context, else the one of the session kept
+        under ``sent`` (the state's digest names the context)."""
+        view = received.view
+        if bytes(view.prompt_token_ids) != _NULL or bytes(view.chat_request) != _NULL:
+            return self.chunks.fingerprint(view)
+        fingerprint = self.store.cache.fingerprint_of(key, sent)
+        if not isinstance(fingerprint, Fingerprint):
+            raise StateRequired("no live session of this stream continues its stream_state")
+        return fingerprint
+
+    async def _usage(
+        self, request: CompactChatStreamRequest, model: str, session: StreamSession, sent: bytes
+    ) -> Response:
+        full = session.request_for(request.generate_chunk, request.model, request.prompt_tokens)
+        reply, _ = self.chunks.service.parsed_stream.chunk(full, model, None)
+        return json_response(ChatStreamReply(reply, Raw(sent)))
