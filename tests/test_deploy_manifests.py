@@ -21,12 +21,16 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from app.server import CHAT_PATH, COMPLETIONS_PATH
+from app.settings import Settings
+from app.websocket import SOCKET_SUFFIX
+
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 CUSTOM_KINDS = {"Gateway", "HTTPRoute", "BackendTrafficPolicy", "ClientTrafficPolicy"}
-WS_PATHS = {"/v1/chat/completions/derender/ws", "/v1/completions/derender/ws"}
-# The server's --ws-idle-timeout default (docs/transports.md): a balancer that cuts an
-# idle WebSocket sooner would close it before the server's own 1001.
-WS_IDLE_TIMEOUT = 300
+WS_PATHS = {CHAT_PATH + SOCKET_SUFFIX, COMPLETIONS_PATH + SOCKET_SUFFIX}
+# The server's --ws-idle-timeout default: a balancer that cut an idle WebSocket sooner
+# would close it before the server's own 1001.
+WS_IDLE_TIMEOUT = Settings().ws_idle_timeout
 HASH_VARIABLE = "$http_x_derender_stream_id"
 
 
