@@ -5,7 +5,11 @@ a single cache-off server for the expected replies, then through the cluster: wi
 the routing header, without it, across a replica killed and restarted mid-stream,
 and across a scale from 2 to 3 replicas mid-stream. Every reply must be the same
 bytes (the ``created`` timestamp aside); with the header, chunks after a stream's
-first must hit the session cache of the replica that holds it.
+first must hit the session cache of the replica that holds it. The same streams then
+go through the two opt-in transports (docs/transports.md) on three replicas, one killed
+mid-stream: compact states over HTTP and the WebSocket endpoint. Each reply's chunk,
+and the full state the client rebuilds from its compact one, must be the full
+protocol's bytes.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
-from app.client import DerenderClient, split
+from app.client import ChatStream, DerenderClient, Reply, split
 from app.tokenizer import Tokenizer
 from tests.support.processes import serving
 from tests.support.replies import without_created
@@ -70,6 +75,8 @@ ANSWER = "Here is the plan for your weekend in Lisbon. "
 CALL = '\n<tool_call>\n{"name": "book_hotel", "arguments": {"city": "Lisbon"}}\n</tool_call>'
 
 Replies = dict[str, list[bytes]]
+# Each reply as the full protocol gives it: its chunk and its (vLLM) stream_state.
+Resolved = dict[str, list[tuple[bytes, bytes]]]
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,28 @@ def in_flight(plans: list[Plan]) -> int:
     return min(len(plan.chunks) for plan in plans)
 
 
+def sent(
+    client: DerenderClient,
+    plans: list[Plan],
+    prompt_ids: list[int],
+    events: dict[int, Callable[[], None]] | None = None,
+) -> Iterator[tuple[str, Reply, ChatStream]]:
+    """Send the streams interleaved, chunk ``step`` of each in turn, yielding each reply
+    with its stream; ``events[step]`` runs before that step, while every stream is in
+    flight."""
+    streams = [
+        client.stream(plan.request_id, chat_request=CHAT_REQUEST, prompt_token_ids=prompt_ids)
+        for plan in plans
+    ]
+    for step in range(max(len(plan.chunks) for plan in plans)):
+        if events and step in events:
+            events[step]()
+        for plan, stream in zip(plans, streams, strict=True):
+            if step < len(plan.chunks):
+                finish = "stop" if step == len(plan.chunks) - 1 else None
+                yield plan.request_id, stream.send(plan.chunks[step], finish), stream
+
+
 def drive(
     base: str,
     plans: list[Plan],
@@ -115,22 +144,11 @@ def drive(
     route: bool = True,
     events: dict[int, Callable[[], None]] | None = None,
 ) -> Replies:
-    """Send the streams interleaved, chunk ``step`` of each in turn; ``events[step]``
-    runs before that step, while every stream is in flight."""
+    """The replies' bodies (``created`` zeroed) of the streams sent in the full protocol."""
     replies: Replies = {plan.request_id: [] for plan in plans}
     with DerenderClient(base, timeout=60, route=route) as client:
-        streams = [
-            client.stream(plan.request_id, chat_request=CHAT_REQUEST, prompt_token_ids=prompt_ids)
-            for plan in plans
-        ]
-        for step in range(max(len(plan.chunks) for plan in plans)):
-            if events and step in events:
-                events[step]()
-            for plan, stream in zip(plans, streams, strict=True):
-                if step < len(plan.chunks):
-                    finish = "stop" if step == len(plan.chunks) - 1 else None
-                    reply = stream.send(plan.chunks[step], finish)
-                    replies[plan.request_id].append(without_created(reply.body))
+        for request_id, reply, _ in sent(client, plans, prompt_ids, events):
+            replies[request_id].append(without_created(reply.body))
     return replies
 
 
@@ -270,6 +288,102 @@ def test_scaling_from_two_to_three_replicas_mid_stream(
     assert replies == expected
     # A stream misses on its first chunk, and once more if the new ring moved it.
     assert misses <= 2 * STREAMS
+
+
+class _Reply(msgspec.Struct):
+    chunk: msgspec.Raw
+    stream_state: msgspec.Raw
+
+
+def as_full(replies: Replies) -> Resolved:
+    """Full-protocol replies as their chunk and state."""
+    decode = msgspec.json.Decoder(_Reply).decode
+    return {
+        stream: [(bytes(reply.chunk), bytes(reply.stream_state)) for reply in map(decode, bodies)]
+        for stream, bodies in replies.items()
+    }
+
+
+def resolved(
+    client: DerenderClient,
+    plans: list[Plan],
+    prompt_ids: list[int],
+    events: dict[int, Callable[[], None]],
+) -> Resolved:
+    """The streams sent through ``client``: each reply's chunk (``created`` zeroed) and
+    the vLLM state its compact one stands for, rebuilt from the stream's history."""
+    replies: Resolved = {plan.request_id: [] for plan in plans}
+    for request_id, reply, stream in sent(client, plans, prompt_ids, events):
+        # Every stream is a parsed chat: a full state would mean the transport was unused.
+        assert b'"output_digest":"' in bytes(reply.stream_state), reply.body[:300]
+        chunk = without_created(bytes(msgspec.json.decode(reply.body, type=_Reply).chunk))
+        full = stream.full_state()
+        assert full is not None
+        replies[request_id].append((chunk, full))
+    return replies
+
+
+@pytest.fixture
+def three_replicas(cluster: LocalCluster) -> LocalCluster:
+    """The cluster with three replicas (the scaling test leaves it so; alone, add one)."""
+    while len(cluster.replicas) < 3:
+        cluster.run("add")
+        cluster.refresh()
+    assert len(cluster.replicas) == 3
+    return cluster
+
+
+def kill_and_restart(
+    cluster: LocalCluster, steps: int, metric: str
+) -> tuple[dict[int, Callable[[], None]], list[int]]:
+    """Events that SIGKILL the replica ``metric`` grew most on, a third of the way in,
+    and start it again at two thirds; and the list that names the victim."""
+    before = counters(cluster, metric)
+    victim: list[int] = []
+
+    def kill() -> None:
+        grown = [a - b for a, b in zip(counters(cluster, metric), before, strict=True)]
+        victim.append(grown.index(max(grown)) + 1)
+        cluster.run("kill", str(victim[0]))
+
+    def restart() -> None:
+        cluster.run("start", str(victim[0]))
+
+    return {steps // 3: kill, 2 * steps // 3: restart}, victim
+
+
+def test_compact_streams_across_a_killed_replica(
+    three_replicas: LocalCluster, plans: list[Plan], prompt_ids: list[int], expected: Replies
+) -> None:
+    """Compact chunks that reach a replica without their session (the victim's streams,
+    moved, and moved back on its restart) are refused with 409 and re-sent in full."""
+    cluster = three_replicas
+    events, victim = kill_and_restart(cluster, in_flight(plans), "derender_cache_hits")
+    with DerenderClient(cluster.balancer, "compact", timeout=60) as client:
+        replies = resolved(client, plans, prompt_ids, events)
+    print(f"compact: replica {victim[0]} killed and restarted; {client.resends} re-sends")
+    assert replies == as_full(expected)
+    # Each of the victim's streams re-sends once on the kill and once on the restart.
+    assert 1 <= client.resends <= 2 * STREAMS
+    assert client.reconnects == 0
+
+
+def test_websocket_streams_resume_on_another_replica(
+    three_replicas: LocalCluster, plans: list[Plan], prompt_ids: list[int], expected: Replies
+) -> None:
+    """Issue 17, acceptance 3: the replica holding the connection is killed mid-stream;
+    the client reconnects through nginx and resumes every open stream elsewhere."""
+    cluster = three_replicas
+    # The connection's replica is where the streams opened (their first chunk missed).
+    events, victim = kill_and_restart(cluster, in_flight(plans), "derender_cache_misses")
+    with DerenderClient(cluster.balancer, "websocket", timeout=60) as client:
+        replies = resolved(client, plans, prompt_ids, events)
+    print(
+        f"websocket: replica {victim[0]} killed and restarted; {client.reconnects} "
+        f"reconnects, {client.resends} re-sends"
+    )
+    assert replies == as_full(expected)
+    assert client.reconnects >= 1
 
 
 def test_the_readme_client_runs_through_the_balancer(cluster: LocalCluster) -> None:
