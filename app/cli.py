@@ -367,5 +367,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         # A frame over the request limit is refused by the app as one stream's error
         # (the connection stays); uvicorn's own limit, beyond it, closes the connection.
         ws_max_size=options.settings.max_request_bytes + 1024 * 1024,
+        # A chunk's message is a few hundred bytes: deflating it cost more CPU than the
+        # rest of its answer (profiled, bench/README.md).
+        ws_per_message_deflate=False,
         http=limited_http(options.header_timeout, options.body_timeout, options.max_connections),
     )

@@ -192,7 +192,13 @@ class DerenderClient:
             if self.route:
                 headers[STREAM_ID_HEADER] = self._socket_id
             self._socket = self._socket_scope.enter_context(
-                connect(url, additional_headers=headers, open_timeout=self.timeout, max_size=None)
+                connect(
+                    url,
+                    additional_headers=headers,
+                    open_timeout=self.timeout,
+                    max_size=None,
+                    compression=None,  # a chunk's message is too small to be worth it
+                )
             )
             self.connection += 1
         return self._socket

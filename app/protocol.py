@@ -298,6 +298,7 @@ class BodyView(Struct):
     prompt_tokens: Raw = Raw(b"null")
     prompt_token_ids: Raw = Raw(b"null")
     chat_request: Raw = Raw(b"null")
+    completion_request: Raw = Raw(b"null")
 
 
 class ChatDerenderRequest(Struct):

@@ -95,7 +95,7 @@ class DerenderApp:
             await receive()  # the handshake
             await send(refuse_socket())
             return
-        await SocketConnection(self.service, lane).serve(scope, receive, send)
+        await SocketConnection(self.service, lane).serve(receive, send)
 
     async def _respond(
         self, scope: Scope, receive: Receive, send: Send, endpoint: str, handle: Handler

@@ -31,7 +31,7 @@ from app.protocol import (
 )
 from app.service import DerenderService
 from app.session import Fingerprint, StreamSession
-from app.session_store import Acquired, Source
+from app.session_store import Acquired, Source, StreamKey
 from app.validation import (
     check_chunk,
     check_history,
@@ -43,14 +43,37 @@ from app.validation import (
     validate_completion_stream,
 )
 
+_NULL = Raw(b"null")
 
-class SocketChunk(Struct):
-    """A message that continues a stream the connection holds; ``model`` and
-    ``prompt_tokens``, when left out, stay what the stream's last message said."""
+
+class SocketMessage(Struct):
+    """A message as a connection first reads it: its chunk, and its context as bytes (a
+    message that carries any opens its stream; its body is then read as a whole one).
+    ``model`` and ``prompt_tokens``, when left out of a message that continues a stream,
+    stay what its last message said."""
 
     generate_chunk: GenerateChunk
     model: str | None = None
     prompt_tokens: int | None = None
+    prompt_token_ids: Raw = _NULL
+    chat_request: Raw = _NULL
+    completion_request: Raw = _NULL
+    stream_state: Raw = _NULL
+
+    @property
+    def opens(self) -> bool:
+        """Whether it (re)opens its stream: it carries a prompt, a request or a state."""
+        return (
+            self.prompt_token_ids != _NULL
+            or self.chat_request != _NULL
+            or self.completion_request != _NULL
+            or self.stream_state != _NULL
+        )
+
+    @property
+    def key(self) -> StreamKey:
+        chunk = self.generate_chunk
+        return chunk.request_id, chunk.choices[0].index if chunk.choices else 0
 
 
 @dataclass(slots=True)
@@ -65,7 +88,7 @@ class OpenStream:
     model: str | None = None
     prompt_tokens: int | None = None
 
-    def advanced(self, message: SocketChunk) -> tuple[str | None, int | None]:
+    def advanced(self, message: SocketMessage) -> tuple[str | None, int | None]:
         """The ``model`` and ``prompt_tokens`` of ``message``: its own, else the stream's."""
         if message.model is not None:
             self.model = message.model
@@ -87,7 +110,7 @@ class Lane(Protocol):
 
     async def open(self, received: Received) -> Answered: ...
 
-    async def proceed(self, message: SocketChunk, stream: OpenStream) -> Answered: ...
+    async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered: ...
 
 
 def _single_choice(chunk: GenerateChunk) -> None:
@@ -112,7 +135,10 @@ class ParsedChatLane:
         self.limits = chunks.limits
 
     async def open(self, received: Received) -> Answered:
-        if read_compact(received.view.stream_state) is not None:
+        view = received.view
+        if view.prompt_token_ids == _NULL and view.chat_request == _NULL:
+            raise StateRequired("this connection holds no open stream of this request_id")
+        if read_compact(view.stream_state) is not None:
             raise StateRequired("a stream opens on a WebSocket connection with a full state")
         request = decode_body(received.body, ChatStreamDerenderRequest)
         model = validate_chat_stream(request, received.view, self.limits)
@@ -130,7 +156,7 @@ class ParsedChatLane:
             held = OpenStream(None, session, detached, request.model, request.prompt_tokens)
         return reply, carried, held
 
-    async def proceed(self, message: SocketChunk, stream: OpenStream) -> Answered:
+    async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
         session, fingerprint = stream.session, stream.fingerprint
         assert session is not None and fingerprint is not None
         chunk = message.generate_chunk
@@ -170,7 +196,7 @@ class PlainLane:
         check_history(request.stream_state)
         return await self._answer(request, received)
 
-    async def proceed(self, message: SocketChunk, stream: OpenStream) -> Answered:
+    async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
         model, prompt_tokens = stream.advanced(message)
         request = msgspec.structs.replace(
             stream.request,

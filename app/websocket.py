@@ -15,15 +15,15 @@ import time
 import anyio
 import msgspec
 from msgspec import Struct
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive, Send
 
 from app.body import decode_body, received, too_large
-from app.errors import BadRequest, StateRequired
+from app.errors import BadRequest
 from app.failures import failure
 from app.protocol import ErrorInfo, encoder
 from app.service import DerenderService
 from app.session_store import StreamKey
-from app.socket_streams import Lane, OpenStream, SocketChunk, SocketReply
+from app.socket_streams import Lane, OpenStream, SocketMessage, SocketReply
 
 SOCKET_SUFFIX = "/ws"
 # A client's close code when the server goes away (the idle timeout's close).
@@ -54,11 +54,11 @@ class _Keyed(Struct):
 
 
 _keyed = msgspec.json.Decoder(_Keyed)
-_CONTEXT_FIELDS = ("prompt_token_ids", "chat_request", "stream_state")
+_message = msgspec.json.Decoder(SocketMessage)
 
 
-def _stream_key(body: bytes) -> StreamKey | None:
-    """The stream a message is for, or None when it names none readably."""
+def _named_stream(body: bytes) -> StreamKey | None:
+    """The stream a message that could not be read is for, if it names one."""
     try:
         chunk = _keyed.decode(body).generate_chunk
     except (msgspec.DecodeError, RecursionError):
@@ -73,35 +73,46 @@ class SocketConnection:
         self.service = service
         self.lane = lane
         self.streams: dict[StreamKey, OpenStream] = {}
+        self._last_message = time.monotonic()
 
-    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def serve(self, receive: Receive, send: Send) -> None:
         if (await receive())["type"] != "websocket.connect":
             return
         await send({"type": "websocket.accept"})
-        idle = self.service.settings.ws_idle_timeout
-        while True:
-            message = None
-            with anyio.move_on_after(idle):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._close_when_idle, send, tasks.cancel_scope)
+            while True:
                 message = await receive()
-            if message is None:
-                await send({"type": "websocket.close", "code": GOING_AWAY})
-                return
-            if message["type"] == "websocket.disconnect":
-                return
-            text = message.get("text")
-            body = text.encode() if text is not None else message.get("bytes") or b""
-            reply = await self.answer(body)
-            await send({"type": "websocket.send", "text": reply.decode()})
+                self._last_message = time.monotonic()
+                if message["type"] == "websocket.disconnect":
+                    break
+                text = message.get("text")
+                body = text.encode() if text is not None else message.get("bytes") or b""
+                reply = await self.answer(body)
+                await send({"type": "websocket.send", "text": reply.decode()})
+            tasks.cancel_scope.cancel()
+
+    async def _close_when_idle(self, send: Send, connection: anyio.CancelScope) -> None:
+        """Close the connection once it has gone ``--ws-idle-timeout`` seconds without a
+        message (one timer per connection, not one per message)."""
+        idle = self.service.settings.ws_idle_timeout
+        while (left := self._last_message + idle - time.monotonic()) > 0:
+            await anyio.sleep(left)
+        await send({"type": "websocket.close", "code": GOING_AWAY})
+        connection.cancel()
 
     async def answer(self, body: bytes) -> bytes:
         """One message's reply (an error reply for a refused or failed one), counted and
         timed as a request of mode ``socket``."""
         started = time.perf_counter()
-        key = _stream_key(body)
+        key = None
         status = 200
         try:
-            reply = await self._answer(body, key)
+            message = self._read(body)
+            key = message.key
+            reply = await self._answer(body, message)
         except Exception as exc:
+            key = key or _named_stream(body)
             if key is not None:
                 self.streams.pop(key, None)
             error = failure(exc, self.service.metrics, self.lane.endpoint, body)
@@ -112,28 +123,31 @@ class SocketConnection:
         self.service.metrics.observe(self.lane.endpoint, "socket", status, elapsed)
         return reply
 
-    async def _answer(self, body: bytes, key: StreamKey | None) -> bytes:
+    def _read(self, body: bytes) -> SocketMessage:
+        """The message, read once; one that cannot be read is refused with the message
+        its route's full decode gives."""
         limit = self.service.settings.max_request_bytes
         if len(body) > limit:
             raise too_large(limit)
-        view = received(body, self.lane.endpoint, None, compact=True)
-        if key is None:  # the full decode says what is wrong with the message
-            decode_body(body, self.lane.kind)
-            raise BadRequest("a message names its stream in generate_chunk.request_id")
+        try:
+            return _message.decode(body)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            decode_body(body, self.lane.kind)  # raises with what to fix
+            raise BadRequest(f"invalid message: {exc}") from None
+
+    async def _answer(self, body: bytes, message: SocketMessage) -> bytes:
+        key = message.key
         stream = self.streams.pop(key, None)
-        raw = view.view
-        if any(bytes(getattr(raw, name)) != b"null" for name in _CONTEXT_FIELDS):
+        if stream is not None and not message.opens:
+            reply, carried, held = await self.lane.proceed(message, stream)
+        else:
             if stream is None and len(self.streams) >= self.service.settings.ws_max_streams:
                 raise BadRequest(
                     f"this connection already carries {len(self.streams)} open streams "
                     "(--ws-max-streams): finish one, or open another connection."
                 )
+            view = received(body, self.lane.endpoint, None, compact=True)
             reply, carried, held = await self.lane.open(view)
-        elif stream is None:
-            raise StateRequired("this connection holds no open stream of this request_id")
-        else:
-            chunk = decode_body(body, SocketChunk, self.lane.endpoint)
-            reply, carried, held = await self.lane.proceed(chunk, stream)
         if held is not None:
             self.streams[key] = held
         return encoder.encode(SocketReply(key[0], key[1], reply, msgspec.Raw(carried)))
