@@ -45,6 +45,15 @@ class Dialect(NamedTuple):
     param_close: str
 
 
+def _ends_inside(raw: str, at: int, literal: str) -> bool:
+    """Whether ``raw`` from ``at`` on is a prefix of ``literal`` (so may still grow into it).
+
+    Only a tail shorter than the literal is copied: slicing the whole rest at each
+    ``<`` would read the text again per candidate, quadratic in a storm of them.
+    """
+    return len(raw) - at <= len(literal) and literal.startswith(raw[at:])
+
+
 class Param(NamedTuple):
     name: str
     is_string: bool
@@ -115,7 +124,7 @@ class ParamScan(Struct):
             self.phase, self.start, self.step, self.gap = _HEAD, at, _GAP, 0
             self.pos = at + len(literal)
             return False
-        if literal.startswith(raw[at:]):
+        if _ends_inside(raw, at, literal):
             return True  # may still grow into the literal
         self.pos = at + 1
         return False
@@ -188,9 +197,9 @@ class ParamScan(Struct):
             if cursor > gap_start:
                 if raw.startswith("name=", cursor):
                     return self._complete(raw, at, at), False
-                if "name=".startswith(raw[cursor:]):
+                if _ends_inside(raw, cursor, "name="):
                     return None, True
-        elif close.startswith(raw[at:]) or opener.startswith(raw[at:]):
+        elif _ends_inside(raw, at, close) or _ends_inside(raw, at, opener):
             return None, True
         self.start, self.pos = -1, at + 1
         return None, False
