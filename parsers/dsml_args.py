@@ -102,6 +102,10 @@ class ParamScan(Struct):
             self.json_fed = size
         return found
 
+    def open_start(self) -> int:
+        """Where the open last parameter's value starts (-1: none is open)."""
+        return self.value_start if self.phase == _VALUE else -1
+
     def open_param(self, raw: str) -> tuple[Param, bool] | None:
         """The open last parameter, and whether its text so far may be one JSON value."""
         if self.phase != _VALUE:
@@ -372,14 +376,15 @@ class ArgsStream:
         self._read(raw)
         if ">" not in delta:
             return None
-        opened = s.scan.open_param(raw)
-        start = s.scan.value_start if opened is not None else -1
+        start = s.scan.open_start()
         if s.version == s.seen_version and start >= 0 and start == s.streaming_from:
+            # Only the text since the last piece is read (the open value is not copied).
             piece = _escaped(raw[s.streamed_to :])
             s.streamed_to = len(raw)
             s.sent_tail += piece
             s.sent_length += len(piece)
             return piece or None
+        opened = s.scan.open_param(raw)
         mode = 0
         if opened is not None and (opened[0].is_string or opened[1]):
             mode = 2 if opened[1] else 1
