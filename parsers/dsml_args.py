@@ -45,6 +45,15 @@ class Dialect(NamedTuple):
     param_close: str
 
 
+def _ends_inside(raw: str, at: int, literal: str) -> bool:
+    """Whether ``raw`` from ``at`` on is a prefix of ``literal`` (so may still grow into it).
+
+    Only a tail shorter than the literal is copied: slicing the whole rest at each
+    ``<`` would read the text again per candidate, quadratic in a storm of them.
+    """
+    return len(raw) - at <= len(literal) and literal.startswith(raw[at:])
+
+
 class Param(NamedTuple):
     name: str
     is_string: bool
@@ -93,6 +102,10 @@ class ParamScan(Struct):
             self.json_fed = size
         return found
 
+    def open_start(self) -> int:
+        """Where the open last parameter's value starts (-1: none is open)."""
+        return self.value_start if self.phase == _VALUE else -1
+
     def open_param(self, raw: str) -> tuple[Param, bool] | None:
         """The open last parameter, and whether its text so far may be one JSON value."""
         if self.phase != _VALUE:
@@ -115,7 +128,7 @@ class ParamScan(Struct):
             self.phase, self.start, self.step, self.gap = _HEAD, at, _GAP, 0
             self.pos = at + len(literal)
             return False
-        if literal.startswith(raw[at:]):
+        if _ends_inside(raw, at, literal):
             return True  # may still grow into the literal
         self.pos = at + 1
         return False
@@ -188,9 +201,9 @@ class ParamScan(Struct):
             if cursor > gap_start:
                 if raw.startswith("name=", cursor):
                     return self._complete(raw, at, at), False
-                if "name=".startswith(raw[cursor:]):
+                if _ends_inside(raw, cursor, "name="):
                     return None, True
-        elif close.startswith(raw[at:]) or opener.startswith(raw[at:]):
+        elif _ends_inside(raw, at, close) or _ends_inside(raw, at, opener):
             return None, True
         self.start, self.pos = -1, at + 1
         return None, False
@@ -363,14 +376,15 @@ class ArgsStream:
         self._read(raw)
         if ">" not in delta:
             return None
-        opened = s.scan.open_param(raw)
-        start = s.scan.value_start if opened is not None else -1
+        start = s.scan.open_start()
         if s.version == s.seen_version and start >= 0 and start == s.streaming_from:
+            # Only the text since the last piece is read (the open value is not copied).
             piece = _escaped(raw[s.streamed_to :])
             s.streamed_to = len(raw)
             s.sent_tail += piece
             s.sent_length += len(piece)
             return piece or None
+        opened = s.scan.open_param(raw)
         mode = 0
         if opened is not None and (opened[0].is_string or opened[1]):
             mode = 2 if opened[1] else 1

@@ -188,12 +188,18 @@ class EngineTools(ABC, Generic[SlotT]):
 
 
 def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
-    """One delta per call index, later pieces merged into the first."""
+    """One delta per call index, later pieces merged into the first.
+
+    Argument pieces are joined once per call: a one-shot parse can bring thousands of
+    pieces for one call, and adding them one by one would copy the text each time.
+    """
     merged: dict[int, DeltaToolCall] = {}
+    pieces: dict[int, list[str]] = {}
     for call in calls:
         first = merged.get(call.index)
         if first is None:
             merged[call.index] = call
+            pieces[call.index] = [] if call.arguments is None else [call.arguments]
             continue
         if first.id is None:
             first.id = call.id
@@ -202,5 +208,10 @@ def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
         if first.name is None:
             first.name = call.name
         if call.arguments is not None:
-            first.arguments = (first.arguments or "") + call.arguments
-    return calls if len(merged) == len(calls) else list(merged.values())
+            pieces[call.index].append(call.arguments)
+    if len(merged) == len(calls):
+        return calls
+    for index, first in merged.items():
+        if pieces[index]:
+            first.arguments = "".join(pieces[index])
+    return list(merged.values())

@@ -185,6 +185,34 @@ def test_the_parameter_scan_follows_vllms_pattern() -> None:
     ]
 
 
+class CountedText(str):
+    """Text that counts the characters its slices copy (each a re-read of the text)."""
+
+    copied = 0
+
+    def __getitem__(self, key: Any) -> str:
+        piece = super().__getitem__(key)
+        CountedText.copied += len(piece)
+        return piece
+
+
+@pytest.mark.parametrize(
+    ("head", "unit"),
+    [
+        ("", '<parameter name="k'),  # a '<' while looking for a parameter
+        ('<｜DSML｜parameter name="a" string="true">', '<parameter name="k'),  # in a value
+        ('<｜DSML｜parameter name="a" string="true">', "<｜DSML｜parameter x"),  # no name=
+    ],
+)
+def test_a_storm_of_candidate_tags_is_read_once(head: str, unit: str) -> None:
+    """Each ``<`` that only might start a tag is read in place, never by copying the
+    rest of the body: what is copied (values, single characters) stays linear."""
+    raw = CountedText(head + unit * 5_000)
+    CountedText.copied = 0
+    assert ParamScan().advance(raw, DIALECT) == []
+    assert CountedText.copied <= 2 * len(raw)
+
+
 def test_a_long_string_value_streams_by_what_it_adds() -> None:
     """Each ``>`` sends the escaped text since the last one, never the whole value."""
     state = ArgsState()

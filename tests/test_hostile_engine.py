@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
+from parsers.engine_tools import coalesce_calls
 from parsers.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory
-from parsers.types import ParseOptions, ToolSpec, Vocabulary
+from parsers.types import DeltaToolCall, ParseOptions, ToolSpec, Vocabulary
 from tests.support.parity import Assembled, chunked, chunking_invariant
 from tests.support.streams import run
 
@@ -309,3 +310,24 @@ def test_the_parameter_scan_reads_as_vllms_regexes(parts: list[str], cuts: list[
         value = raw[scan.name_end + 1 :]
         last = value[value.rfind("<") :] if "<" in value else ""
         assert raw[scan.settled() :] == (last if _VALUE_END_PREFIX.fullmatch(last) else "")
+
+
+def test_coalesced_pieces_keep_the_first_ones_fields_and_all_arguments_in_order() -> None:
+    """One delta per call index; its arguments are every piece's, joined in order (None
+    stays None only when no piece has any), whatever the number of pieces."""
+    pieces = [
+        DeltaToolCall(index=0, id="a", type="function", name="f"),
+        DeltaToolCall(index=1, id="b", type="function", name="g", arguments=""),
+        *(DeltaToolCall(index=0, arguments=f"{i}," if i % 3 else None) for i in range(3000)),
+        DeltaToolCall(index=2, id="c", name="h"),
+        DeltaToolCall(index=2, type="function"),
+    ]
+    merged = coalesce_calls(pieces)
+    expected = "".join(f"{i}," for i in range(3000) if i % 3)
+    assert [(c.index, c.id, c.type, c.name, c.arguments) for c in merged] == [
+        (0, "a", "function", "f", expected),
+        (1, "b", "function", "g", ""),
+        (2, "c", "function", "h", None),
+    ]
+    alone = [DeltaToolCall(index=0, arguments="x"), DeltaToolCall(index=1)]
+    assert coalesce_calls(alone) is alone
