@@ -45,6 +45,22 @@ _COMPACT_HEADER = {
 }
 
 
+_SCHEMAS = (
+    ChatDerenderRequest,
+    ChatStreamDerenderRequest,
+    CompletionDerenderRequest,
+    CompletionStreamDerenderRequest,
+    ChatCompletion,
+    ChatStreamReply,
+    Completion,
+    CompletionStreamReply,
+    ErrorBody,
+    StreamState,
+    CompactChatStreamRequest,
+    CompactStreamState,
+)
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": _REF.format(name=name)}
 
@@ -96,20 +112,7 @@ def _get(summary: str, content: dict[str, Any] | None, secured: bool) -> dict[st
 def openapi_document(*, secured: bool) -> dict[str, Any]:
     """The document; ``secured`` when the server requires an API key."""
     _, schemas = msgspec.json.schema_components(
-        [
-            ChatDerenderRequest,
-            ChatStreamDerenderRequest,
-            CompletionDerenderRequest,
-            CompletionStreamDerenderRequest,
-            ChatCompletion,
-            ChatStreamReply,
-            Completion,
-            CompletionStreamReply,
-            ErrorBody,
-            StreamState,
-            CompactChatStreamRequest,
-            CompactStreamState,
-        ],
+        _SCHEMAS,
         ref_template=_REF,
     )
     # On the wire a chat stream reply's state is the StreamState it encodes.
