@@ -371,7 +371,7 @@ def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
     plots.lines(paths[0], f"{title}: per-chunk latency (rolling median)", latency, styles=styles)
     plots.lines(
         paths[2],
-        f"{title}: bytes on the wire per chunk, request + reply (HTTP bodies, WebSocket payloads)",
+        f"{runs[0].tokens}-token stream: bytes per chunk, request + reply",
         wire,
         ylabel="bytes per chunk",
         loglog=True,
