@@ -1,37 +1,70 @@
-"""A streaming client as a router drives the derender protocol: one call per chunk.
+"""A streaming client as a router drives the derender protocol: one exchange per chunk.
 
-Each chunk's request carries the prompt ids, the chat request and the
-``stream_state`` the previous reply returned, as vLLM's clients send them. The
-prompt and chat request are encoded once and the state is passed through as raw
-JSON, so the client's own CPU stays small and the bytes it counts are exactly the
-bytes on the wire. A ``json_dumps`` client instead writes what a ``requests``,
-``aiohttp`` or ``urllib`` user writes: the reply parsed with ``json.loads`` and every
-request body, state included, re-encoded with ``json.dumps`` defaults (ASCII escapes,
-``", "`` and ``": "`` separators).
+How a chunk travels is the mode's ``Wire`` (docs/transports.md):
+
+- ``full``: one POST per chunk carrying the prompt ids, the chat request and the
+  ``stream_state`` the previous reply returned, as vLLM's clients send them. The
+  prompt and chat request are encoded once and the state is passed through as raw
+  JSON, so the client's own CPU stays small and the bytes it counts are exactly the
+  bytes on the wire.
+- ``echo``: the same requests to a server that answers with the request itself; the
+  client grows the state as a derender server would, so its requests have the size.
+- ``json-dumps``: what a ``requests``, ``aiohttp`` or ``urllib`` user writes: the reply
+  parsed with ``json.loads`` and every request body, state included, re-encoded with
+  ``json.dumps`` defaults (ASCII escapes, ``", "`` and ``": "`` separators).
+- ``compact``: the POSTs carry ``X-Derender-State: compact``; after the first chunk
+  a body is the generate chunk and the compact state alone. The client keeps the
+  stream's history and re-sends a chunk in full after a ``409 stream_state_required``.
+- ``websocket``: one connection per stream, a text message per chunk; after the first
+  message (the context) a message is the generate chunk alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import aiohttp
 import msgspec
 
+from app.client import CHAT_PATH, SOCKET_PATH, STATE_HEADER, STATE_REQUIRED, full_state
 from bench.servers import Target
 from bench.workload import CHAT_REQUEST
 
+Wire = Literal["full", "echo", "json-dumps", "compact", "websocket"]
 JSON_HEADERS = {"content-type": "application/json"}
-ROUTE = "/v1/chat/completions/derender"
+COMPACT_HEADERS = {**JSON_HEADERS, STATE_HEADER: "compact"}
 
 
 class _Reply(msgspec.Struct):
-    stream_state: msgspec.Raw
+    """A reply as far as the client reads it: the state to thread, or the error."""
+
+    stream_state: msgspec.Raw = msgspec.Raw(b"null")
+    error: dict[str, Any] | None = None
+
+
+_decode = msgspec.json.Decoder(_Reply).decode
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One chunk's traffic: body (or message payload) bytes each way, a 409's round
+    trip and the re-send included, and of the bytes sent those that carry the prompt
+    and the stream's state."""
+
+    sent: int = 0
+    received: int = 0
+    prompt: int = 0
+    history: int = 0
+    cache: str | None = None  # x-derender-cache of the reply that answered the chunk
+    resent: bool = False  # re-sent in full after stream_state_required
+    latency: float = 0.0  # seconds from sending the body to having read the reply
 
 
 @dataclass(slots=True)
@@ -40,12 +73,30 @@ class StreamRecord:
 
     positions: list[int] = field(default_factory=list)  # output tokens after each chunk
     latencies: list[float] = field(default_factory=list)  # seconds, request to reply
+    chunk_bytes: list[int] = field(default_factory=list)  # sent + received, per chunk
     bytes_sent: int = 0
     bytes_received: int = 0
     prompt_bytes: int = 0  # of bytes_sent: the re-sent prompt_token_ids
     history_bytes: int = 0  # of bytes_sent: the echoed stream_state
     hits: int = 0  # replies marked x-derender-cache: hit or redis
     misses: int = 0
+    resends: int = 0  # chunks re-sent in full after stream_state_required
+
+    def add(self, position: int, exchange: Exchange) -> None:
+        self.positions.append(position)
+        self.latencies.append(exchange.latency)
+        self.chunk_bytes.append(exchange.sent + exchange.received)
+        self.bytes_sent += exchange.sent
+        self.bytes_received += exchange.received
+        self.prompt_bytes += exchange.prompt
+        self.history_bytes += exchange.history
+        self.hits += exchange.cache in ("hit", "redis")  # no replay: kept or restored session
+        self.misses += exchange.cache == "miss"
+        self.resends += exchange.resent
+
+
+class ReplyError(Exception):
+    """A chunk the server refused or failed."""
 
 
 def grown_state(state: msgspec.Raw | None, chunk: list[int]) -> msgspec.Raw:
@@ -57,96 +108,266 @@ def grown_state(state: msgspec.Raw | None, chunk: list[int]) -> msgspec.Raw:
     return msgspec.Raw(msgspec.json.encode(value))
 
 
+def _tokens(chunk: dict[str, Any]) -> list[int]:
+    tokens: list[int] = chunk["choices"][0]["token_ids"]
+    return tokens
+
+
+async def _post(
+    http: aiohttp.ClientSession, url: str, content: bytes, headers: dict[str, str]
+) -> tuple[int, bytes, str | None]:
+    async with http.post(url, data=content, headers=headers) as reply:
+        return reply.status, await reply.read(), reply.headers.get("x-derender-cache")
+
+
+class _Wire(Protocol):
+    async def send(self, chunk: dict[str, Any]) -> Exchange: ...
+
+
+class _Full:
+    """The vLLM protocol: every body carries the context and the whole state."""
+
+    def __init__(
+        self, http: aiohttp.ClientSession, target: Target, prompt: list[int], wire: Wire
+    ) -> None:
+        self.http = http
+        self.urls = itertools.cycle(base + CHAT_PATH for base in target.bases)
+        self.wire = wire
+        prompt_raw = msgspec.Raw(msgspec.json.encode(prompt))
+        chat_raw = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
+        dumps = wire == "json-dumps"
+        self.context: tuple[Any, Any] = (prompt, CHAT_REQUEST) if dumps else (prompt_raw, chat_raw)
+        self.prompt_bytes = len(json.dumps(prompt)) if dumps else len(prompt_raw)
+        self.state: msgspec.Raw | None = None
+        self.parsed_state: Any = None  # the json-dumps client's, as json.loads gave it
+
+    async def send(self, chunk: dict[str, Any]) -> Exchange:
+        body: dict[str, Any] = {
+            "stream": True,
+            "generate_chunk": chunk,
+            "prompt_token_ids": self.context[0],
+            "chat_request": self.context[1],
+        }
+        content, history = self._encode(body)
+        begun = time.perf_counter()
+        status, answer, cache = await _post(self.http, next(self.urls), content, JSON_HEADERS)
+        latency = time.perf_counter() - begun
+        if status != 200:
+            raise ReplyError(f"derender replied {status}: {answer[:500]!r}")
+        if self.wire == "echo":
+            self.state = grown_state(self.state, _tokens(chunk))
+        elif self.wire == "json-dumps":
+            self.parsed_state = json.loads(answer)["stream_state"]
+        else:
+            self.state = _decode(answer).stream_state
+        sent = len(content)
+        return Exchange(sent, len(answer), self.prompt_bytes, history, cache, latency=latency)
+
+    def _encode(self, body: dict[str, Any]) -> tuple[bytes, int]:
+        """The body's bytes and how many of them are the state."""
+        if self.wire != "json-dumps":
+            if self.state is None:
+                return msgspec.json.encode(body), 0
+            body["stream_state"] = self.state
+            return msgspec.json.encode(body), len(self.state)
+        content = json.dumps(body).encode()
+        if self.parsed_state is None:
+            return content, 0
+        # the state's share, from the body without it: encoding the state twice would
+        # add client CPU, which competes with the server's on a shared box
+        without = len(content) + len(b', "stream_state": ')
+        body["stream_state"] = self.parsed_state
+        content = json.dumps(body).encode()
+        return content, len(content) - without
+
+
+class _History:
+    """A compact client's memory of its stream: the context, the chunks it forwarded and
+    the last state, from which it rebuilds the full state when a chunk must be re-sent."""
+
+    def __init__(self, prompt: list[int]) -> None:
+        self.prompt = msgspec.Raw(msgspec.json.encode(prompt))
+        self.chat = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
+        self.token_ids: list[int] = []
+        self.chunk_lens: list[int] = []
+        self.state: bytes | None = None
+
+    @property
+    def compact(self) -> bool:
+        """The last state is compact: the server holds the context and the history."""
+        return self.state is not None and b'"output_digest"' in self.state
+
+    def full_state(self) -> bytes | None:
+        if self.state is None:
+            return None
+        return full_state(self.state, self.token_ids, self.chunk_lens)
+
+    def body(
+        self, chunk: dict[str, Any], exchange: Exchange, *, context: bool, state: bytes | None,
+        stream: bool,
+    ) -> bytes:  # fmt: skip
+        """A chunk's body with its context and ``state`` if asked, counted in ``exchange``."""
+        fields: dict[str, Any] = {"stream": True} if stream else {}
+        fields["generate_chunk"] = chunk
+        if context:
+            fields.update(prompt_token_ids=self.prompt, chat_request=self.chat)
+            exchange.prompt += len(self.prompt)
+        if state is not None:
+            fields["stream_state"] = msgspec.Raw(state)
+            exchange.history += len(state)
+        content = msgspec.json.encode(fields)
+        exchange.sent += len(content)
+        return content
+
+    def keep(self, chunk: dict[str, Any], state: msgspec.Raw) -> None:
+        """Remember a chunk the server answered, and the state its reply carried."""
+        tokens = _tokens(chunk)
+        if tokens:
+            self.token_ids += tokens
+            self.chunk_lens.append(len(tokens))
+        self.state = bytes(state)
+
+
+class _Compact:
+    """Compact state over HTTP: a chunk is its generate chunk and the compact state."""
+
+    def __init__(self, http: aiohttp.ClientSession, target: Target, prompt: list[int]) -> None:
+        self.http = http
+        self.urls = itertools.cycle(base + CHAT_PATH for base in target.bases)
+        self.history = _History(prompt)
+
+    async def send(self, chunk: dict[str, Any]) -> Exchange:
+        exchange = Exchange()
+        history = self.history
+        context = not history.compact
+        body = history.body(chunk, exchange, context=context, state=history.state, stream=True)
+        begun = time.perf_counter()
+        status, answer = await self._post(body, exchange)
+        if status == 409 and _required(answer):
+            exchange.resent = True
+            full = history.full_state()
+            body = history.body(chunk, exchange, context=True, state=full, stream=True)
+            status, answer = await self._post(body, exchange)
+        exchange.latency = time.perf_counter() - begun
+        if status != 200:
+            raise ReplyError(f"derender replied {status}: {answer[:500]!r}")
+        history.keep(chunk, _decode(answer).stream_state)
+        return exchange
+
+    async def _post(self, body: bytes, exchange: Exchange) -> tuple[int, bytes]:
+        status, answer, exchange.cache = await _post(
+            self.http, next(self.urls), body, COMPACT_HEADERS
+        )
+        exchange.received += len(answer)
+        return status, answer
+
+
+class _Socket:
+    """One WebSocket connection for the stream: after the context, a message per chunk."""
+
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse, prompt: list[int]) -> None:
+        self.socket = socket
+        self.history = _History(prompt)
+
+    async def send(self, chunk: dict[str, Any]) -> Exchange:
+        exchange = Exchange()
+        history = self.history
+        opening = history.state is None
+        body = history.body(chunk, exchange, context=opening, state=None, stream=False)
+        begun = time.perf_counter()
+        answer = await self._exchange(body, exchange)
+        if _required(answer):  # the connection lost the stream: resume it in full
+            exchange.resent = True
+            full = history.full_state()
+            body = history.body(chunk, exchange, context=True, state=full, stream=False)
+            answer = await self._exchange(body, exchange)
+        exchange.latency = time.perf_counter() - begun
+        reply = _decode(answer)
+        if reply.error is not None:
+            raise ReplyError(f"derender replied {answer[:500]!r}")
+        history.keep(chunk, reply.stream_state)
+        return exchange
+
+    async def _exchange(self, body: bytes, exchange: Exchange) -> bytes:
+        await self.socket.send_str(body.decode())
+        message = await self.socket.receive()
+        if message.type != aiohttp.WSMsgType.TEXT:
+            raise ReplyError(f"the WebSocket gave {message.type.name}: {message.data!r}")
+        answer: bytes = message.data.encode()
+        exchange.received += len(answer)
+        return answer
+
+
+def _required(answer: bytes) -> bool:
+    """The reply asks for the chunk in full (``stream_state_required``)."""
+    try:
+        error = _decode(answer).error
+    except msgspec.DecodeError:
+        return False
+    return error is not None and error.get("code") == STATE_REQUIRED
+
+
+@contextlib.asynccontextmanager
+async def opened(
+    http: aiohttp.ClientSession, target: Target, prompt: list[int], wire: Wire
+) -> AsyncIterator[_Wire]:
+    """The stream's way to the server: a WebSocket connection is opened (to the first
+    replica) before the first chunk, so its handshake is not a chunk's latency."""
+    if wire == "websocket":
+        url = "ws" + target.bases[0].removeprefix("http") + SOCKET_PATH
+        async with http.ws_connect(url, max_msg_size=0) as socket:
+            yield _Socket(socket, prompt)
+    elif wire == "compact":
+        yield _Compact(http, target, prompt)
+    else:
+        yield _Full(http, target, prompt, wire)
+
+
+def chunks(request_id: str, output: list[int], size: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each generate chunk of ``output`` and the output position it ends at."""
+    for start in range(0, len(output), size):
+        tokens = output[start : start + size]
+        last = start + size >= len(output)
+        choice = {"index": 0, "token_ids": tokens, "finish_reason": "stop" if last else None}
+        yield start + len(tokens), {"request_id": request_id, "choices": [choice]}
+
+
 async def run_stream(
-    client: aiohttp.ClientSession,
+    http: aiohttp.ClientSession,
     target: Target,
     request_id: str,
     output: list[int],
     prompt: list[int],
     chunk_size: int,
     *,
-    echo: bool = False,
-    json_dumps: bool = False,
+    wire: Wire = "full",
     interval_s: float = 0.0,
     on_chunk: Callable[[int, StreamRecord], None] | None = None,
 ) -> StreamRecord:
-    """Stream ``output`` ``chunk_size`` tokens per call, one chunk every ``interval_s``.
-
-    ``echo``: the server answers with the request itself, so the client grows the
-    state as a derender server would. ``json_dumps``: each reply is parsed and each
-    body re-encoded with ``json.dumps`` defaults (its encoding is not timed, as a
-    router's own CPU is not). ``on_chunk`` gets the output position and the record so
-    far after each reply (the stream bench samples server CPU there).
+    """Stream ``output`` ``chunk_size`` tokens per call over ``wire``, one chunk every
+    ``interval_s``. A chunk's latency is its round trips, a 409's re-send included, not
+    the client's encoding of its first body nor its decoding of the reply (a router's
+    CPU, not the server's). ``on_chunk`` gets the output position and the record so far
+    after each reply (the stream bench samples server CPU there).
     """
     record = StreamRecord()
-    prompt_raw = msgspec.Raw(msgspec.json.encode(prompt))
-    chat_raw = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
-    context: tuple[Any, Any] = (prompt, CHAT_REQUEST) if json_dumps else (prompt_raw, chat_raw)
-    prompt_bytes = len(json.dumps(prompt)) if json_dumps else len(prompt_raw)
-    urls = itertools.cycle(base + ROUTE for base in target.bases)
-    state: msgspec.Raw | None = None
-    parsed_state: Any = None  # the json_dumps client's, as json.loads gave it
     started = time.perf_counter()
-    for index, start in enumerate(range(0, len(output), chunk_size)):
-        if interval_s:
-            await asyncio.sleep(max(0.0, started + index * interval_s - time.perf_counter()))
-        tokens = output[start : start + chunk_size]
-        last = start + chunk_size >= len(output)
-        choice = {"index": 0, "token_ids": tokens, "finish_reason": "stop" if last else None}
-        body: dict[str, Any] = {
-            "stream": True,
-            "generate_chunk": {"request_id": request_id, "choices": [choice]},
-            "prompt_token_ids": context[0],
-            "chat_request": context[1],
-        }
-        if json_dumps:
-            content = json.dumps(body).encode()
-            if parsed_state is not None:
-                # the state's share, from the body without it: encoding the state twice
-                # would add client CPU, which competes with the server's on a shared box
-                without = len(content) + len(b', "stream_state": ')
-                body["stream_state"] = parsed_state
-                content = json.dumps(body).encode()
-                record.history_bytes += len(content) - without
-        else:
-            if state is not None:
-                body["stream_state"] = state
-                record.history_bytes += len(state)
-            content = msgspec.json.encode(body)
-        sent = time.perf_counter()
-        async with client.post(next(urls), data=content, headers=JSON_HEADERS) as reply:
-            reply.raise_for_status()
-            answer = await reply.read()
-            cache = reply.headers.get("x-derender-cache")
-        record.latencies.append(time.perf_counter() - sent)
-        record.positions.append(start + len(tokens))
-        record.bytes_sent += len(content)
-        record.prompt_bytes += prompt_bytes
-        record.bytes_received += len(answer)
-        record.hits += cache in ("hit", "redis")  # no replay: kept or restored session
-        record.misses += cache == "miss"
-        if echo:
-            state = grown_state(state, tokens)
-        elif json_dumps:
-            parsed_state = json.loads(answer)["stream_state"]
-        else:
-            state = msgspec.json.decode(answer, type=_Reply).stream_state
-        if on_chunk is not None:
-            on_chunk(start + len(tokens), record)
+    async with opened(http, target, prompt, wire) as way:
+        for index, (position, chunk) in enumerate(chunks(request_id, output, chunk_size)):
+            if interval_s:
+                await asyncio.sleep(max(0.0, started + index * interval_s - time.perf_counter()))
+            record.add(position, await way.send(chunk))
+            if on_chunk is not None:
+                on_chunk(position, record)
     return record
 
 
-async def warm_up(
-    target: Target, output: list[int], prompt: list[int], echo: bool, json_dumps: bool = False
-) -> None:
+async def warm_up(target: Target, output: list[int], prompt: list[int], wire: Wire) -> None:
     """One short unmeasured stream per replica: first-request costs are not the chunk's."""
     async with http_client(1) as client:
         for base in target.bases:
             single = Target([base], [])
-            await run_stream(
-                client, single, f"warm-up-{base}", output[:32], prompt, 1,
-                echo=echo, json_dumps=json_dumps,
-            )  # fmt: skip
+            await run_stream(client, single, f"warm-up-{base}", output[:32], prompt, 1, wire=wire)
 
 
 def http_client(connections: int) -> aiohttp.ClientSession:

@@ -65,7 +65,7 @@ async def drive(
         interval = args.chunk_size / args.rate if args.rate else 0.0
         return await run_stream(
             client, target, run_id, output, prompt, args.chunk_size,
-            echo=mode.echo, json_dumps=mode.json_dumps, interval_s=interval, on_chunk=count,
+            wire=mode.wire, interval_s=interval, on_chunk=count,
         )  # fmt: skip
 
     async def report() -> None:
@@ -121,9 +121,7 @@ def run(modes: Sequence[Mode], setup: Setup, args: argparse.Namespace) -> list[L
     for mode in modes:
         progress(f"{mode.label}: starting")
         with started(mode, setup) as target:
-            asyncio.run(
-                warm_up(target, output, prompt_ids(tokenizer, 100), mode.echo, mode.json_dumps)
-            )
+            asyncio.run(warm_up(target, output, prompt_ids(tokenizer, 100), mode.wire))
             for length in args.prompt_tokens:
                 runs.append(measure(mode, target, output, prompt_ids(tokenizer, length), args))
     return runs

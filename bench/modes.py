@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.client import Wire
 from bench.servers import Command, Target, redis_server, running
 from bench.workload import SERVER_FLAGS
 
@@ -33,8 +34,7 @@ class Mode:
     name: str  # for --modes and the JSON: no spaces
     label: str  # for tables and plots
     commands: Callable[[Setup], list[Command]]
-    echo: bool = False  # replies echo the request: the client grows stream_state itself
-    json_dumps: bool = False  # the client re-encodes each body (state included) with json.dumps
+    wire: Wire = "full"  # how the client sends a chunk (bench/client.py)
     needs_vllm: bool = False
     redis: bool = False  # a private redis-server runs beside the mode's processes
 
@@ -84,10 +84,13 @@ MODES: tuple[Mode, ...] = (
     # Chunks alternate between the replicas: every chunk after the first restores.
     Mode("redis-replicas", "2 replicas + Redis", replicas_sharing_redis(2), redis=True),
     Mode("cache-off", "cache off", ours("--stream-cache-size", "0")),
-    Mode("http-floor", "HTTP floor", http_floor, echo=True),
+    Mode("http-floor", "HTTP floor", http_floor, wire="echo"),
     Mode("vllm", "vLLM 0.33.0", vllm_render, needs_vllm=True),
     # cache-on's server; its client re-encodes the state as requests/aiohttp users do
-    Mode("json-dumps", "json.dumps client", ours(), json_dumps=True),
+    Mode("json-dumps", "json.dumps client", ours(), wire="json-dumps"),
+    # cache-on's server, the transports of docs/transports.md
+    Mode("compact", "compact state", ours(), wire="compact"),
+    Mode("websocket", "WebSocket", ours(), wire="websocket"),
 )
 BASELINE = MODES[0]  # the mode every other one is compared with
 

@@ -43,6 +43,22 @@ def window(positions: Sequence[int], values: Sequence[float], at: int) -> list[f
     return [v for p, v in zip(positions, values, strict=True) if low < p <= at]
 
 
+class MeanAt(msgspec.Struct):
+    position: int
+    mean: float
+    chunks: int
+
+
+def means_by_position(positions: Sequence[int], values: Sequence[float]) -> list[MeanAt]:
+    """The mean per checkpoint, over the same windows as the percentiles."""
+    rows = []
+    for at in checkpoints(max(positions)):
+        window_values = window(positions, values, at)
+        if window_values:
+            rows.append(MeanAt(at, statistics.fmean(window_values), len(window_values)))
+    return rows
+
+
 def by_position(positions: Sequence[int], latencies: Sequence[float]) -> list[AtPosition]:
     """p50 and p99 per checkpoint, in milliseconds, from per-chunk latencies in seconds."""
     rows = []

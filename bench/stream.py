@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -21,7 +23,7 @@ from bench.client import StreamRecord, http_client, run_stream, warm_up
 from bench.modes import BASELINE, Mode, Setup, by_name, colour, started
 from bench.report import machine, progress, table, write
 from bench.servers import TICK_S, Target, cpu_seconds
-from bench.stats import AtPosition, by_position, checkpoints
+from bench.stats import AtPosition, MeanAt, by_position, checkpoints, means_by_position
 from bench.workload import chat_output, prompt_ids, qwen3
 
 # /proc counts CPU in clock ticks: below five of them a total is noise, not a figure.
@@ -50,10 +52,26 @@ class StreamRun(msgspec.Struct):
     prompt_share: float
     history_share: float
     hit_ratio: float | None
+    resends: int | None  # chunks re-sent in full after a 409 (compact and WebSocket)
     latency: list[AtPosition]
+    bytes_per_chunk: list[MeanAt]  # request + reply bytes of a chunk, by position
     by_length: list[AtLength]
     positions: list[int]
     latencies_ms: list[float]
+    chunk_bytes: list[int]
+
+
+class Verdict(msgspec.Struct):
+    """One acceptance claim of issue 17 on one run: its ratio, bound and outcome
+    (``holds`` is None when a CPU total is under the clock's resolution)."""
+
+    mode: str
+    chunk_size: int
+    prompt_tokens: int
+    claim: str
+    value: float | None
+    bound: float
+    holds: bool | None
 
 
 def hit_ratio(record: StreamRecord) -> float | None:
@@ -93,8 +111,7 @@ def measure(
                 output,
                 prompt,
                 size,
-                echo=mode.echo,
-                json_dumps=mode.json_dumps,
+                wire=mode.wire,
                 on_chunk=sample,
             )
 
@@ -111,10 +128,13 @@ def measure(
         prompt_share=last.prompt_share,
         history_share=last.history_share,
         hit_ratio=hit_ratio(record),
+        resends=record.resends if mode.wire in ("compact", "websocket") else None,
         latency=by_position(record.positions, record.latencies),
+        bytes_per_chunk=means_by_position(record.positions, record.chunk_bytes),
         by_length=lengths,
         positions=record.positions,
         latencies_ms=[1e3 * latency for latency in record.latencies],
+        chunk_bytes=record.chunk_bytes,
     )
 
 
@@ -132,7 +152,7 @@ def run(
     for mode in modes:
         progress(f"{mode.label}: starting")
         with started(mode, setup) as target:
-            asyncio.run(warm_up(target, output, prompts[0], mode.echo, mode.json_dumps))
+            asyncio.run(warm_up(target, output, prompts[0], mode.wire))
             for prompt in prompts:
                 for size in chunk_sizes:
                     run_id = f"bench-{mode.name}-{len(prompt)}-{size}"
@@ -140,43 +160,59 @@ def run(
     return runs
 
 
-def nearest(points: Sequence[AtPosition], position: int) -> AtPosition:
+class _Positioned(Protocol):
+    position: int
+
+
+P = TypeVar("P", bound=_Positioned)
+
+
+def nearest(points: Sequence[P], position: int) -> P:
     return min(points, key=lambda point: abs(point.position - position))
+
+
+def early_late(tokens: int) -> tuple[int, int]:
+    """The positions the transports' claims compare: ~token 250 and the stream's end."""
+    return min(256, tokens), tokens
+
+
+def row(r: StreamRun, shown: Sequence[int]) -> list[str]:
+    early, late = early_late(r.tokens)
+    return [
+        by_name(r.mode).label,
+        str(r.chunk_size),
+        str(r.prompt_tokens),
+        f"{r.cpu_s:.2f}",
+        *(
+            f"{point.p50_ms:.2f} / {point.p99_ms:.2f}"
+            for point in (nearest(r.latency, at) for at in shown)
+        ),
+        " / ".join(f"{nearest(r.bytes_per_chunk, at).mean:,.0f}" for at in (early, late)),
+        f"{r.bytes_sent / 1e6:.1f} / {r.bytes_received / 1e6:.1f}",
+        f"{100 * r.prompt_share:.0f}% + {100 * r.history_share:.0f}%",
+        "-" if r.hit_ratio is None else f"{r.hit_ratio:.3f}",
+        "-" if r.resends is None else str(r.resends),
+    ]
 
 
 def render(runs: Sequence[StreamRun]) -> str:
     """The main table, the cost-by-length table and the same-run ratios."""
     tokens = runs[0].tokens
     shown = sorted({min(256, tokens), min(1024, tokens), tokens})
-    rows = []
-    for r in runs:
-        rows.append(
-            [
-                by_name(r.mode).label,
-                str(r.chunk_size),
-                str(r.prompt_tokens),
-                f"{r.cpu_s:.2f}",
-                *(
-                    f"{point.p50_ms:.2f} / {point.p99_ms:.2f}"
-                    for point in (nearest(r.latency, at) for at in shown)
-                ),
-                f"{r.bytes_sent / 1e6:.1f} / {r.bytes_received / 1e6:.1f}",
-                f"{100 * r.prompt_share:.0f}% + {100 * r.history_share:.0f}%",
-                "-" if r.hit_ratio is None else f"{r.hit_ratio:.3f}",
-            ]
-        )
     columns = [
         "mode",
         "chunk",
         "prompt",
         "server CPU s",
         *(f"p50 / p99 ms @{at}" for at in shown),
+        "bytes/chunk @{} / @{}".format(*early_late(tokens)),
         "MB sent / recv",
         "prompt + history",
         "hits",
+        "re-sent",
     ]
     title = (
-        f"{tokens}-token qwen3 + hermes stream over HTTP (reasoning, answer, tool calls); "
+        f"{tokens}-token qwen3 + hermes stream (reasoning, answer, tool calls); "
         "CPU and times are this machine's"
     )
     lengths = [point.tokens for point in runs[0].by_length if point.tokens >= shown[0]]
@@ -196,7 +232,7 @@ def render(runs: Sequence[StreamRun]) -> str:
         [
             title,
             "",
-            table(columns, rows),
+            table(columns, [row(r, shown) for r in runs]),
             "",
             "server CPU s of a stream's first N tokens (share of request bytes that re-send "
             "the prompt and history)",
@@ -208,39 +244,113 @@ def render(runs: Sequence[StreamRun]) -> str:
     )
 
 
+def baseline_of(r: StreamRun, runs: Sequence[StreamRun]) -> StreamRun | None:
+    """The baseline's run of the same chunk size and prompt (None for the baseline's own)."""
+    for b in runs:
+        if b.mode == BASELINE.name and (b.chunk_size, b.prompt_tokens) == (
+            r.chunk_size,
+            r.prompt_tokens,
+        ):
+            return None if b is r else b
+    return None
+
+
 def ratios(runs: Sequence[StreamRun]) -> list[str]:
-    """Every mode against the baseline, same chunk size and prompt: the headline.
+    """Every mode against the baseline, same chunk size and prompt, then issue 17's
+    acceptance claims for the transports.
 
     A CPU total under the clock's resolution makes no ratio, so none is printed for it.
     """
-    lines = [f"same-run ratios against {BASELINE.label} (total server CPU; p99 at the last token):"]
+    lines = [
+        f"same-run ratios against {BASELINE.label} "
+        "(total server CPU; p99 and bytes per chunk at the last token):"
+    ]
     for r in runs:
-        base = next(
-            (
-                b
-                for b in runs
-                if b.mode == BASELINE.name
-                and (b.chunk_size, b.prompt_tokens) == (r.chunk_size, r.prompt_tokens)
-            ),
-            None,
-        )
-        if base is None or base is r:
+        base = baseline_of(r, runs)
+        if base is None:
             continue
-        if min(r.cpu_s, base.cpu_s) < MEASURABLE_CPU_S:
-            cpu = f"CPU not compared (a total under {MEASURABLE_CPU_S:g} s)"
-        else:
-            cpu = f"CPU x{r.cpu_s / base.cpu_s:.3g}"
+        cpu = cpu_ratio(r, base)
+        cpu_text = (
+            f"CPU not compared (a total under {MEASURABLE_CPU_S:g} s)"
+            if cpu is None
+            else f"CPU x{cpu:.3g}"
+        )
         p99 = r.latency[-1].p99_ms / base.latency[-1].p99_ms
         lines.append(
             f"  {by_name(r.mode).label}, chunk {r.chunk_size}, prompt {r.prompt_tokens}: "
-            f"{cpu}, p99 x{p99:.3g}"
+            f"{cpu_text}, p99 x{p99:.3g}, bytes/chunk x{late_bytes(r) / late_bytes(base):.3g}"
         )
+    verdicts = claims(runs)
+    if verdicts:
+        lines += ["", "issue 17's acceptance (same run):"]
+        lines += [f"  {describe(v)}" for v in verdicts]
     return lines if len(lines) > 1 else []
 
 
+def cpu_ratio(r: StreamRun, base: StreamRun) -> float | None:
+    if min(r.cpu_s, base.cpu_s) < MEASURABLE_CPU_S:
+        return None
+    return r.cpu_s / base.cpu_s
+
+
+def late_bytes(r: StreamRun) -> float:
+    return r.bytes_per_chunk[-1].mean
+
+
+def flatness(r: StreamRun, base: StreamRun) -> float:
+    """p50 per chunk at the stream's end over p50 at ~token 250 (``base`` unused)."""
+    return r.latency[-1].p50_ms / nearest(r.latency, early_late(r.tokens)[0]).p50_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    mode: str
+    what: str
+    bound: float
+    ratio: Callable[[StreamRun, StreamRun], float | None]  # (run, baseline's run)
+
+
+CLAIMS = (
+    Claim("compact", "bytes per chunk at the end / cache on's", 1 / 50,
+          lambda r, b: late_bytes(r) / late_bytes(b)),
+    Claim("compact", "server CPU / cache on's", 0.6, cpu_ratio),
+    Claim("websocket", "server CPU / cache on's", 1 / 5, cpu_ratio),
+    Claim("compact", "p50 at the end / p50 at ~256", 1.2, flatness),
+    Claim("websocket", "p50 at the end / p50 at ~256", 1.2, flatness),
+)  # fmt: skip
+
+
+def claims(runs: Sequence[StreamRun]) -> list[Verdict]:
+    """Each claim on each run of its mode that has a baseline run beside it."""
+    verdicts = []
+    for claim in CLAIMS:
+        for r in runs:
+            base = baseline_of(r, runs)
+            if r.mode != claim.mode or base is None:
+                continue
+            value = claim.ratio(r, base)
+            holds = None if value is None else value <= claim.bound
+            which = (r.mode, r.chunk_size, r.prompt_tokens)
+            verdicts.append(Verdict(*which, claim.what, value, claim.bound, holds))
+    return verdicts
+
+
+def describe(v: Verdict) -> str:
+    def fraction(x: float) -> str:
+        return f"1/{1 / x:.3g}" if x < 0.1 else f"{x:.3g}"
+
+    value = "not measurable" if v.value is None else fraction(v.value)
+    outcome = {True: "holds", False: "does NOT hold", None: "not judged"}[v.holds]
+    return (
+        f"{by_name(v.mode).label}, chunk {v.chunk_size}, prompt {v.prompt_tokens}: "
+        f"{v.claim} = {value} (at most {fraction(v.bound)}): {outcome}"
+    )
+
+
 def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
-    """Per-chunk latency against position and log-log CPU against length, per mode."""
+    """Per-chunk latency and bytes against position, log-log CPU against length, per mode."""
     latency: dict[str, dict[str, plots.Series]] = {}
+    wire: dict[str, dict[str, plots.Series]] = {}
     cpu: dict[str, dict[str, plots.Series]] = {}
     styles: dict[str, plots.Style] = {}
     for r in runs:
@@ -248,13 +358,25 @@ def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
         label = by_name(r.mode).label
         styles[label] = plots.Style(colour(r.mode))
         latency.setdefault(panel, {})[label] = plots.rolling_median(r.positions, r.latencies_ms)
+        wire.setdefault(panel, {})[label] = (
+            [p.position for p in r.bytes_per_chunk],
+            [p.mean for p in r.bytes_per_chunk],
+        )
         cpu.setdefault(panel, {})[label] = (
             [p.tokens for p in r.by_length],
             [p.cpu_s for p in r.by_length],
         )
     title = f"{runs[0].tokens}-token stream, each mode on its own fresh processes"
-    paths = [out / "stream-latency.png", out / "stream-cpu.png"]
+    paths = [out / "stream-latency.png", out / "stream-cpu.png", out / "stream-bytes.png"]
     plots.lines(paths[0], f"{title}: per-chunk latency (rolling median)", latency, styles=styles)
+    plots.lines(
+        paths[2],
+        f"{runs[0].tokens}-token stream: bytes per chunk, request + reply",
+        wire,
+        ylabel="bytes per chunk",
+        loglog=True,
+        styles=styles,
+    )
     plots.lines(
         paths[1],
         f"{title}: total server CPU of the first N tokens",
@@ -270,7 +392,7 @@ def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
 
 def main(args: argparse.Namespace, modes: Sequence[Mode], setup: Setup) -> int:
     runs = run(modes, setup, args.tokens, args.chunk_sizes, args.prompt_tokens)
-    result = {"machine": machine(), "tokens": args.tokens, "runs": runs}
+    result = {"machine": machine(), "tokens": args.tokens, "runs": runs, "claims": claims(runs)}
     figures = draw(runs, args.out)
     write(args.out, "stream", result, render(runs), figures)
     return 0
