@@ -97,20 +97,53 @@ def split(token_ids: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
     return chunks
 
 
-def full_state(state: bytes, token_ids: Sequence[int], chunk_lens: Sequence[int]) -> bytes:
-    """The vLLM state a compact one stands for, given the stream's history: the history's
-    length and digest give way to the two lists, where they stood."""
-    compact = _decode_state(state)
-    if "output_digest" not in compact:
-        return state
-    rebuilt: dict[str, Any] = {}
-    for name, value in compact.items():
-        if name == "output_tokens":
-            rebuilt["output_token_ids"] = list(token_ids)
-            rebuilt["output_chunk_lens"] = list(chunk_lens)
-        elif name != "output_digest":
-            rebuilt[name] = value
-    return msgspec.json.encode(rebuilt)
+class StreamHistory:
+    """What a client keeps of a stream past the full protocol: the chunks it forwarded,
+    the tool-call ids its replies named, and the last state. From them it rebuilds the
+    full vLLM state a compact one stands for."""
+
+    def __init__(self) -> None:
+        self.token_ids: list[int] = []
+        self.chunk_lens: list[int] = []
+        self.tool_call_ids: list[str] = []
+        self.state: bytes | None = None
+
+    @property
+    def compact(self) -> bool:
+        """The last state is compact: the server holds the stream's context."""
+        return self.state is not None and b'"output_digest"' in self.state
+
+    def keep(
+        self, generate_chunk: dict[str, Any], reply_chunk: dict[str, Any], state: bytes
+    ) -> None:
+        """Remember a chunk the server answered, what its reply named, and its state.
+
+        A reply's tool call with an id at an index past the ids so far is a new one: the
+        server pins ids by the same rule (app/parsing.py ``to_wire_delta``)."""
+        for choice in generate_chunk.get("choices", ()):
+            if choice.get("token_ids"):
+                self.token_ids += choice["token_ids"]
+                self.chunk_lens.append(len(choice["token_ids"]))
+        for choice in reply_chunk.get("choices", ()):
+            for call in (choice.get("delta") or {}).get("tool_calls") or ():
+                if call.get("id") is not None and call["index"] >= len(self.tool_call_ids):
+                    self.tool_call_ids.append(call["id"])
+        self.state = state
+
+    def full_state(self) -> bytes | None:
+        """The vLLM state the stream is at (None before its first chunk): a compact
+        state's counts and digest give way to the lists they stand for."""
+        if self.state is None or not self.compact:
+            return self.state
+        rebuilt = {
+            name: value
+            for name, value in _decode_state(self.state).items()
+            if name not in ("output_tokens", "output_digest", "tool_calls")
+        }
+        rebuilt["output_token_ids"] = self.token_ids
+        rebuilt["output_chunk_lens"] = self.chunk_lens
+        rebuilt["last_tool_call_ids"] = self.tool_call_ids
+        return msgspec.json.encode(rebuilt)
 
 
 class DerenderClient:
@@ -237,11 +270,8 @@ class ChatStream:
             "chat_request": msgspec.Raw(msgspec.json.encode(chat_request)),
             "prompt_token_ids": msgspec.Raw(msgspec.json.encode(list(prompt_token_ids))),
         }
-        self._state: bytes | None = None
-        self._compact = False  # the state is compact: the server holds the context
+        self.history = StreamHistory()
         self._opened_on = 0  # the WebSocket connection that holds this stream
-        self.token_ids: list[int] = []
-        self.chunk_lens: list[int] = []
 
     def send(self, token_ids: Sequence[int], finish_reason: str | None = None) -> Reply:
         """Derender one generate chunk of this stream's choice; raises ``ReplyError``."""
@@ -256,12 +286,7 @@ class ChatStream:
             reply = self._over_socket(generate_chunk, fields)
         else:
             reply = self._over_http(generate_chunk, fields, mode == "compact")
-        self._state = bytes(reply.stream_state)
-        self._compact = b'"output_digest"' in self._state
-        for choice in generate_chunk.get("choices", ()):
-            if choice.get("token_ids"):
-                self.token_ids += choice["token_ids"]
-                self.chunk_lens.append(len(choice["token_ids"]))
+        self.history.keep(generate_chunk, reply.chunk, bytes(reply.stream_state))
         return reply
 
     def run(
@@ -273,15 +298,13 @@ class ChatStream:
 
     def full_state(self) -> bytes | None:
         """The vLLM state the stream is at (None before its first chunk)."""
-        if self._state is None:
-            return None
-        return full_state(self._state, self.token_ids, self.chunk_lens)
+        return self.history.full_state()
 
     def _body(self, generate_chunk: dict[str, Any], fields: dict[str, Any], full: bool) -> bytes:
         body: dict[str, Any] = {"stream": True, "generate_chunk": generate_chunk, **fields}
-        if full or not self._compact:
+        if full or not self.history.compact:
             body.update(self._context)
-        state = self.full_state() if full else self._state
+        state = self.history.full_state() if full else self.history.state
         if state is not None:
             body["stream_state"] = msgspec.Raw(state)
         return msgspec.json.encode(body)

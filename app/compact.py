@@ -1,9 +1,10 @@
-"""The compact stream state (docs/transports.md): a parsed stream's state without its
-history, which the client keeps instead.
+"""The compact stream state (docs/transports.md): a parsed stream's state without what
+grows with the stream (its history and pinned tool-call ids), which the client keeps
+instead.
 
-The history gives way to its length and a digest that names it with the stream's
+They give way to their lengths and a digest that names them with the stream's
 context, so a chunk carrying a compact state is answered only by the live session
-that continues exactly it. The digest is chained chunk by chunk (O(chunk) to extend),
+that continues exactly it. The digest is chained item by item (O(chunk) to extend),
 so neither a reply nor a lookup reads the history again.
 """
 
@@ -24,17 +25,22 @@ _DIGEST_BYTES = 16
 _state_decoder = msgspec.json.Decoder(CompactStreamState | None)
 
 
-class HistoryDigest:
-    """A running digest of a stream's chunks, boundaries included."""
+class StreamDigest:
+    """The running digest of what a compact state leaves out: the history, chunk by
+    chunk (its boundaries included), and the pinned tool-call ids, one by one. Each
+    link is its own, so the digest does not depend on when it was extended: a session
+    kept live and one rebuilt by replay name the same stream the same way."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_history", "_ids", "_ids_seen")
 
     def __init__(self) -> None:
-        self._value = bytes(_DIGEST_BYTES)
+        self._history = bytes(_DIGEST_BYTES)
+        self._ids = bytes(_DIGEST_BYTES)
+        self._ids_seen = 0
 
     @classmethod
-    def of(cls, token_ids: Sequence[int], chunk_lens: Sequence[int]) -> HistoryDigest:
-        """The digest of a history given whole (a restored session's)."""
+    def of(cls, token_ids: Sequence[int], chunk_lens: Sequence[int]) -> StreamDigest:
+        """The digest of a history given whole (a restored or carried one)."""
         digest = cls()
         start = 0
         for size in chunk_lens:
@@ -43,17 +49,28 @@ class HistoryDigest:
         return digest
 
     def extend(self, token_ids: Sequence[int]) -> None:
-        chunk = msgspec.msgpack.encode(token_ids)
-        self._value = hashlib.blake2b(self._value + chunk, digest_size=_DIGEST_BYTES).digest()
+        """One more chunk of the history."""
+        self._history = _link(self._history, msgspec.msgpack.encode(token_ids))
 
-    def named(self, context: bytes) -> str:
-        """The digest of the history under ``context`` (the stream's fingerprint digest):
-        two streams sharing a request id and a history still differ."""
-        return hashlib.blake2b(context + self._value, digest_size=_DIGEST_BYTES).hexdigest()
+    def named(self, context: bytes, tool_call_ids: Sequence[str]) -> str:
+        """The stream's digest under ``context`` (its fingerprint digest: two streams
+        sharing a request id and a history still differ), with ``tool_call_ids`` (the
+        ids last named, and those after them: a stream's pinned ids only grow)."""
+        for call_id in tool_call_ids[self._ids_seen :]:
+            self._ids = _link(self._ids, call_id.encode())
+        self._ids_seen = len(tool_call_ids)
+        return hashlib.blake2b(
+            context + self._history + self._ids, digest_size=_DIGEST_BYTES
+        ).hexdigest()
 
 
-def compact(state: StreamState, output_digest: str) -> CompactStreamState:
-    """``state`` with its history given as its length and ``output_digest``."""
+def _link(chain: bytes, item: bytes) -> bytes:
+    return hashlib.blake2b(chain + item, digest_size=_DIGEST_BYTES).digest()
+
+
+def compact(state: StreamState, digest: StreamDigest, context: bytes) -> CompactStreamState:
+    """``state`` with its history and tool-call ids given as their lengths and the
+    digest that names them (``digest``'s, under ``context``)."""
     return CompactStreamState(
         prev_tokens=state.prev_tokens,
         prefix_offset=state.prefix_offset,
@@ -62,17 +79,17 @@ def compact(state: StreamState, output_digest: str) -> CompactStreamState:
         logprob_context_token_ids=state.logprob_context_token_ids,
         logprob_text_offset=state.logprob_text_offset,
         output_tokens=len(state.output_token_ids),
-        output_digest=output_digest,
+        output_digest=digest.named(context, state.last_tool_call_ids),
         tools_streamed=state.tools_streamed,
-        last_tool_call_ids=state.last_tool_call_ids,
+        tool_calls=len(state.last_tool_call_ids),
     )
 
 
 def compact_of(state: StreamState, context: bytes) -> CompactStreamState:
     """A full state as compact, its history digested whole (a chunk on the full path:
     it reads the history anyway)."""
-    digest = HistoryDigest.of(state.output_token_ids, state.output_chunk_lens)
-    return compact(state, digest.named(context))
+    digest = StreamDigest.of(state.output_token_ids, state.output_chunk_lens)
+    return compact(state, digest, context)
 
 
 def wants_compact(headers: dict[bytes, bytes]) -> bool:

@@ -56,10 +56,11 @@ class ChatEndpoint:
         if not view.stream:
             encoded = await self.service.run_one_shot(body, self._one_shot, body, view)
             return Response(encoded, media_type="application/json")
-        if self.parsed and self._carries_compact(view):
-            if not received.compact:  # read as a full state it would lose its history
+        if self.parsed and b'"output_digest"' in bytes(view.stream_state):
+            if received.compact:  # its decode refuses a malformed state
+                return await self.compact.answer(received)
+            if self._carries_compact(view):  # read as a full state it would lose its history
                 raise BadRequest(COMPACT_WITHOUT_HEADER, "stream_state")
-            return await self.compact.answer(received)
         if self.parsed and self.service.store.cache.enabled and not received.compact:
             continued = await self.chunks.continue_echoed(received)
             if continued is not None:
@@ -82,8 +83,6 @@ class ChatEndpoint:
     def _carries_compact(view: BodyView) -> bool:
         """Whether the chunk's state is a compact one; a malformed state is left to the
         full path, whose decoding says what is wrong with it."""
-        if b'"output_digest"' not in bytes(view.stream_state):
-            return False
         try:
             return read_compact(view.stream_state) is not None
         except msgspec.DecodeError:

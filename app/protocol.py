@@ -262,9 +262,11 @@ class StreamState(Struct):
         )
 
 
-class CompactStreamState(Struct):
-    """A parsed stream's state without its history (docs/transports.md): the history's
-    length and a digest in place of ``output_token_ids`` and ``output_chunk_lens``.
+class CompactStreamState(Struct, omit_defaults=True):
+    """A parsed stream's state without what grows with it (docs/transports.md): the
+    history's length, the tool-call ids' count and a digest of both in place of
+    ``output_token_ids``, ``output_chunk_lens`` and ``last_tool_call_ids``. Fields at
+    their defaults are left out.
 
     ``output_digest`` is empty on a state that is not compact (a full one read as this).
     """
@@ -280,10 +282,7 @@ class CompactStreamState(Struct):
     output_tokens: NonNegativeInt = 0
     output_digest: Annotated[str, Meta(max_length=64)] = ""
     tools_streamed: bool = False
-    last_tool_call_ids: Annotated[
-        list[Annotated[str, Meta(max_length=TOOL_CALL_ID_CHARS_LIMIT)]],
-        Meta(max_length=TOOL_CALL_IDS_LIMIT),
-    ] = []
+    tool_calls: NonNegativeInt = 0
 
 
 class BodyView(Struct):

@@ -23,7 +23,7 @@ import msgspec
 from msgspec import Raw
 
 from app import budget
-from app.compact import HistoryDigest, compact
+from app.compact import StreamDigest, compact
 from app.detokenizer import SEED_IDS, DecodeWindow, Detokenizer
 from app.memsize import deep_size, int_list_bytes
 from app.parsing import parse_options
@@ -146,7 +146,7 @@ class StreamSession:
         self.output_token_ids: list[int] = []
         self.output_chunk_lens: list[int] = []
         self._history = HistoryJson(COMPACT)
-        self._history_digest = HistoryDigest()  # names the history in a compact state
+        self._digest = StreamDigest()  # names the history in a compact state
         # The history as json.dumps writes it, kept once a client re-encodes the state.
         self._dumps_history: HistoryJson | None = None
         self.answered: ChatStreamDerenderRequest | None = None
@@ -244,7 +244,7 @@ class StreamSession:
         self.output_token_ids = list(token_ids)
         self.output_chunk_lens = list(chunk_lens)
         self._history = HistoryJson(COMPACT, token_ids, chunk_lens)
-        self._history_digest = HistoryDigest.of(token_ids, chunk_lens)
+        self._digest = StreamDigest.of(token_ids, chunk_lens)
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
@@ -269,7 +269,7 @@ class StreamSession:
             delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
         if token_ids:
             self._history.extend(token_ids)
-            self._history_digest.extend(token_ids)
+            self._digest.extend(token_ids)
             if self._dumps_history is not None:
                 self._dumps_history.extend(token_ids)
             self.output_token_ids += token_ids
@@ -285,7 +285,7 @@ class StreamSession:
     def compact_state(self, state: StreamState, fingerprint: Fingerprint) -> CompactStreamState:
         """``state`` (this session's, after its last chunk) as a compact state: its
         history named by the session's digest under ``fingerprint``."""
-        return compact(state, self._history_digest.named(fingerprint.digest))
+        return compact(state, self._digest, fingerprint.digest)
 
     def _dumps(self) -> HistoryJson:
         """The history as ``json.dumps`` writes it: built at the first call (a client

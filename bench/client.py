@@ -33,7 +33,7 @@ from typing import Any, Literal, Protocol
 import aiohttp
 import msgspec
 
-from app.client import CHAT_PATH, SOCKET_PATH, STATE_HEADER, STATE_REQUIRED, full_state
+from app.client import CHAT_PATH, SOCKET_PATH, STATE_HEADER, STATE_REQUIRED, StreamHistory
 from bench.servers import Target
 from bench.workload import CHAT_REQUEST
 
@@ -43,8 +43,10 @@ COMPACT_HEADERS = {**JSON_HEADERS, STATE_HEADER: "compact"}
 
 
 class _Reply(msgspec.Struct):
-    """A reply as far as the client reads it: the state to thread, or the error."""
+    """A reply as far as the client reads it: the chunk (the tool-call ids it names are
+    part of the history a compact client keeps), the state to thread, or the error."""
 
+    chunk: dict[str, Any] | None = None
     stream_state: msgspec.Raw = msgspec.Raw(b"null")
     error: dict[str, Any] | None = None
 
@@ -181,26 +183,14 @@ class _Full:
         return content, len(content) - without
 
 
-class _History:
-    """A compact client's memory of its stream: the context, the chunks it forwarded and
-    the last state, from which it rebuilds the full state when a chunk must be re-sent."""
+class _History(StreamHistory):
+    """A compact client's memory of its stream (app/client.py's) and its context, from
+    which it builds each chunk's body."""
 
     def __init__(self, prompt: list[int]) -> None:
+        super().__init__()
         self.prompt = msgspec.Raw(msgspec.json.encode(prompt))
         self.chat = msgspec.Raw(msgspec.json.encode(CHAT_REQUEST))
-        self.token_ids: list[int] = []
-        self.chunk_lens: list[int] = []
-        self.state: bytes | None = None
-
-    @property
-    def compact(self) -> bool:
-        """The last state is compact: the server holds the context and the history."""
-        return self.state is not None and b'"output_digest"' in self.state
-
-    def full_state(self) -> bytes | None:
-        if self.state is None:
-            return None
-        return full_state(self.state, self.token_ids, self.chunk_lens)
 
     def body(
         self, chunk: dict[str, Any], exchange: Exchange, *, context: bool, state: bytes | None,
@@ -218,14 +208,6 @@ class _History:
         content = msgspec.json.encode(fields)
         exchange.sent += len(content)
         return content
-
-    def keep(self, chunk: dict[str, Any], state: msgspec.Raw) -> None:
-        """Remember a chunk the server answered, and the state its reply carried."""
-        tokens = _tokens(chunk)
-        if tokens:
-            self.token_ids += tokens
-            self.chunk_lens.append(len(tokens))
-        self.state = bytes(state)
 
 
 class _Compact:
@@ -251,7 +233,8 @@ class _Compact:
         exchange.latency = time.perf_counter() - begun
         if status != 200:
             raise ReplyError(f"derender replied {status}: {answer[:500]!r}")
-        history.keep(chunk, _decode(answer).stream_state)
+        reply = _decode(answer)
+        history.keep(chunk, reply.chunk or {}, bytes(reply.stream_state))
         return exchange
 
     async def _post(self, body: bytes, exchange: Exchange) -> tuple[int, bytes]:
@@ -285,7 +268,7 @@ class _Socket:
         reply = _decode(answer)
         if reply.error is not None:
             raise ReplyError(f"derender replied {answer[:500]!r}")
-        history.keep(chunk, reply.stream_state)
+        history.keep(chunk, reply.chunk or {}, bytes(reply.stream_state))
         return exchange
 
     async def _exchange(self, body: bytes, exchange: Exchange) -> bytes:

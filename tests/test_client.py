@@ -13,11 +13,13 @@ from app.client import (
     DEMO_PROMPT_IDS,
     DerenderClient,
     ReplyError,
-    full_state,
+    StreamHistory,
     main,
     split,
 )
+from app.protocol import StreamState
 from app.routing import STREAM_ID_HEADER
+from app.tokenizer import Tokenizer
 from tests.support.apps import AppFactory
 from tests.support.replies import without_created
 
@@ -112,20 +114,27 @@ def test_the_demo_says_what_it_cannot_reach(capsys: pytest.CaptureFixture[str]) 
     assert "cannot reach http://127.0.0.1:1" in capsys.readouterr().err
 
 
-def test_a_compact_state_rebuilds_the_full_one(http: TestClient) -> None:
-    """The full state the client rebuilds from a compact reply and its history is the
-    one the full protocol's reply carried."""
+def test_a_compact_state_rebuilds_the_full_one(http: TestClient, tokenizer: Tokenizer) -> None:
+    """The full state the client rebuilds from a compact reply and its history (tool-call
+    ids included) is the one the full protocol's reply carried."""
     compact = DerenderClient("http://testserver", "compact", http=http)
     full = DerenderClient("http://testserver", http=http)
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    # One request id (tool-call ids derive from it): the two streams take turns with
+    # the session, so the compact one keeps re-sending its rebuilt state in full.
     streams = [
-        client.stream(name, chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
-        for name, client in (("compact", compact), ("full", full))
+        client.stream("one-id", chat_request=CHAT | {"tools": [tool]}, prompt_token_ids=[1])
+        for client in (compact, full)
     ]
-    for chunk in split(DEMO_OUTPUT_IDS, [2, 1])[:-1]:
+    call = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    output = tokenizer.encode("<think>\nhm\n</think>\n\nOk.\n" + call + "\n" + call)
+    for chunk in split(output, [2, 1]):
         small, large = (stream.send(chunk) for stream in streams)
         assert b"output_digest" in bytes(small.stream_state)
-        assert msgspec.json.decode(streams[0].full_state() or b"") == msgspec.json.decode(
-            bytes(large.stream_state)
-        )
-    plain = b'{"prev_tokens":[],"role_sent":true}'
-    assert full_state(plain, [1, 2], [2]) == plain
+        rebuilt = msgspec.json.decode(streams[0].full_state() or b"", type=StreamState)
+        assert rebuilt == msgspec.json.decode(bytes(large.stream_state), type=StreamState)
+    assert len(streams[0].history.tool_call_ids) == 2 and compact.resends > 0
+    assert b"last_tool_call_ids" not in bytes(small.stream_state)
+    plain = StreamHistory()
+    plain.keep({"choices": [{"token_ids": [1, 2]}]}, {}, b'{"role_sent":true}')
+    assert plain.full_state() == b'{"role_sent":true}'  # nothing to rebuild
