@@ -193,13 +193,16 @@ def function_name(recipient: str) -> str:
 
 class HarmonyState(Struct, tag="harmony"):
     """Plain data: whether the parser has left its first message (ended or dropped on an
-    error: a rebuilt one then waits for ``<|start|>``), the open message's tokens, and the
-    next tool-call index. The reader is rebuilt from it on restore."""
+    error: a rebuilt one then waits for ``<|start|>``), whether the role it was given
+    still stands for the open message (no header read before it: the package keeps the
+    role past a refused one), the open message's tokens, and the next tool-call index.
+    The reader is rebuilt from it on restore."""
 
     past_first_message: bool = False
     in_content: bool = False
     message_tokens: list[int] = field(default_factory=list)
     next_call: int = 0
+    role_given: bool = True
 
 
 def _reading(header: MessageHeader | None) -> tuple[str, str | None]:
@@ -241,7 +244,10 @@ class HarmonyStream:
         if self._reader is None:
             s = self.s
             self._reader = HarmonyReader(
-                self.grammar.framing, s.message_tokens, started=s.past_first_message
+                self.grammar.framing,
+                s.message_tokens,
+                started=s.past_first_message,
+                assistant=s.role_given,
             )
         return self._reader
 
@@ -280,6 +286,7 @@ class HarmonyStream:
                 # ENDED, or REFUSED: the open message is dropped, <|start|> awaited.
                 s.in_content = False
                 s.past_first_message = True
+                s.role_given = reader.assistant
                 kind = IGNORED
         if finished:
             recovered = self._close()

@@ -99,17 +99,24 @@ class HarmonyReader:
     """One output's framing. ``tokens`` is the open message's token list, kept by the
     caller's state and maintained here (what the parser took since the last message
     ended or was refused); a reader built on a carried list replays it, once.
-    ``started``: past the first message, so waiting for ``<|start|>`` and no role given.
+    ``started``: past the first message, so waiting for ``<|start|>``; ``assistant``: the
+    role the package was given (assistant) still stands, as it does until a header is
+    read (a refused header leaves it).
     """
 
     def __init__(
-        self, framing: Framing, tokens: list[int], *, started: bool, keep_text: bool = False
+        self,
+        framing: Framing,
+        tokens: list[int],
+        *,
+        started: bool,
+        assistant: bool = True,
+        keep_text: bool = False,
     ) -> None:
         self.framing = framing
         self.tokens = tokens
         self.phase = EXPECT_START if started else HEADER
-        # The package keeps the given role until a header is read (a refused one too).
-        self._assistant = not started
+        self.assistant = assistant
         self._header_from = 0
         self.header: MessageHeader | None = None
         # The text a token showed (TEXT), and the finished messages when ``keep_text``.
@@ -140,12 +147,12 @@ class HarmonyReader:
             if token_id != self.framing.message_id:
                 self.tokens.append(token_id)
                 return TOOK
-            header = self.framing.header(self._assistant, self.tokens[self._header_from :])
+            header = self.framing.header(self.assistant, self.tokens[self._header_from :])
             if header is None:
                 return self._refuse()
             self.tokens.append(token_id)
             self.header = header
-            self._assistant = False
+            self.assistant = False
             self.phase = CONTENT
             return OPENED
         if token_id != self.framing.start_id:

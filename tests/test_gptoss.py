@@ -273,6 +273,21 @@ def test_a_refused_header_is_dropped_live_and_after_a_restore(
         assert assemble(stream(tokenizer, factory, options(), chunks, restore_at=at)[0]) == expected
 
 
+def test_a_refused_first_header_leaves_the_given_role_live_and_after_a_restore(
+    tokenizer: Tokenizer, factory: ParserFactory
+) -> None:
+    # Four parts are no header: refused. The package keeps the role it was given
+    # (assistant), so the next header needs none; a restore between them keeps it too.
+    output = "<|channel|>a b c d<|message|>x" + "<|start|><|channel|>final<|message|>hi<|end|>"
+    ids = encode(tokenizer, output)
+    parsed = factory.for_request(options()).parse("", [], "seed", ids)
+    assert parsed.content == "hi"
+    cut = ids.index(tokenizer.encode("<|start|>")[0])
+    for at in (-1, 1):
+        deltas, _ = stream(tokenizer, factory, options(), [ids[:cut], ids[cut:]], restore_at=at)
+        assert assemble(deltas).content == "hi"
+
+
 # ------------------------------------------------------------------ properties
 
 _TEXTS = st.sampled_from(["Hi", " there", "東京 🗼", "{", "x\n", "<|not a token|>", "391."])
