@@ -2,16 +2,15 @@
 
 The ``openai-harmony`` package's ``StreamableParser.process`` costs ~45 µs for every
 token outside a message's text (each call encodes the ``<|start|>`` or ``<|message|>``
-marker afresh, which builds the set of the encoding's ~1,100 special tokens), so an
-output that is all header, or all tokens refused before a ``<|start|>``, cost a
-gpt-oss stream 50 to 80 µs a token. The framing around that is small, and read here
-as the package reads it: before a message only ``<|start|>`` is taken (any other token
-is refused); a header keeps every token until ``<|message|>``; a message's text is its
-tokens' bytes, shown as they form whole characters (an invalid sequence as one U+FFFD,
-as the package's decoder shows it), and a stop token ends it. What a header means
-(role, channel, recipient, content type, or a refusal) is still asked of the package,
-once per header at its ``<|message|>``, and remembered by its tokens. tests/test_gptoss.py
-checks the reader against the package token by token.
+marker afresh), so an output that is all header, or all tokens refused before a
+``<|start|>``, cost a gpt-oss stream 50 to 80 µs a token. The framing around that is
+small, and read here as the package reads it: before a message only ``<|start|>`` is
+taken (any other token is refused); a header keeps every token until ``<|message|>``; a
+message's text is its tokens' bytes, shown as they form whole characters (an invalid
+sequence as one U+FFFD, as the package's decoder shows it), and a stop token ends it.
+What a header means (role, channel, recipient, content type, or a refusal) is still
+asked of the package, once per header at its ``<|message|>``, and remembered by its
+tokens. tests/test_gptoss.py checks the reader against the package token by token.
 """
 
 from __future__ import annotations
