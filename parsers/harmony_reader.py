@@ -36,6 +36,10 @@ class MessageHeader(Struct, frozen=True):
     content_type: str | None
 
 
+# A header no tokens make: what the header cache answers for one it does not hold.
+_UNKNOWN = MessageHeader("", None, None, None)
+
+
 class Framing:
     """The marker ids, and what the package says of a header and of a token's bytes."""
 
@@ -51,8 +55,9 @@ class Framing:
         """The header these tokens make (``assistant``: the role was given, as it is
         for the first message), or None when the package refuses it."""
         key = (assistant, tuple(tokens))
-        if key in self._headers:
-            return self._headers[key]
+        known = self._headers.get(key, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
         from openai_harmony import HarmonyError, Role, StreamableParser
 
         parser = StreamableParser(self.encoding, Role.ASSISTANT if assistant else None)
@@ -74,7 +79,8 @@ class Framing:
             )
         if len(tokens) <= _HEADER_TOKENS_KEPT:
             if len(self._headers) >= _HEADERS_KEPT:
-                del self._headers[next(iter(self._headers))]
+                # Streams parse in worker threads: one atomic step, never an eviction race.
+                self._headers.clear()
             self._headers[key] = header
         return header
 
