@@ -17,17 +17,18 @@ is recovered as content (its raw text).
 
 The message grammar is the ``openai-harmony`` package's ``StreamableParser`` (the
 ``oss-harmony`` fork vLLM 0.33.0 runs): it owns what counts as a header, a recipient,
-a content type or an error, and we do not re-derive it. Its state lives in Rust and
-cannot be carried as data, but it needs little to rebuild: between messages it holds
-nothing, and within one it holds the message's tokens. So ``HarmonyState`` carries
-whether the parser has left its first message and the open message's token ids (vLLM
-keeps the same list to recover a broken header), and a restored stream replays that
-one message, once, into a fresh parser. Every error the parser raises (a token where a
-``<|start|>`` belongs, a header it cannot read) drops the open message and leaves it
-waiting for ``<|start|>``; the state follows it there. A live session keeps its
-parser; per chunk the work is the chunk's tokens. The package's ``messages`` property
-re-serializes every message on each read, so it is read only at the end of a one-shot
-parse or a stream; a message's completion is seen from the token that ends it.
+a content type or an error, and we do not re-derive it. Feeding it every token costs
+~45 µs a token outside a message's text, so the framing around the headers (take
+``<|start|>``, keep a header's tokens, decode a message's text, end at a stop token) is
+read by parsers/harmony_reader.py, which asks the package what each header says. The
+reader needs little to rebuild: between messages it holds nothing, and within one it
+holds the message's tokens. So ``HarmonyState`` carries whether the parser has left its
+first message and the open message's token ids (vLLM keeps the same list to recover a
+broken header), and a restored stream replays that one message, once, into a fresh
+reader. Every refusal (a token where a ``<|start|>`` belongs, a header the package cannot
+read) drops the open message and leaves the reader waiting for ``<|start|>``; the state
+follows it there. A live session keeps its reader; per chunk the work is the chunk's
+tokens.
 
 The encoding loads offline: its ``o200k_base`` ranks are written from the server's own
 tokenizer (byte-level pieces back to bytes) and checked against o200k_base's published
@@ -37,7 +38,6 @@ sha256, so a tokenizer that is not gpt-oss's is refused at start-up.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -48,6 +48,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.harmony_reader import OPENED, TEXT, TOOK, Framing, HarmonyReader, MessageHeader
 from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, FunctionCall, Vocabulary
 
@@ -55,6 +56,7 @@ O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cf
 O200K_BASE_RANKS = 199998
 
 MESSAGE = "<|message|>"
+START = "<|start|>"
 # Tokens that end a message: <|end|>, <|call|>, <|return|>.
 _STOPS = ("<|end|>", "<|call|>", "<|return|>")
 # Built-in tool recipients (and their namespaces) that are not function calls.
@@ -116,7 +118,7 @@ def harmony_encoding(vocab: Vocabulary) -> Any:
     except ImportError:
         raise HarmonyUnavailable("the oss-harmony package is not installed") from None
     ranks = o200k_ranks(vocab)
-    missing = [t for t in (MESSAGE, *_STOPS) if vocab.id_of(t) is None]
+    missing = [t for t in (START, MESSAGE, *_STOPS) if vocab.id_of(t) is None]
     if missing:
         raise HarmonyUnavailable(f"the tokenizer has no {' / '.join(missing)} token")
     key = hashlib.sha256(ranks).digest()
@@ -140,8 +142,9 @@ class HarmonyGrammar:
 
     def __init__(self, vocab: Vocabulary) -> None:
         self.encoding = harmony_encoding(vocab)
-        self.message_id = vocab.id_of(MESSAGE)
-        self.stop_ids = frozenset(vocab.id_of(t) for t in _STOPS)
+        start_id, message_id = vocab.id_of(START), vocab.id_of(MESSAGE)
+        assert start_id is not None and message_id is not None  # harmony_encoding checks
+        self.framing = Framing(self.encoding, start_id, message_id)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Token text with special tokens kept and broken UTF-8 replaced, as HF decodes."""
@@ -190,23 +193,24 @@ def function_name(recipient: str) -> str:
 
 class HarmonyState(Struct, tag="harmony"):
     """Plain data: whether the parser has left its first message (ended or dropped on an
-    error: a rebuilt one then waits for ``<|start|>``), the open message's tokens, and the
-    next tool-call index. The Rust parser is rebuilt from it on restore."""
+    error: a rebuilt one then waits for ``<|start|>``), whether the role it was given
+    still stands for the open message (no header read before it: the package keeps the
+    role past a refused one), the open message's tokens, and the next tool-call index.
+    The reader is rebuilt from it on restore."""
 
     past_first_message: bool = False
     in_content: bool = False
     message_tokens: list[int] = field(default_factory=list)
     next_call: int = 0
+    role_given: bool = True
 
 
-class _Piece(Struct):
-    """What one token did: the text it added to the open message (and its channel and
-    recipient), or that it ended a message."""
-
-    channel: str | None
-    recipient: str | None
-    text: str
-    ended: bool
+def _reading(header: MessageHeader | None) -> tuple[str, str | None]:
+    """What an open message's text is, and its recipient."""
+    if header is None:
+        return IGNORED, None
+    recipient = normalize_recipient(header.recipient)
+    return message_kind(header.channel, recipient), recipient
 
 
 class HarmonyStream:
@@ -232,145 +236,104 @@ class HarmonyStream:
         self.tools = tools
         self.id_seed = id_seed
         self.s = state if state is not None else HarmonyState()
-        self._parser: Any = None
+        self._reader: HarmonyReader | None = None
 
     @property
-    def parser(self) -> Any:
-        """The live Rust parser; rebuilt once from the state when a stream is restored."""
-        if self._parser is None:
-            from openai_harmony import HarmonyError, Role, StreamableParser
-
-            role = None if self.s.past_first_message else Role.ASSISTANT
-            parser = StreamableParser(self.grammar.encoding, role)
-            # Only tokens the parser took are kept, so none fails again.
-            for token_id in self.s.message_tokens:
-                with contextlib.suppress(HarmonyError):
-                    parser.process(token_id)
-            self._parser = parser
-        return self._parser
-
-    def _feed(self, token_ids: Sequence[int]) -> list[_Piece]:
-        from openai_harmony import HarmonyError
-
-        parser = self.parser
-        s = self.s
-        message_id = self.grammar.message_id
-        stop_ids = self.grammar.stop_ids
-        pieces: list[_Piece] = []
-        for token_id in token_ids:
-            try:
-                parser.process(token_id)
-            except HarmonyError:
-                # The parser dropped the open message and waits for <|start|>.
-                s.in_content = False
-                s.past_first_message = True
-                s.message_tokens.clear()
-                continue
-            ended = False
-            if s.in_content:
-                # A stop token ends the message (the parser forgets its role then).
-                ended = token_id in stop_ids and parser.current_role is None
-            elif token_id == message_id:
-                # Read right after the header closes, the state is small.
-                s.in_content = parser.state_data["state"] == "Content"
-            if ended:
-                s.in_content = False
-                s.past_first_message = True
-                s.message_tokens.clear()
-                pieces.append(_Piece(None, None, "", True))
-                continue
-            s.message_tokens.append(token_id)
-            pieces.append(
-                _Piece(
-                    parser.current_channel,
-                    normalize_recipient(parser.current_recipient),
-                    parser.last_content_delta or "",
-                    False,
-                )
+    def reader(self) -> HarmonyReader:
+        """The live reader; rebuilt once from the state when a stream is restored."""
+        if self._reader is None:
+            s = self.s
+            self._reader = HarmonyReader(
+                self.grammar.framing,
+                s.message_tokens,
+                started=s.past_first_message,
+                assistant=s.role_given,
             )
-        return pieces
-
-    def _close(self) -> str | None:
-        """End of output: the parser completes an open message, or the raw text of a
-        header it cannot complete is returned (vLLM's recovery)."""
-        from openai_harmony import HarmonyError
-
-        s = self.s
-        recovered = None
-        try:
-            self.parser.process_eos()
-        except HarmonyError:
-            recovered = self.grammar.decode(s.message_tokens)
-        s.message_tokens.clear()
-        s.in_content = False
-        return recovered
+        return self._reader
 
     # ------------------------------------------------------------------ streamed
 
     def step(self, token_ids: Sequence[int], finished: bool) -> Delta | None:
         """The delta of one chunk: its reasoning, content and tool-call pieces."""
-        recipient = normalize_recipient(self.parser.current_recipient)
+        reader = self.reader
+        s = self.s
+        kind, recipient = _reading(reader.header)
         reasoning: list[str] = []
         content: list[str] = []
         calls: list[DeltaToolCall] = []
-        for piece in self._feed(token_ids):
-            if piece.ended:
-                recipient = None
-                continue
-            kind = message_kind(piece.channel, piece.recipient)
-            if kind == REASONING and self.reasoning:
-                reasoning.append(piece.text)
-            elif kind == CONTENT:
-                content.append(piece.text)
-            elif kind == TOOL and self.tools:
-                recipient = self._tool_piece(piece, recipient, calls)
+        for token_id in token_ids:
+            outcome = reader.process(token_id)
+            if outcome == TEXT:
+                text = reader.delta
+                if not text:
+                    continue
+                if kind == REASONING:
+                    if self.reasoning:
+                        reasoning.append(text)
+                elif kind == CONTENT:
+                    content.append(text)
+                elif kind == TOOL and self.tools:
+                    self._arguments(text, calls)
+            elif outcome == OPENED:
+                s.in_content = True
+                kind, recipient = _reading(reader.header)
+                if kind == TOOL and self.tools:
+                    assert recipient is not None
+                    name = function_name(recipient)
+                    calls.append(opening_call_delta(self.id_seed, s.next_call, name, ""))
+                    s.next_call += 1
+            elif outcome != TOOK:
+                # ENDED, or REFUSED: the open message is dropped, <|start|> awaited.
+                s.in_content = False
+                s.past_first_message = True
+                s.role_given = reader.assistant
+                kind = IGNORED
         if finished:
             recovered = self._close()
             if recovered:
                 content.append(recovered)
-            self.s.next_call = 0
+            s.next_call = 0
         text = "".join(content)
         thought = "".join(reasoning)
         if not text and not thought and not calls:
             return None
         return Delta(content=text or None, reasoning=thought or None, tool_calls=calls)
 
-    def _tool_piece(
-        self, piece: _Piece, recipient: str | None, calls: list[DeltaToolCall]
-    ) -> str | None:
-        """A new recipient opens a call (name and any text); the same one adds arguments."""
-        assert piece.recipient is not None
+    def _arguments(self, text: str, calls: list[DeltaToolCall]) -> None:
+        """Text of the open call: onto this chunk's piece of it, else a piece of its own."""
+        if calls:
+            calls[-1].arguments = (calls[-1].arguments or "") + text
+        else:
+            calls.append(DeltaToolCall(index=self.s.next_call - 1, arguments=text))
+
+    def _close(self) -> str | None:
+        """End of output: an open message is complete, or the raw text of a header the
+        package cannot complete is returned (vLLM's recovery)."""
         s = self.s
-        if piece.recipient != recipient:
-            name = function_name(piece.recipient)
-            calls.append(opening_call_delta(self.id_seed, s.next_call, name, piece.text))
-            s.next_call += 1
-            return piece.recipient
-        if piece.text:
-            if calls:
-                calls[-1].arguments = (calls[-1].arguments or "") + piece.text
-            else:
-                calls.append(DeltaToolCall(index=s.next_call - 1, arguments=piece.text))
-        return recipient
+        recovered = self.grammar.decode(s.message_tokens) if self.reader.close() else None
+        s.message_tokens.clear()
+        s.in_content = False
+        return recovered
 
     # ------------------------------------------------------------------ one-shot
 
     def parse(self, token_ids: Sequence[int]) -> tuple[str | None, str | None, list[FunctionCall]]:
         """A whole output: reasoning, content and tool calls, each message joined by newlines.
 
-        Each output (each choice) is read by a fresh parser.
+        Each output (each choice) is read by a fresh reader.
         """
         self.s = HarmonyState()
-        self._parser = None
-        self._feed(token_ids)
+        reader = self._reader = HarmonyReader(
+            self.grammar.framing, self.s.message_tokens, started=False, keep_text=True
+        )
+        for token_id in token_ids:
+            reader.process(token_id)
         recovered = self._close()
         messages: list[tuple[str | None, str | None, str | None, str]] = []
-        for message in self.parser.messages:
-            if message.author.role != "assistant" or not message.content:
-                continue
-            recipient = normalize_recipient(message.recipient)
-            text = message.content[0].text
-            messages.append((message.channel, recipient, message.content_type, text))
+        for header, text in reader.messages:
+            if header.role == "assistant":
+                recipient = normalize_recipient(header.recipient)
+                messages.append((header.channel, recipient, header.content_type, text))
         if recovered is not None:
             messages.append(("final", None, None, recovered))
         reasoning: list[str] = []

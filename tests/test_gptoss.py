@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 
 from app.session import StreamSession
 from app.tokenizer import Tokenizer, load_tokenizer
-from parsers.harmony import HarmonyState, is_function_recipient, normalize_recipient
+from parsers.harmony import (
+    HarmonyGrammar,
+    HarmonyState,
+    _byte_decoder,
+    is_function_recipient,
+    normalize_recipient,
+)
+from parsers.harmony_reader import CONTENT, OPENED, REFUSED, TEXT, HarmonyReader
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec
@@ -42,6 +49,11 @@ PROPS = settings(
 @pytest.fixture(scope="module")
 def tokenizer() -> Tokenizer:
     return load_tokenizer("gpt-oss")
+
+
+@pytest.fixture(scope="module")
+def grammar(tokenizer: Tokenizer) -> HarmonyGrammar:
+    return HarmonyGrammar(tokenizer.vocabulary)
 
 
 @pytest.fixture(scope="module")
@@ -261,6 +273,21 @@ def test_a_refused_header_is_dropped_live_and_after_a_restore(
         assert assemble(stream(tokenizer, factory, options(), chunks, restore_at=at)[0]) == expected
 
 
+def test_a_refused_first_header_leaves_the_given_role_live_and_after_a_restore(
+    tokenizer: Tokenizer, factory: ParserFactory
+) -> None:
+    # Four parts are no header: refused. The package keeps the role it was given
+    # (assistant), so the next header needs none; a restore between them keeps it too.
+    output = "<|channel|>a b c d<|message|>x" + "<|start|><|channel|>final<|message|>hi<|end|>"
+    ids = encode(tokenizer, output)
+    parsed = factory.for_request(options()).parse("", [], "seed", ids)
+    assert parsed.content == "hi"
+    cut = ids.index(tokenizer.encode("<|start|>")[0])
+    for at in (-1, 1):
+        deltas, _ = stream(tokenizer, factory, options(), [ids[:cut], ids[cut:]], restore_at=at)
+        assert assemble(deltas).content == "hi"
+
+
 # ------------------------------------------------------------------ properties
 
 _TEXTS = st.sampled_from(["Hi", " there", "東京 🗼", "{", "x\n", "<|not a token|>", "391."])
@@ -328,3 +355,84 @@ def test_the_streamed_message_is_the_one_shot_message(
             assert json.dumps(json.loads(streamed[1])) == one_shot.arguments
         except ValueError:
             assert streamed[1] == one_shot.arguments
+
+
+# ------------------------------------------------------------------ the reader is the package
+
+_PIECES = [
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|constrain|>",
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
+    "assistant",
+    "user",
+    "analysis",
+    "final",
+    "commentary",
+    " to=functions.get_weather",
+    " to=python",
+    "json",
+    " ",
+    "Hi 東京 🗼",
+    '{"a": 1}',
+]
+
+
+@st.composite
+def token_soups(draw: st.DrawFn, tokenizer: Tokenizer) -> list[int]:
+    """Markers, header words, text, and lone bytes (a character's, and some that form
+    none: a stray continuation, an overlong or surrogate start), in any order."""
+    piece_of_byte = {byte: char for char, byte in _byte_decoder().items()}
+    pieces = [encode(tokenizer, p) for p in _PIECES]
+    for byte in [*"🗼".encode(), 0x80, 0xC0, 0xED, 0xA0, 0xE2, 0x82]:
+        token_id = tokenizer.vocabulary.id_of(piece_of_byte[byte])
+        assert token_id is not None
+        pieces.append([token_id])
+    chosen = draw(st.lists(st.sampled_from(pieces), max_size=24))
+    return [token_id for piece in chosen for token_id in piece]
+
+
+@PROPS
+@given(data=st.data())
+def test_the_reader_reads_as_the_package_does(
+    tokenizer: Tokenizer, grammar: HarmonyGrammar, data: st.DataObject
+) -> None:
+    from openai_harmony import HarmonyError, Role, StreamableParser
+
+    ids = data.draw(token_soups(tokenizer))
+    package = StreamableParser(grammar.encoding, Role.ASSISTANT)
+    reader = HarmonyReader(grammar.framing, [], started=False, keep_text=True)
+    for token_id in ids:
+        outcome = reader.process(token_id)
+        try:
+            package.process(token_id)
+        except HarmonyError:
+            assert outcome == REFUSED
+            continue
+        assert outcome != REFUSED
+        assert (reader.phase == CONTENT) == (package.state_data["state"] == "Content")
+        if outcome == OPENED:
+            assert reader.header is not None
+            assert (reader.header.role, reader.header.channel, reader.header.recipient) == (
+                package.current_role.value,
+                package.current_channel,
+                package.current_recipient,
+            )
+            assert reader.header.content_type == package.current_content_type
+        if outcome == TEXT:
+            assert reader.delta == (package.last_content_delta or "")
+    try:
+        package.process_eos()
+        cut_off = False
+    except HarmonyError:
+        cut_off = True
+    assert reader.close() == cut_off
+    found = [(h.role, h.channel, h.recipient, h.content_type, text) for h, text in reader.messages]
+    expected = [
+        (m.author.role, m.channel, m.recipient, m.content_type, m.content[0].text)
+        for m in package.messages
+    ]
+    assert found == expected
