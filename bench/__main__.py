@@ -3,6 +3,7 @@
     python -m bench micro                                # in-process cost of one chunk
     python -m bench hostile                              # cost per token on adversarial output
     python -m bench stream --tokens 4096                 # one stream over HTTP, per mode
+    python -m bench transport                            # the app's CPU per chunk, per wire
     python -m bench load --streams 32 --tokens 1024      # concurrent streams, per mode
     python -m bench health                               # /health under slowloris and amplification
     python -m bench stream --vllm-python /tmp/oracle/venv/bin/python   # vLLM beside ours
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from app.cli import DefaultsHelpFormatter
 from app.cli import _positive_int as positive
-from bench import health, hostile, load, micro, stream
+from bench import health, hostile, load, micro, stream, transport
 from bench.modes import MODES, Setup, selected
 from bench.report import DEFAULT_OUT
 from bench.workload import PARSER_CONFIGS
@@ -107,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens per chunk, a run each",
     )
 
+    t = commands.add_parser(
+        "transport",
+        parents=[common],
+        help=summary(transport.__doc__),
+        formatter_class=DefaultsHelpFormatter,
+    )
+    t.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")
+
     lo = commands.add_parser(
         "load",
         parents=[common, served],
@@ -173,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return hostile.main(args)
     if args.command == "health":
         return health.main(args)
+    if args.command == "transport":
+        return transport.main(args)
     setup = setup_of(args, args.tokens)
     modes = selected(args.modes, setup)
     if args.command == "stream":

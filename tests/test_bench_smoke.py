@@ -53,6 +53,13 @@ def test_micro_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "micro.png").stat().st_size > 0
 
 
+def test_transport_smoke(tmp_path: Path) -> None:
+    result = run(tmp_path, "transport", "--tokens", "64")
+    assert [r["wire"] for r in result["runs"]] == ["full", "compact", "websocket"]
+    for r in result["runs"]:
+        assert r["cpu_s"] > 0 and len(r["us_per_chunk"]) == 3 and min(r["us_per_chunk"]) > 0
+
+
 def test_hostile_smoke(tmp_path: Path) -> None:
     argv = ["--sizes", "16", "48", "--configs", "qwen3+hermes", "pythonic"]
     families = ["--families", "prose", "<tool_call> ids", "many calls"]
