@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +85,8 @@ def lines(
         if series:
             ax.legend(fontsize=8)
     axes[0][0].set_ylabel(ylabel)
-    figure.suptitle(title)
+    # wrapped to the figure's width (about ten characters an inch), never cut off
+    figure.suptitle(textwrap.fill(title, width=10 * 6 * len(panels)))
     bottom = 0.0
     if floor is not None and clipped:
         note = f"\u25bd: below {floor.value:g} {floor.unit} ({floor.why}), drawn at that floor"
