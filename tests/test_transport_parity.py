@@ -347,15 +347,18 @@ class Replicas:
 
 
 class CompactMisses:
-    """Runs an example's events before their step, and counts the chunks that must miss
-    (their stream's live session is elsewhere or gone), each answered by a 409 and a
-    re-send in full."""
+    """Runs an example's events before their step, and says what each compact chunk must
+    get: what each replica generation keeps is modelled (for each stream, how many chunks
+    its live session has consumed; a final chunk drops it), so a chunk must be answered
+    from a session exactly when one continues the client's state, and else by a 409 and
+    a re-send in full. ``misses`` counts the latter."""
 
     def __init__(self, client: DerenderClient, replicas: Replicas, example: Example) -> None:
         self.client = client
         self.replicas = replicas
         self.example = example
-        self.holders: dict[str, tuple[int, int]] = {}
+        self.plans = {plan.request_id: plan for plan in example.plans}
+        self.kept: dict[tuple[int, int], dict[str, int]] = {}
         self.misses = 0
         self.retries = 0
 
@@ -367,14 +370,27 @@ class CompactMisses:
                 getattr(self.replicas, kind)()
                 self.client.http = self.replicas.clients[self.replicas.current]
         request_id = self.example.plans[self.example.order[step]].request_id
-        if request_id in self.holders and self.holders[request_id] != self.replicas.here:
+        consumed = len(run.sent.get(request_id, ()))
+        if consumed and self.here.get(request_id) != consumed:
             self.misses += 1
-        self.holders[request_id] = self.replicas.here
+        self.answered(request_id, consumed + 1)
+
+    @property
+    def here(self) -> dict[str, int]:
+        """What the current replica keeps, in its current generation."""
+        return self.kept.setdefault(self.replicas.here, {})
+
+    def answered(self, request_id: str, consumed: int) -> None:
+        if consumed == len(self.plans[request_id].chunks):
+            self.here.pop(request_id, None)
+        else:
+            self.here[request_id] = consumed
 
     def retry(self, run: Run, request_id: str) -> None:
         """The stream's last chunk again, with the state it was sent with: refused as
-        compact (its session has moved on), answered in full with the same bytes."""
-        last = run.sent[request_id][-1]
+        compact unless a session here still continues that state, and answered, in full
+        if refused, with the same chunk and state as the first time."""
+        last, consumed = run.sent[request_id][-1], len(run.sent[request_id])
         if last.before is None or last.full_before is None:
             return  # a stream's first chunk carried no state
         http = self.client.http
@@ -382,16 +398,17 @@ class CompactMisses:
         headers[STREAM_ID_HEADER] = request_id
         body = {"stream": True, "generate_chunk": last.generate_chunk}
         compact = msgspec.json.encode({**body, "stream_state": msgspec.Raw(last.before)})
-        refused = http.post(CHAT_PATH, content=compact, headers=headers)
-        assert refused.status_code == 409, refused.text
-        assert refused.json()["error"]["code"] == STATE_REQUIRED
-        full = {**body, "stream_state": msgspec.Raw(last.full_before)}
-        full |= {"chat_request": CHAT_REQUEST, "prompt_token_ids": _prompt_ids()}
-        again = http.post(CHAT_PATH, content=msgspec.json.encode(full), headers=headers)
+        again = http.post(CHAT_PATH, content=compact, headers=headers)
+        if self.here.get(request_id) != consumed - 1:
+            assert again.status_code == 409, again.text
+            assert again.json()["error"]["code"] == STATE_REQUIRED
+            full = {**body, "stream_state": msgspec.Raw(last.full_before)}
+            full |= {"chat_request": CHAT_REQUEST, "prompt_token_ids": _prompt_ids()}
+            again = http.post(CHAT_PATH, content=msgspec.json.encode(full), headers=headers)
         assert again.status_code == 200, again.text
         assert chunk_bytes(again.content) == chunk_bytes(last.reply.body)
         assert again.json()["stream_state"] == json.loads(bytes(last.reply.stream_state))
-        self.holders[request_id] = self.replicas.here
+        self.answered(request_id, consumed)
         self.retries += 1
 
 
