@@ -27,32 +27,53 @@ def free_port() -> int:
         return port
 
 
+class ServerProcess:
+    """A real server process with ``flags`` on a free loopback port (``env`` added to the
+    environment); it can be stopped and started again on the same port, as a restarted
+    replica behind a balancer is."""
+
+    def __init__(self, *flags: str, env: dict[str, str] | None = None) -> None:
+        self.flags = flags
+        self.env = {**os.environ, **(env or {})}
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "--port", str(self.port), "--log-level", "warning",
+             *self.flags],
+            cwd=ROOT,
+            env=self.env,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            assert self.process.poll() is None, "server exited during start-up"
+            assert time.monotonic() < deadline, "server did not start in time"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+
 @contextlib.contextmanager
 def serving(*flags: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """A real server process on a free port, with ``flags`` (and ``env`` added to the
     environment); yields its base URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", str(port), "--log-level", "warning", *flags],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-    )
-    base = f"http://127.0.0.1:{port}"
+    server = ServerProcess(*flags, env=env)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "server exited during start-up"
-            assert time.monotonic() < deadline, "server did not start in time"
-            time.sleep(0.2)
-        yield base
+        server.start()
+        yield server.url
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        server.stop()
 
 
 class RedisServer:
