@@ -33,6 +33,7 @@ import msgspec
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from app.protocol import StreamState
 from app.routing import STREAM_ID_HEADER
 
 CHAT_PATH = "/v1/chat/completions/derender"
@@ -143,7 +144,8 @@ class StreamHistory:
         rebuilt["output_token_ids"] = self.token_ids
         rebuilt["output_chunk_lens"] = self.chunk_lens
         rebuilt["last_tool_call_ids"] = self.tool_call_ids
-        return msgspec.json.encode(rebuilt)
+        # Every field, in vLLM's order: the defaults a compact state leaves out put back.
+        return msgspec.json.encode(msgspec.convert(rebuilt, StreamState))
 
 
 class DerenderClient:
