@@ -363,6 +363,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         port=options.port,
         log_level=options.log_level,
         access_log=options.access_log,
+        # Client addresses from a balancer's X-Forwarded-For are read only for the access
+        # log, the one place that shows them: the middleware costs every chunk.
+        proxy_headers=options.access_log,
         loop="uvloop",
         # A frame over the request limit is refused by the app as one stream's error
         # (the connection stays); uvicorn's own limit, beyond it, closes the connection.
