@@ -11,7 +11,6 @@ so neither a reply nor a lookup reads the history again.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 
 import msgspec
 
@@ -21,6 +20,7 @@ STATE_HEADER = "X-Derender-State"
 COMPACT_MODE = "compact"
 _STATE_KEY = STATE_HEADER.lower().encode()  # ASGI header names are lower case
 
+_COMPACT = COMPACT_MODE.encode()
 _DIGEST_BYTES = 16
 _state_decoder = msgspec.json.Decoder(CompactStreamState | None)
 
@@ -28,37 +28,32 @@ _state_decoder = msgspec.json.Decoder(CompactStreamState | None)
 class StreamDigest:
     """The running digest of what a compact state leaves out: the history, chunk by
     chunk (its boundaries included), and the pinned tool-call ids, one by one. Each
-    link is its own, so the digest does not depend on when it was extended: a session
-    kept live and one rebuilt by replay name the same stream the same way."""
+    link is its own, so the digest does not depend on when it was taken: a session kept
+    live and one rebuilt by replay name the same stream the same way. It folds in what
+    was added since it was last taken, so a stream that never asks for a compact state
+    never pays for one."""
 
-    __slots__ = ("_history", "_ids", "_ids_seen")
+    __slots__ = ("_chunks_seen", "_history", "_ids", "_ids_seen", "_tokens_seen")
 
     def __init__(self) -> None:
         self._history = bytes(_DIGEST_BYTES)
         self._ids = bytes(_DIGEST_BYTES)
-        self._ids_seen = 0
+        self._chunks_seen = self._tokens_seen = self._ids_seen = 0
 
-    @classmethod
-    def of(cls, token_ids: Sequence[int], chunk_lens: Sequence[int]) -> StreamDigest:
-        """The digest of a history given whole (a restored or carried one)."""
-        digest = cls()
-        start = 0
-        for size in chunk_lens:
-            digest.extend(token_ids[start : start + size])
-            start += size
-        return digest
-
-    def extend(self, token_ids: Sequence[int]) -> None:
-        """One more chunk of the history."""
-        self._history = _link(self._history, msgspec.msgpack.encode(token_ids))
-
-    def named(self, context: bytes, tool_call_ids: Sequence[str]) -> str:
-        """The stream's digest under ``context`` (its fingerprint digest: two streams
-        sharing a request id and a history still differ), with ``tool_call_ids`` (the
-        ids last named, and those after them: a stream's pinned ids only grow)."""
-        for call_id in tool_call_ids[self._ids_seen :]:
+    def named(self, context: bytes, state: StreamState) -> str:
+        """The digest of ``state``'s history and tool-call ids under ``context`` (the
+        stream's fingerprint digest: two streams sharing a request id and a history
+        still differ). ``state`` continues what it was last taken of: a stream's
+        history and pinned ids only grow."""
+        token_ids = state.output_token_ids
+        for size in state.output_chunk_lens[self._chunks_seen :]:
+            chunk = token_ids[self._tokens_seen : self._tokens_seen + size]
+            self._history = _link(self._history, msgspec.msgpack.encode(chunk))
+            self._tokens_seen += size
+        self._chunks_seen = len(state.output_chunk_lens)
+        for call_id in state.last_tool_call_ids[self._ids_seen :]:
             self._ids = _link(self._ids, call_id.encode())
-        self._ids_seen = len(tool_call_ids)
+        self._ids_seen = len(state.last_tool_call_ids)
         return hashlib.blake2b(
             context + self._history + self._ids, digest_size=_DIGEST_BYTES
         ).hexdigest()
@@ -79,7 +74,7 @@ def compact(state: StreamState, digest: StreamDigest, context: bytes) -> Compact
         logprob_context_token_ids=state.logprob_context_token_ids,
         logprob_text_offset=state.logprob_text_offset,
         output_tokens=len(state.output_token_ids),
-        output_digest=digest.named(context, state.last_tool_call_ids),
+        output_digest=digest.named(context, state),
         tools_streamed=state.tools_streamed,
         tool_calls=len(state.last_tool_call_ids),
     )
@@ -88,14 +83,14 @@ def compact(state: StreamState, digest: StreamDigest, context: bytes) -> Compact
 def compact_of(state: StreamState, context: bytes) -> CompactStreamState:
     """A full state as compact, its history digested whole (a chunk on the full path:
     it reads the history anyway)."""
-    digest = StreamDigest.of(state.output_token_ids, state.output_chunk_lens)
-    return compact(state, digest, context)
+    return compact(state, StreamDigest(), context)
 
 
 def wants_compact(headers: dict[bytes, bytes]) -> bool:
     """Whether a request asked for compact states (any other value of the header is the
     vLLM protocol's full state)."""
-    return headers.get(_STATE_KEY, b"").strip().lower() == COMPACT_MODE.encode()
+    sent = headers.get(_STATE_KEY)
+    return sent is not None and sent.strip().lower() == _COMPACT
 
 
 def read_compact(raw: bytes) -> CompactStreamState | None:

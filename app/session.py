@@ -244,7 +244,7 @@ class StreamSession:
         self.output_token_ids = list(token_ids)
         self.output_chunk_lens = list(chunk_lens)
         self._history = HistoryJson(COMPACT, token_ids, chunk_lens)
-        self._digest = StreamDigest.of(token_ids, chunk_lens)
+        self._digest = StreamDigest()  # of the new history, taken when first asked
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
         """Feed an earlier stream's chunks again, as they first arrived."""
@@ -269,7 +269,6 @@ class StreamSession:
             delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
         if token_ids:
             self._history.extend(token_ids)
-            self._digest.extend(token_ids)
             if self._dumps_history is not None:
                 self._dumps_history.extend(token_ids)
             self.output_token_ids += token_ids
