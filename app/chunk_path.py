@@ -111,7 +111,7 @@ class ParsedChunks:
             return None
         request = session.request_for(chunk, requested, prompt_tokens)
         acquired = Acquired(session, Source.HIT)
-        return await self.respond(request, model, key, fingerprint, acquired, delta)
+        return await self.respond(request, model, Found(key, fingerprint, acquired, delta))
 
     async def answer(
         self, request: ChatStreamDerenderRequest, model: str, view: BodyView, compact: bool
@@ -120,7 +120,7 @@ class ParsedChunks:
         ``compact``, its reply carries a compact state, and the sessions it may continue
         are those kept under one (docs/transports.md)."""
         found = await self.find(request, view, compact)
-        response = await self.respond(request, model, *found, compact)
+        response = await self.respond(request, model, found, compact)
         # No state, same request, live stream: a restart or a forgotten state.
         if found.acquired.miss is Miss.HISTORY and request.stream_state is None:
             self._report_restart(found.key, response)
@@ -167,14 +167,7 @@ class ParsedChunks:
         return reply, state, session
 
     async def respond(
-        self,
-        request: ChatStreamDerenderRequest,
-        model: str,
-        key: StreamKey,
-        fingerprint: Fingerprint | None,
-        acquired: Acquired,
-        tokens: int,
-        compact: bool = False,
+        self, request: ChatStreamDerenderRequest, model: str, found: Found, compact: bool = False
     ) -> Response:
         """Feed the chunk to its session and reply, with a compact state if ``compact``.
 
@@ -183,9 +176,8 @@ class ParsedChunks:
         or fails, the store keeps it for the next chunk.
         """
         chunk = request.generate_chunk
-        reply, state, session = await self.derendered(
-            request, model, key, fingerprint, acquired, tokens
-        )
+        key, fingerprint = found.key, found.fingerprint
+        reply, state, session = await self.derendered(request, model, found)
         carried = self.carried(state, session, fingerprint if compact else None)
         if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
@@ -194,26 +186,21 @@ class ParsedChunks:
                 await self.store.keep(key, fingerprint, session, carried)
         response = json_response(ChatStreamReply(reply, Raw(carried)))
         if chunk.choices:
-            response.headers["x-derender-cache"] = acquired.source
+            response.headers["x-derender-cache"] = found.acquired.source
         return response
 
     async def derendered(
-        self,
-        request: ChatStreamDerenderRequest,
-        model: str,
-        key: StreamKey,
-        fingerprint: Fingerprint | None,
-        acquired: Acquired,
-        tokens: int,
+        self, request: ChatStreamDerenderRequest, model: str, found: Found
     ) -> tuple[ChatCompletionChunk, StreamState, StreamSession | None]:
-        """The chunk fed to the acquired session (or a replay). Any failure or
-        cancellation drops the checked-out session; the error itself is re-raised and
-        answered as ours (a logged 500)."""
+        """The chunk fed to the found session (or a replay). Any failure or cancellation
+        drops the checked-out session; the error itself is re-raised and answered as
+        ours (a logged 500)."""
+        session = found.acquired.session
         try:
-            return await self.service.run(tokens, self._derender, request, model, acquired.session)
+            return await self.service.run(found.tokens, self._derender, request, model, session)
         except BaseException:
-            if fingerprint is not None:
-                await self.store.drop(key, fingerprint, Eviction.ERROR)
+            if found.fingerprint is not None:
+                await self.store.drop(found.key, found.fingerprint, Eviction.ERROR)
             raise
 
     @staticmethod

@@ -12,13 +12,19 @@ from msgspec import Raw
 from starlette.responses import Response
 
 from app.body import Received, decode_body
-from app.chunk_path import ParsedChunks, json_response
+from app.chunk_path import Found, ParsedChunks, json_response
 from app.errors import BadRequest, StateRequired
 from app.protocol import ChatStreamReply, CompactChatStreamRequest, encoder
 from app.routing import check_stream_id
 from app.session import Fingerprint, StreamSession
 from app.session_store import Acquired, Source
-from app.validation import check_chunk, check_model, chunk_tokens, stream_length_error
+from app.validation import (
+    check_chunk,
+    check_model,
+    check_single_choice,
+    chunk_tokens,
+    stream_length_error,
+)
 from cache.sessions import Eviction
 
 _NULL = b"null"
@@ -37,20 +43,16 @@ class CompactChunks:
         chunk = request.generate_chunk
         check_stream_id(received.stream_id, chunk.request_id)
         model = check_model(request.model, self.limits)
-        if len(chunk.choices) > 1:
-            raise BadRequest(
-                "derender_chat_stream expects at most one choice per chunk "
-                f"(got {len(chunk.choices)})."
-            )
+        check_single_choice(chunk)
         check_chunk(chunk, self.limits)
         key = (chunk.request_id, chunk.choices[0].index if chunk.choices else 0)
         sent = encoder.encode(request.stream_state)
         fingerprint = self._fingerprint(received, key, sent)
         if not chunk.choices:  # usage only: the session is the context, left in place
-            found = self.store.cache.peek(key, fingerprint)
-            if found is None or found[1] != sent:
+            kept = self.store.cache.peek(key, fingerprint)
+            if kept is None or kept[1] != sent:
                 raise StateRequired("no live session of this stream continues its stream_state")
-            return await self._usage(request, model, found[0], sent)
+            return await self._usage(request, model, kept[0], sent)
         session = self.store.acquire_compact(key, fingerprint, sent)
         if session is None:
             raise StateRequired("no live session of this stream continues its stream_state")
@@ -62,8 +64,8 @@ class CompactChunks:
             await self.store.drop(key, fingerprint, Eviction.ERROR)
             raise BadRequest(problem)
         full = session.request_for(chunk, request.model, request.prompt_tokens)
-        acquired = Acquired(session, Source.HIT)
-        return await self.chunks.respond(full, model, key, fingerprint, acquired, delta, True)
+        found = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
+        return await self.chunks.respond(full, model, found, compact=True)
 
     def _fingerprint(self, received: Received, key: tuple[str, int], sent: bytes) -> Fingerprint:
         """The request's own when it sends its context, else the one of the session kept

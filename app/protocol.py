@@ -221,8 +221,9 @@ class CompletionRequest(DecodeOptions, kw_only=True):
 # --------------------------------------------------------------------------- derender requests
 
 
-class StreamState(Struct):
-    """The client-carried ``stream_state`` (vLLM's ``DerenderStreamState``)."""
+class _WindowState(Struct):
+    """What a stream state carries in either form (full or compact) before its history:
+    the decode window, whether the role was sent, and the logprob context."""
 
     prev_tokens: Annotated[
         list[Annotated[str, Meta(max_length=PIECE_CHARS_LIMIT)]], Meta(max_length=PREV_TOKENS_LIMIT)
@@ -232,6 +233,11 @@ class StreamState(Struct):
     role_sent: bool = False
     logprob_context_token_ids: Annotated[list[int], Meta(max_length=LOGPROB_CONTEXT_WINDOW)] = []
     logprob_text_offset: NonNegativeInt = 0
+
+
+class StreamState(_WindowState):
+    """The client-carried ``stream_state`` (vLLM's ``DerenderStreamState``)."""
+
     output_token_ids: list[int] = []
     output_chunk_lens: list[PositiveInt] = []
     tools_streamed: bool = False
@@ -262,7 +268,7 @@ class StreamState(Struct):
         )
 
 
-class CompactStreamState(Struct, omit_defaults=True):
+class CompactStreamState(_WindowState, omit_defaults=True):
     """A parsed stream's state without what grows with it (docs/transports.md): the
     history's length, the tool-call ids' count and a digest of both in place of
     ``output_token_ids``, ``output_chunk_lens`` and ``last_tool_call_ids``. Fields at
@@ -271,14 +277,6 @@ class CompactStreamState(Struct, omit_defaults=True):
     ``output_digest`` is empty on a state that is not compact (a full one read as this).
     """
 
-    prev_tokens: Annotated[
-        list[Annotated[str, Meta(max_length=PIECE_CHARS_LIMIT)]], Meta(max_length=PREV_TOKENS_LIMIT)
-    ] = []
-    prefix_offset: NonNegativeInt = 0
-    read_offset: NonNegativeInt = 0
-    role_sent: bool = False
-    logprob_context_token_ids: Annotated[list[int], Meta(max_length=LOGPROB_CONTEXT_WINDOW)] = []
-    logprob_text_offset: NonNegativeInt = 0
     output_tokens: NonNegativeInt = 0
     output_digest: Annotated[str, Meta(max_length=64)] = ""
     tools_streamed: bool = False

@@ -18,7 +18,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from app.body import Received, decode_body
-from app.chunk_path import ParsedChunks
+from app.chunk_path import Found, ParsedChunks
 from app.compact import read_compact
 from app.errors import BadRequest, StateRequired
 from app.protocol import (
@@ -36,6 +36,7 @@ from app.validation import (
     check_chunk,
     check_history,
     check_model,
+    check_single_choice,
     check_state_ids,
     chunk_tokens,
     stream_length_error,
@@ -113,13 +114,6 @@ class Lane(Protocol):
     async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered: ...
 
 
-def _single_choice(chunk: GenerateChunk) -> None:
-    if len(chunk.choices) > 1:
-        raise BadRequest(
-            f"derender_chat_stream expects at most one choice per chunk (got {len(chunk.choices)})."
-        )
-
-
 def _finished(chunk: GenerateChunk) -> bool:
     return any(choice.finish_reason is not None for choice in chunk.choices)
 
@@ -142,13 +136,12 @@ class ParsedChatLane:
             raise StateRequired("a stream opens on a WebSocket connection with a full state")
         request = decode_body(received.body, ChatStreamDerenderRequest)
         model = validate_chat_stream(request, received.view, self.limits)
-        key, fingerprint, acquired, tokens = await self.chunks.find(request, received.view, True)
+        found = await self.chunks.find(request, received.view, True)
+        fingerprint = found.fingerprint
         assert fingerprint is not None  # found for a compact reply
-        if acquired.source is Source.HIT:
-            self.chunks.store.release(key, fingerprint)
-        reply, state, session = await self.chunks.derendered(
-            request, model, key, None, acquired, tokens
-        )
+        if found.acquired.source is Source.HIT:
+            self.chunks.store.release(found.key, fingerprint)
+        reply, state, session = await self.chunks.derendered(request, model, found)
         carried = self.chunks.carried(state, session, fingerprint)
         held = None
         if session is not None and not _finished(request.generate_chunk):
@@ -162,7 +155,7 @@ class ParsedChatLane:
         chunk = message.generate_chunk
         requested, prompt_tokens = stream.advanced(message)
         model = check_model(requested, self.limits)
-        _single_choice(chunk)
+        check_single_choice(chunk)
         check_chunk(chunk, self.limits)
         if not chunk.choices:
             raise BadRequest("a message on an open stream carries its choice's chunk")
@@ -173,8 +166,8 @@ class ParsedChatLane:
             raise BadRequest(problem)
         request = session.request_for(chunk, requested, prompt_tokens)
         key = (chunk.request_id, chunk.choices[0].index)
-        acquired = Acquired(session, Source.HIT)
-        reply, state, _ = await self.chunks.derendered(request, model, key, None, acquired, delta)
+        found = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
+        reply, state, _ = await self.chunks.derendered(request, model, found)
         carried = self.chunks.carried(state, session, fingerprint)
         return reply, carried, None if _finished(chunk) else stream
 

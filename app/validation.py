@@ -446,6 +446,14 @@ def check_carried_state(state: StreamState | None, limits: Limits) -> None:
     check_state_ids(state, limits)
 
 
+def check_single_choice(chunk: GenerateChunk) -> None:
+    """A parsed chat chunk carries one choice: its stream is one ``(request_id, index)``."""
+    if len(chunk.choices) > 1:
+        raise BadRequest(
+            f"derender_chat_stream expects at most one choice per chunk (got {len(chunk.choices)})."
+        )
+
+
 def stream_length_error(prompt: int, history: int, delta: int, limits: Limits) -> str | None:
     """Why a chunk of ``delta`` tokens does not fit its stream, if it does not."""
     if prompt + history + delta <= limits.max_model_len:
@@ -496,10 +504,7 @@ def validate_chat_stream(request: ChatStreamDerenderRequest, view: BodyView, lim
     if limits.parsed and request.prompt_token_ids is None:
         raise BadRequest(PROMPT_IDS_REQUIRED)
     chunk = request.generate_chunk
-    if len(chunk.choices) > 1:
-        raise BadRequest(
-            f"derender_chat_stream expects at most one choice per chunk (got {len(chunk.choices)})."
-        )
+    check_single_choice(chunk)
     prompt_len = len(request.prompt_token_ids or ())
     history = len(request.stream_state.output_token_ids) if request.stream_state else 0
     problem = stream_length_error(prompt_len, history, chunk_tokens(chunk), limits)
