@@ -26,7 +26,7 @@ from app.session_store import StreamKey
 from app.socket_streams import Lane, OpenStream, SocketMessage, SocketReply
 
 SOCKET_SUFFIX = "/ws"
-# A client's close code when the server goes away (the idle timeout's close).
+# The close code the server sends when it goes away (on the idle timeout).
 GOING_AWAY = 1001
 POLICY_VIOLATION = 1008
 
