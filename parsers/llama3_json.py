@@ -384,7 +384,9 @@ class Llama3JsonStream:
         reader = CallReader(r)
         named = s.name_sent  # the flags of this step's reading
         limit = sys.getrecursionlimit()
-        if r.dead or r.max_depth > limit + _DEPTH_MARGIN:
+        if r.dead:
+            return False, self._name_unread_call()
+        if r.max_depth > limit + _DEPTH_MARGIN:
             return False, None  # every reading fails from now on
         try:
             reader.read(s.text)
@@ -475,19 +477,27 @@ class Llama3JsonStream:
         return False, delta
 
     def _stop(self) -> Delta | None:
-        """No later step of the current call sends anything (``finish`` settles it).
-
-        After a control character in a string every reading fails; a muted call's
-        arguments wait for ``finish``. A reading may still name the call while no name
-        was sent (it drops an open string, or reads past odd text): read it once.
-        """
+        """No later step of the current call sends its arguments (``finish`` settles
+        them): after a control character in a string every reading fails; a muted
+        call's arguments wait for ``finish``."""
         s = self.s
         assert s.reading is not None
         s.reading.dead = True
+        return self._name_unread_call()
+
+    def _name_unread_call(self) -> Delta | None:
+        """The name of a call no longer read incrementally, while none was sent.
+
+        A reading of the whole call may still name it (it drops an open string, or
+        reads past odd text such as an escape after a number once the escape's string
+        closes), so the call is read again at each step until named, within the
+        stream's re-read budget (docs/parity.md, llama3-json-reread-budget).
+        """
+        s = self.s
         if s.name_sent:
             return None
         current = s.current
-        delta = self._calls()
+        delta = self._calls_within_budget()
         if s.current != current:
             s.reading = None  # that reading moved on to the next call
         return delta

@@ -546,6 +546,14 @@ def test_corners(parts: list[str], cuts: list[int]) -> None:
     assert_same_deltas(pieces_of(output, cuts))
 
 
+def test_a_call_named_after_its_reading_stopped() -> None:
+    """An escape right after a long number stops the incremental reading (the number
+    mutes the call, the escape spoils it) before the name was sent; the whole call,
+    read again once the escape's string closes, names it, as vLLM's reading does."""
+    head = '<|python_tag|>{"name": "f", "parameters": {"a": ' + "234" * 30
+    assert_same_deltas(["<|python_tag|>{", head[len("<|python_tag|>{") :] + "\\", 'ud800"'])
+
+
 def test_malformed_calls_are_read_again_within_a_linear_budget() -> None:
     """A call partial_json_parser keeps reading though it never parses (an unquoted
     value, then markup) would be read again every chunk; the stream stops reading it
