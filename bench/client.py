@@ -17,6 +17,9 @@ How a chunk travels is the mode's ``Wire`` (docs/transports.md):
   stream's history and re-sends a chunk in full after a ``409 stream_state_required``.
 - ``websocket``: one connection per stream, a text message per chunk; after the first
   message (the context) a message is the generate chunk alone.
+- ``compact-echo`` and ``socket-echo``: the bodies and messages of ``compact`` and
+  ``websocket`` to the echo server; a compact body carries a compact state of a real
+  one's size (``ECHO_COMPACT_STATE``).
 """
 
 from __future__ import annotations
@@ -34,12 +37,27 @@ import aiohttp
 import msgspec
 
 from app.client import CHAT_PATH, SOCKET_PATH, STATE_HEADER, STATE_REQUIRED, StreamHistory
+from app.protocol import CompactStreamState
 from bench.servers import Target
 from bench.workload import CHAT_REQUEST
 
-Wire = Literal["full", "echo", "json-dumps", "compact", "websocket"]
+Wire = Literal["full", "echo", "json-dumps", "compact", "websocket", "compact-echo", "socket-echo"]
 JSON_HEADERS = {"content-type": "application/json"}
 COMPACT_HEADERS = {**JSON_HEADERS, STATE_HEADER: "compact"}
+# What the echo floors carry as the state a reply returned: a compact state as the
+# server's are late in the bench's stream (its decode window, counts and digest).
+ECHO_COMPACT_STATE = msgspec.json.encode(
+    CompactStreamState(
+        prev_tokens=[" the", " hotel", " options", " near", " Alf", "ama"],
+        prefix_offset=4089,
+        read_offset=4095,
+        role_sent=True,
+        output_tokens=4095,
+        output_digest="5f" * 16,
+        tools_streamed=True,
+        tool_calls=38,
+    )
+)
 
 
 class _Reply(msgspec.Struct):
@@ -211,12 +229,16 @@ class _History(StreamHistory):
 
 
 class _Compact:
-    """Compact state over HTTP: a chunk is its generate chunk and the compact state."""
+    """Compact state over HTTP: a chunk is its generate chunk and the compact state.
+    With ``echo``, to the echo server: its reply is the body itself."""
 
-    def __init__(self, http: aiohttp.ClientSession, target: Target, prompt: list[int]) -> None:
+    def __init__(
+        self, http: aiohttp.ClientSession, target: Target, prompt: list[int], echo: bool
+    ) -> None:
         self.http = http
         self.urls = itertools.cycle(base + CHAT_PATH for base in target.bases)
         self.history = _History(prompt)
+        self.echo = echo
 
     async def send(self, chunk: dict[str, Any]) -> Exchange:
         exchange = Exchange()
@@ -233,8 +255,7 @@ class _Compact:
         exchange.latency = time.perf_counter() - begun
         if status != 200:
             raise ReplyError(f"derender replied {status}: {answer[:500]!r}")
-        reply = _decode(answer)
-        history.keep(chunk, reply.chunk or {}, bytes(reply.stream_state))
+        history.keep(chunk, *_answered(answer, self.echo))
         return exchange
 
     async def _post(self, body: bytes, exchange: Exchange) -> tuple[int, bytes]:
@@ -246,11 +267,15 @@ class _Compact:
 
 
 class _Socket:
-    """One WebSocket connection for the stream: after the context, a message per chunk."""
+    """One WebSocket connection for the stream: after the context, a message per chunk.
+    With ``echo``, to the echo server: its reply is the message itself."""
 
-    def __init__(self, socket: aiohttp.ClientWebSocketResponse, prompt: list[int]) -> None:
+    def __init__(
+        self, socket: aiohttp.ClientWebSocketResponse, prompt: list[int], echo: bool
+    ) -> None:
         self.socket = socket
         self.history = _History(prompt)
+        self.echo = echo
 
     async def send(self, chunk: dict[str, Any]) -> Exchange:
         exchange = Exchange()
@@ -265,10 +290,9 @@ class _Socket:
             body = history.body(chunk, exchange, context=True, state=full, stream=False)
             answer = await self._exchange(body, exchange)
         exchange.latency = time.perf_counter() - begun
-        reply = _decode(answer)
-        if reply.error is not None:
+        if not self.echo and _decode(answer).error is not None:
             raise ReplyError(f"derender replied {answer[:500]!r}")
-        history.keep(chunk, reply.chunk or {}, bytes(reply.stream_state))
+        history.keep(chunk, *_answered(answer, self.echo))
         return exchange
 
     async def _exchange(self, body: bytes, exchange: Exchange) -> bytes:
@@ -279,6 +303,15 @@ class _Socket:
         answer: bytes = message.data.encode()
         exchange.received += len(answer)
         return answer
+
+
+def _answered(answer: bytes, echo: bool) -> tuple[dict[str, Any], bytes]:
+    """The reply's chunk and state as the history keeps them; an echo (the request
+    itself) stands for a reply that named no tool call and returned a compact state."""
+    if echo:
+        return {}, ECHO_COMPACT_STATE
+    reply = _decode(answer)
+    return reply.chunk or {}, bytes(reply.stream_state)
 
 
 def _required(answer: bytes) -> bool:
@@ -296,12 +329,12 @@ async def opened(
 ) -> AsyncIterator[_Wire]:
     """The stream's way to the server: a WebSocket connection is opened (to the first
     replica) before the first chunk, so its handshake is not a chunk's latency."""
-    if wire == "websocket":
+    if wire in ("websocket", "socket-echo"):
         url = "ws" + target.bases[0].removeprefix("http") + SOCKET_PATH
         async with http.ws_connect(url, max_msg_size=0) as socket:
-            yield _Socket(socket, prompt)
-    elif wire == "compact":
-        yield _Compact(http, target, prompt)
+            yield _Socket(socket, prompt, echo=wire == "socket-echo")
+    elif wire in ("compact", "compact-echo"):
+        yield _Compact(http, target, prompt, echo=wire == "compact-echo")
     else:
         yield _Full(http, target, prompt, wire)
 

@@ -1,8 +1,10 @@
-"""An ASGI app that answers every request with its own body: the HTTP floor.
+"""An ASGI app that answers every request with its own body, and every WebSocket
+message with itself: the transports' floors.
 
 Served by the same uvicorn configuration as the server, it shows what any chunk costs
-before a line of derender code runs: parsing the request and writing a reply of the
-protocol's size (the ``stream_state`` the client echoes dominates both).
+before a line of derender code runs: reading the request or message and writing a
+reply of the protocol's size (on the full protocol, the ``stream_state`` the client
+echoes dominates both).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ async def app(
     receive: Callable[[], Awaitable[Message]],
     send: Callable[[Message], Awaitable[None]],
 ) -> None:
+    if scope["type"] == "websocket":
+        await _echo_messages(receive, send)
+        return
     if scope["type"] != "http":
         return
     body = b""
@@ -29,3 +34,12 @@ async def app(
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _echo_messages(
+    receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]]
+) -> None:
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    while (message := await receive())["type"] == "websocket.receive":
+        await send({"type": "websocket.send", "text": message.get("text")})

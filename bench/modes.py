@@ -60,10 +60,11 @@ def replicas_sharing_redis(count: int) -> Callable[[Setup], list[Command]]:
     return commands
 
 
-def http_floor(setup: Setup) -> list[Command]:
-    """The echo app on the server's uvicorn configuration: HTTP alone."""
+def echo_floor(setup: Setup) -> list[Command]:
+    """The echo app on the server's uvicorn configuration: the transport alone."""
     argv = [sys.executable, "-m", "uvicorn", "bench.echo_app:app", "--loop", "uvloop"]
-    argv += ["--http", "httptools", "--log-level", "warning", "--lifespan", "off"]
+    argv += ["--http", "httptools", "--ws-per-message-deflate", "false"]
+    argv += ["--log-level", "warning", "--lifespan", "off"]
     return [Command(argv)]
 
 
@@ -84,13 +85,17 @@ MODES: tuple[Mode, ...] = (
     # Chunks alternate between the replicas: every chunk after the first restores.
     Mode("redis-replicas", "2 replicas + Redis", replicas_sharing_redis(2), redis=True),
     Mode("cache-off", "cache off", ours("--stream-cache-size", "0")),
-    Mode("http-floor", "HTTP floor", http_floor, wire="echo"),
+    Mode("http-floor", "HTTP floor", echo_floor, wire="echo"),
     Mode("vllm", "vLLM 0.33.0", vllm_render, needs_vllm=True),
     # cache-on's server; its client re-encodes the state as requests/aiohttp users do
     Mode("json-dumps", "json.dumps client", ours(), wire="json-dumps"),
     # cache-on's server, the transports of docs/transports.md
     Mode("compact", "compact state", ours(), wire="compact"),
     Mode("websocket", "WebSocket", ours(), wire="websocket"),
+    # the echo app, sent what the two transports send: what they cost before any
+    # derender work, the least their server CPU can be
+    Mode("compact-floor", "compact floor", echo_floor, wire="compact-echo"),
+    Mode("websocket-floor", "WebSocket floor", echo_floor, wire="socket-echo"),
 )
 BASELINE = MODES[0]  # the mode every other one is compared with
 

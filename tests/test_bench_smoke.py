@@ -17,10 +17,12 @@ from tests.support.processes import ROOT
 
 SERVED_MODES = [
     "cache-on", "redis-replicas", "cache-off", "http-floor", "json-dumps", "compact", "websocket",
+    "compact-floor", "websocket-floor",
 ]  # fmt: skip
 KEEPS_SESSIONS = ("cache-on", "redis-replicas", "json-dumps", "compact")
 TRANSPORTS = ("compact", "websocket")  # docs/transports.md: they re-send, the others cannot
-NO_CACHE_HEADER = ("http-floor", "websocket")  # an echo, and messages without headers
+# echoes, and messages without headers
+NO_CACHE_HEADER = ("http-floor", "websocket", "compact-floor", "websocket-floor")
 
 
 def bench(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +101,7 @@ def test_stream_smoke(tmp_path: Path) -> None:
     assert all(r["hit_ratio"] == 0 for r in runs if r["mode"] == "cache-off")
     # already at 40 tokens a compact chunk or message is smaller than a full one
     late = {(r["mode"], r["chunk_size"]): r["bytes_per_chunk"][-1]["mean"] for r in runs}
-    for mode in TRANSPORTS:
+    for mode in (*TRANSPORTS, "compact-floor", "websocket-floor"):
         assert late[mode, 1] < late["cache-on", 1] and late[mode, 4] < late["cache-on", 4]
     plots = ("stream-latency.png", "stream-cpu.png", "stream-bytes.png")
     for plot in plots:
@@ -124,6 +126,8 @@ def check_claims(claims: list[dict[str, Any]]) -> None:
             assert c["claim"].startswith("server CPU") and c["holds"] is None
         else:
             assert c["holds"] == (c["value"] <= c["bound"])
+        # only a CPU claim has an echo floor beside it
+        assert c["floor"] is None or c["claim"].startswith("server CPU")
 
 
 def test_load_smoke(tmp_path: Path) -> None:
