@@ -349,29 +349,33 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     import uvicorn
 
-    from app.connections import limited_http
-
     # What start-up built (imports, the tokenizer's tables) lives as long as the process,
     # yet each full pass of the garbage collector walked it again: about 0.2 s holding
     # the GIL on a 2-core box, while /health and every stream waited. Frozen, a full
     # pass walks only what requests have made since.
     gc.collect()
     gc.freeze()
-    uvicorn.run(
-        app,
-        host=options.host,
-        port=options.port,
-        log_level=options.log_level,
-        access_log=options.access_log,
+    uvicorn.run(app, **uvicorn_options(options))
+
+
+def uvicorn_options(options: ServerOptions) -> dict[str, Any]:
+    """How uvicorn serves the app (bench/echo_app.py serves its floors the same way)."""
+    from app.connections import limited_http
+
+    return {
+        "host": options.host,
+        "port": options.port,
+        "log_level": options.log_level,
+        "access_log": options.access_log,
         # Client addresses from a balancer's X-Forwarded-For are read only for the access
         # log, the one place that shows them: the middleware costs every chunk.
-        proxy_headers=options.access_log,
-        loop="uvloop",
+        "proxy_headers": options.access_log,
+        "loop": "uvloop",
         # A frame over the request limit is refused by the app as one stream's error
         # (the connection stays); uvicorn's own limit, beyond it, closes the connection.
-        ws_max_size=options.settings.max_request_bytes + 1024 * 1024,
+        "ws_max_size": options.settings.max_request_bytes + 1024 * 1024,
         # A chunk's message is a few hundred bytes: deflating it cost more CPU than the
         # rest of its answer (profiled, bench/README.md).
-        ws_per_message_deflate=False,
-        http=limited_http(options.header_timeout, options.body_timeout, options.max_connections),
-    )
+        "ws_per_message_deflate": False,
+        "http": limited_http(options.header_timeout, options.body_timeout, options.max_connections),
+    }

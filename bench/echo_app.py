@@ -1,16 +1,22 @@
 """An ASGI app that answers every request with its own body, and every WebSocket
 message with itself: the transports' floors.
 
-Served by the same uvicorn configuration as the server, it shows what any chunk costs
-before a line of derender code runs: reading the request or message and writing a
-reply of the protocol's size (on the full protocol, the ``stream_state`` the client
-echoes dominates both).
+Served (``python -m bench.echo_app --port N``) by the server's own uvicorn
+configuration (its HTTP protocol class, event loop and WebSocket options), it shows
+what any chunk costs before a line of derender code runs: reading the request or
+message and writing a reply of the protocol's size (on the full protocol, the
+``stream_state`` the client echoes dominates both).
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import uvicorn
+
+from app.cli import parse_options, uvicorn_options
 
 Message = dict[str, Any]
 
@@ -43,3 +49,14 @@ async def _echo_messages(
     await send({"type": "websocket.accept"})
     while (message := await receive())["type"] == "websocket.receive":
         await send({"type": "websocket.send", "text": message.get("text")})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.echo_app")
+    parser.add_argument("--port", type=int, required=True)
+    options = parse_options(["--port", str(parser.parse_args().port), "--log-level", "warning"])
+    uvicorn.run(app, **uvicorn_options(options), lifespan="off")
+
+
+if __name__ == "__main__":
+    main()

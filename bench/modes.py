@@ -62,10 +62,7 @@ def replicas_sharing_redis(count: int) -> Callable[[Setup], list[Command]]:
 
 def echo_floor(setup: Setup) -> list[Command]:
     """The echo app on the server's uvicorn configuration: the transport alone."""
-    argv = [sys.executable, "-m", "uvicorn", "bench.echo_app:app", "--loop", "uvloop"]
-    argv += ["--http", "httptools", "--ws-per-message-deflate", "false"]
-    argv += ["--log-level", "warning", "--lifespan", "off"]
-    return [Command(argv)]
+    return [Command([sys.executable, "-m", "bench.echo_app"])]
 
 
 def vllm_render(setup: Setup) -> list[Command]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import re
 import select
 import socket
 import threading
@@ -162,3 +163,41 @@ def test_an_amplifying_one_shot_request_is_bounded_and_encoded_off_the_loop() ->
         assert reply.status_code == 400
         message = reply.json()["error"]["message"]
         assert "over the server limit of 16777216 bytes (--max-response-bytes)" in message
+
+
+def _response(sock: socket.socket) -> tuple[bytes, bytes, bytes]:
+    """One response read as a client reads it: what its first read gave (the head,
+    and as much of the body as arrived with it), and the whole body."""
+    first = sock.recv(1 << 16)
+    head, _, body = first.partition(b"\r\n\r\n")
+    length = re.search(rb"content-length: (\d+)", head)
+    assert length is not None, first
+    whole = body
+    while len(whole) < int(length.group(1)):
+        whole += sock.recv(1 << 16)
+    return head, body, whole
+
+
+def test_a_response_leaves_in_one_send() -> None:
+    """uvicorn writes a response's head and its body with two sends; here they leave
+    together, so a client's first read has the whole response (two sends often wake it
+    with the head alone). A HEAD response, and one after a 100 Continue, still come."""
+    chunk = {"request_id": "one-send", "choices": [{"index": 0, "token_ids": [9707]}]}
+    body = json.dumps({"stream": True, "generate_chunk": chunk}).encode()
+    post = (
+        b"POST /v1/completions/derender HTTP/1.1\r\nHost: x\r\ncontent-type: application/json"
+        b"\r\ncontent-length: %d\r\n" % len(body)
+    )
+    with serving() as base, _sockets(base, 1) as (sock,):
+        for _ in range(200):
+            sock.sendall(post + b"\r\n" + body)
+            head, arrived, whole = _response(sock)
+            assert head.startswith(b"HTTP/1.1 200 ") and arrived == whole
+            assert json.loads(whole)["chunk"]["choices"][0]["text"] == "Hello"
+        sock.sendall(b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(1 << 16).startswith(b"HTTP/1.1 200 ")
+        sock.sendall(post + b"expect: 100-continue\r\n\r\n")
+        assert sock.recv(1 << 16) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        head, arrived, whole = _response(sock)
+        assert head.startswith(b"HTTP/1.1 200 ") and arrived == whole
