@@ -305,6 +305,11 @@ FAMILIES: dict[str, Family] = {
         _in_call("v</｜DSML｜parameter>"),
         _fixed('<｜DSML｜parameter name="k" string="true">v>w</｜DSML｜parameter>'),
     ),
+    # A parameter given again, its string value left open and growing by '>' after '>'.
+    "DSML parameter reopened, value open": Family(
+        _in_call('v</｜DSML｜parameter>\n<｜DSML｜parameter name="body" string="true">'),
+        _fixed("a>"),
+    ),
     "DSML invoke storm": Family(_fixed("<｜DSML｜tool_calls>\n"), _fixed('<｜DSML｜invoke name="')),
     "MiniMax parameter storm": Family(
         _in_call("v</parameter>"), _fixed('<parameter name="k">v>w</parameter>')
