@@ -22,7 +22,7 @@ for turning events into deltas, with parameters decoded by parsers/dsml_args.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from msgspec import Struct, field
 
@@ -53,16 +53,12 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import hold_trailing_reasoning
-from parsers.engine_tools import EngineTools
+from parsers.engine_tools import BodyTools, ReasoningToolState, json_name
 from parsers.hermes import KeyMatch
-from parsers.ids import chat_tool_call_id
 from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
-from parsers.qwen3_coder import json_name, name_and_arguments
-from parsers.schema import coerce_arguments
 from parsers.types import (
     Delta,
     DeltaToolCall,
-    FunctionCall,
     ParseOptions,
     Vocabulary,
 )
@@ -232,20 +228,17 @@ class DsmlSlot(Struct):
     arguments: ArgsState = field(default_factory=ArgsState)
 
 
-class DsmlToolState(Struct, tag="dsml"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[DsmlSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
-    deferred_reasoning: str = ""
-    reasoning_ended: bool = False
+class DsmlToolState(ReasoningToolState[DsmlSlot], tag="dsml"):
+    """The engine's fields and the held reasoning, tagged for snapshots."""
 
 
-class DsmlTools(EngineTools[DsmlSlot]):
+class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
     """DSML tool calls, streamed or one-shot, as vLLM's engine parsers emit them."""
 
     strip_content_beside_calls = False
-    state: DsmlToolState
+    reasoning_format = V4_FORMAT
+    state_type = DsmlToolState
+    slot_type = DsmlSlot
 
     def __init__(
         self,
@@ -257,43 +250,18 @@ class DsmlTools(EngineTools[DsmlSlot]):
         state: DsmlToolState | None = None,
     ) -> None:
         super().__init__(
-            grammar.grammar,
+            grammar,
             options,
-            state if state is not None else DsmlToolState(),
-            DsmlSlot,
             reasoning_markup_is_text=reasoning_markup_is_text,
             id_seed=id_seed,
+            state=state,
         )
         self.dialect = grammar.dialect
-        self.has_reasoning = grammar.grammar.format is V4_FORMAT
-
-    # ------------------------------------------------------------------ entry points
-
-    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        delta = super().stream(text, token_ids)
-        state = self.state
-        ended = state.reasoning_ended or not self.has_reasoning
-        return hold_trailing_reasoning(delta, state, ended)
 
     # ------------------------------------------------------------------ format hooks
 
-    def _reasoning_ended(self) -> None:
-        self.state.reasoning_ended = True
-
     def _schema(self, name: str) -> Schema:
-        tool = self.options.tool(name) if self.options.tools and name else None
-        return Schema(tool.properties() if tool is not None else {})
-
-    def _announce(
-        self, index: int, slot: DsmlSlot, name: str, arguments: str | None
-    ) -> DeltaToolCall:
-        slot.name = name
-        slot.name_sent = True
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return DeltaToolCall(
-            id=slot.id, type="function", index=index, name=name, arguments=arguments
-        )
+        return Schema(self._properties(name) if name else {})
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         index = event.call
@@ -310,36 +278,9 @@ class DsmlTools(EngineTools[DsmlSlot]):
             if piece:
                 calls.append(DeltaToolCall(index=index, arguments=piece))
 
-    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
-        if index >= len(self.state.slots):
-            return
-        slot = self.state.slots[index]
+    def _remaining(self, slot: DsmlSlot) -> str | None:
         stream = ArgsStream(slot.arguments, self.dialect, self._schema(slot.name))
-        remaining = stream.final(slot.args)
-        if not slot.name_sent:
-            name = slot.name or json_name(slot.args, slot.json_name)
-            if name:
-                calls.append(self._announce(index, slot, name, remaining or ""))
-                return
-        if remaining and slot.name_sent:
-            calls.append(DeltaToolCall(index=index, arguments=remaining))
+        return stream.final(slot.args)
 
-    def _call(self, index: int) -> FunctionCall | None:
-        slot = self.state.slots[index]
-        if not slot.name and not slot.args:
-            return None
-        name = slot.name.strip()
-        raw = slot.args
-        properties: dict[str, Any] = self._schema(name).properties
-        if not name and raw.strip():
-            name, arguments = name_and_arguments(raw)
-            arguments = coerce_arguments(arguments, self._schema(name).properties)
-        elif raw.strip():
-            arguments = arguments_json(raw, self.dialect, Schema(properties))
-        else:
-            arguments = "{}"
-        if not name:
-            return None
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return FunctionCall(name, arguments)
+    def _body_arguments(self, slot: DsmlSlot, name: str) -> str:
+        return arguments_json(slot.args, self.dialect, self._schema(name))

@@ -14,8 +14,6 @@ is dropped, as the engine keeps the section state to the end.
 
 from __future__ import annotations
 
-from typing import Any
-
 from msgspec import Struct, field
 
 from parsers.engine import (
@@ -37,19 +35,16 @@ from parsers.engine import (
     TOOL_PREAMBLE,
     TOOL_START,
     TOOL_STATES,
-    EngineState,
     Event,
     Format,
     Grammar,
     Transition,
 )
 from parsers.engine_reasoning import ThinkMarkers
-from parsers.engine_tools import EngineTools
+from parsers.engine_tools import EngineTools, EngineToolState, json_name, name_and_arguments
 from parsers.hermes import KeyMatch
-from parsers.ids import chat_tool_call_id
-from parsers.qwen3_coder import json_name, name_and_arguments
 from parsers.schema import coerce_arguments
-from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+from parsers.types import DeltaToolCall, FunctionCall, Vocabulary
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -204,47 +199,16 @@ class KimiSlot(Struct):
     hold: JsonHold = field(default_factory=JsonHold)
 
 
-class KimiToolState(Struct, tag="kimi_k2"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[KimiSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
+class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"):
+    """The engine's fields only, tagged for snapshots."""
 
 
-class KimiK2Tools(EngineTools[KimiSlot]):
+class KimiK2Tools(EngineTools[KimiSlot, KimiToolState]):
     """Kimi K2's tool calls, streamed or one-shot, as vLLM's engine parser emits them."""
 
     strip_content_beside_calls = False
-    state: KimiToolState
-
-    def __init__(
-        self,
-        markers: ThinkMarkers,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: KimiToolState | None = None,
-    ) -> None:
-        super().__init__(
-            markers.grammar,
-            options,
-            state if state is not None else KimiToolState(),
-            KimiSlot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
-
-    def _announce(
-        self, index: int, slot: KimiSlot, name: str, arguments: str | None
-    ) -> DeltaToolCall:
-        slot.name = name
-        slot.name_sent = True
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return DeltaToolCall(
-            id=slot.id, type="function", index=index, name=name, arguments=arguments
-        )
+    state_type = KimiToolState
+    slot_type = KimiSlot
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         slot = self._slot(event.call)
@@ -308,10 +272,5 @@ class KimiK2Tools(EngineTools[KimiSlot]):
             arguments = raw.strip() or "{}"
         if not name:
             return None
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
+        self._ensure_id(index, slot)
         return FunctionCall(name, coerce_arguments(arguments, self._properties(name)), slot.id)
-
-    def _properties(self, name: str) -> dict[str, Any]:
-        tool = self.options.tool(name) if self.options.tools else None
-        return tool.properties() if tool is not None else {}

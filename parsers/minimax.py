@@ -49,11 +49,11 @@ from parsers.engine import (
     TOOL_PREAMBLE,
     TOOL_START,
     TOOL_STATES,
-    EngineState,
     Format,
     Grammar,
     Transition,
 )
+from parsers.engine_tools import EngineToolState
 from parsers.qwen3_coder import ParamSlot, ParamTools
 from parsers.types import Delta, ParseOptions, Vocabulary
 
@@ -409,37 +409,17 @@ class MiniMaxSlot(ParamSlot):
     scan: MiniMaxParamScan = field(default_factory=MiniMaxParamScan)
 
 
-class MiniMaxToolState(Struct, tag="minimax_m2"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[MiniMaxSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
+class MiniMaxToolState(EngineToolState[MiniMaxSlot], tag="minimax_m2"):
+    """The engine's fields only, tagged for snapshots."""
 
 
-class MiniMaxTools(ParamTools[MiniMaxSlot]):
+class MiniMaxTools(ParamTools[MiniMaxSlot, MiniMaxToolState]):
     """``minimax_m2`` tool calls, streamed or one-shot."""
 
     trims_newlines = False
     validates_names = True
-    state: MiniMaxToolState
-
-    def __init__(
-        self,
-        grammar: MiniMaxGrammar,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: MiniMaxToolState | None = None,
-    ) -> None:
-        super().__init__(
-            grammar.grammar,
-            options,
-            state if state is not None else MiniMaxToolState(),
-            MiniMaxSlot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
+    state_type = MiniMaxToolState
+    slot_type = MiniMaxSlot
 
     def _scan(self, slot: MiniMaxSlot) -> MiniMaxParamScan:
         return slot.scan

@@ -45,7 +45,7 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import hold_trailing_reasoning
-from parsers.engine_tools import EngineTools
+from parsers.engine_tools import EngineTools, ReasoningToolState
 from parsers.ids import mistral_tool_call_id
 from parsers.qwen3 import Qwen3Reasoning
 from parsers.schema import coerce_arguments
@@ -234,50 +234,23 @@ class MistralSlot(Struct):
     name_sent: bool = False
 
 
-class MistralToolState(Struct, tag="mistral"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[MistralSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
-    deferred_reasoning: str = ""
-    reasoning_ended: bool = False
+class MistralToolState(ReasoningToolState[MistralSlot], tag="mistral"):
+    """The engine's fields, the held reasoning and the arguments' brace hold."""
+
     hold: BraceHold = field(default_factory=BraceHold)
 
 
-class MistralTools(EngineTools[MistralSlot]):
+class MistralTools(EngineTools[MistralSlot, MistralToolState]):
     """``[TOOL_CALLS]name[ARGS]{...}`` calls, streamed or one-shot, as vLLM emits them."""
 
-    state: MistralToolState
-
-    def __init__(
-        self,
-        grammar: MistralGrammar,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: MistralToolState | None = None,
-    ) -> None:
-        super().__init__(
-            grammar.grammar,
-            options,
-            state if state is not None else MistralToolState(),
-            MistralSlot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
-        self.has_think = grammar.has_think
-
-    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        delta = super().stream(text, token_ids)
-        state = self.state
-        ended = state.reasoning_ended or not self.has_think
-        return hold_trailing_reasoning(delta, state, ended)
+    reasoning_format = THINK_FORMAT
+    state_type = MistralToolState
+    slot_type = MistralSlot
 
     # ------------------------------------------------------------------ format hooks
 
-    def _reasoning_ended(self) -> None:
-        self.state.reasoning_ended = True
+    def _new_id(self, index: int) -> str:
+        return mistral_tool_call_id(self.id_seed, index)
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         """The brace that ended the name: sent as it is."""
@@ -296,15 +269,7 @@ class MistralTools(EngineTools[MistralSlot]):
         if slot.name_sent:
             calls.append(DeltaToolCall(index=index, arguments=text))
             return
-        calls.append(self._announce(index, slot, text))
-
-    def _announce(self, index: int, slot: MistralSlot, arguments: str) -> DeltaToolCall:
-        slot.name_sent = True
-        if not slot.id:
-            slot.id = mistral_tool_call_id(self.id_seed, index)
-        return DeltaToolCall(
-            id=slot.id, type="function", index=index, name=slot.name, arguments=arguments
-        )
+        calls.append(self._announce(index, slot, slot.name, text))
 
     def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
         hold = self.state.hold
@@ -316,7 +281,7 @@ class MistralTools(EngineTools[MistralSlot]):
             self._chunk(index, held, calls)
         slot = self.state.slots[index]
         if not slot.name_sent:
-            calls.append(self._announce(index, slot, ""))
+            calls.append(self._announce(index, slot, slot.name, ""))
 
     def _call(self, index: int) -> FunctionCall | None:
         slot = self.state.slots[index]
@@ -327,8 +292,7 @@ class MistralTools(EngineTools[MistralSlot]):
         tool = self.options.tool(name) if self.options.tools and name else None
         if tool is not None:
             arguments = coerce_arguments(arguments, tool.properties())
-        if not slot.id:
-            slot.id = mistral_tool_call_id(self.id_seed, index)
+        self._ensure_id(index, slot)
         return FunctionCall(name, arguments, slot.id)
 
 
