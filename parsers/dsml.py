@@ -46,18 +46,16 @@ from parsers.engine import (
     TOOL_PREAMBLE,
     TOOL_START,
     TOOL_STATES,
-    EngineState,
     Event,
     Format,
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import hold_trailing_reasoning
+from parsers.engine_reasoning import HeldReasoningState, HoldingReasoning
 from parsers.engine_tools import BodyTools, ReasoningToolState, json_name
 from parsers.hermes import KeyMatch
-from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
+from parsers.qwen3 import ThinkGrammar
 from parsers.types import (
-    Delta,
     DeltaToolCall,
     ParseOptions,
     Vocabulary,
@@ -179,11 +177,11 @@ def v4_thinking(options: ParseOptions) -> bool:
     return thinking and kwargs.get("reasoning_effort") != "none"
 
 
-class DsmlReasoningState(Qwen3ReasoningState, tag="dsml_reasoning"):
-    deferred_reasoning: str = ""
+class DsmlReasoningState(HeldReasoningState, tag="dsml_reasoning"):
+    """DSML's (and MiniMax's) reasoning state, tagged for snapshots."""
 
 
-class DsmlReasoning(Qwen3Reasoning):
+class DsmlReasoning(HoldingReasoning):
     """``deepseek_v4`` / ``deepseek_v41`` reasoning: the engine run with tool markup as content."""
 
     def __init__(
@@ -194,24 +192,14 @@ class DsmlReasoning(Qwen3Reasoning):
         *,
         thinking: bool | None = None,
     ) -> None:
-        self.dsml_state = state if state is not None else DsmlReasoningState()
-        super().__init__(grammar, options, self.dsml_state)
+        super().__init__(grammar, options, state if state is not None else DsmlReasoningState())
         self.thinking = v4_thinking(options) if thinking is None else thinking
 
     def extract(
         self, text: str, prompt_token_ids: Sequence[int] | None
     ) -> tuple[str | None, str | None]:
         """The whole output from the format's first state; reasoning loses trailing whitespace."""
-        engine = self._engine(EngineState(REASONING if self.thinking else CONTENT))
-        events = engine.feed(text, []) + engine.finish()
-        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
-        content = "".join(e.value for e in events if e.kind == TEXT)
-        return reasoning or None, content or None
-
-    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
-        state = self.dsml_state
-        delta = hold_trailing_reasoning(super().stream(text, token_ids), state, state.ended)
-        return delta
+        return self._split(text, REASONING if self.thinking else CONTENT)
 
 
 # ---------------------------------------------------------------------------- tool calls
@@ -265,9 +253,7 @@ class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         index = event.call
-        slot = self._slot(index)
-        if event.value:
-            slot.args += event.value
+        slot = self._grow(event)
         if not slot.name_sent:
             name = slot.name or (json_name(slot.args, slot.json_name) if event.value else None)
             if name:
@@ -278,7 +264,7 @@ class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
             if piece:
                 calls.append(DeltaToolCall(index=index, arguments=piece))
 
-    def _remaining(self, slot: DsmlSlot) -> str | None:
+    def _ending(self, index: int, slot: DsmlSlot, calls: list[DeltaToolCall]) -> str | None:
         stream = ArgsStream(slot.arguments, self.dialect, self._schema(slot.name))
         return stream.final(slot.args)
 

@@ -22,7 +22,7 @@ from parsers.engine import (
     EngineState,
     Grammar,
 )
-from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
+from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
 from parsers.types import Delta, ParseOptions, Vocabulary
 
 
@@ -91,11 +91,41 @@ def hold_trailing_reasoning(delta: Delta | None, state: HeldReasoning, ended: bo
     return delta
 
 
-class EngineReasoningState(Qwen3ReasoningState, tag="engine_reasoning"):
+class HeldReasoningState(Qwen3ReasoningState):
+    """A reasoning stream's state plus the trailing whitespace it holds back."""
+
     deferred_reasoning: str = ""
 
 
-class EngineReasoning(Qwen3Reasoning):
+class HoldingReasoning(Qwen3Reasoning):
+    """Reasoning on the engine as vLLM's engine parsers read it (Kimi K2, GLM, DSML,
+    MiniMax, Mistral): trailing whitespace is held until more reasoning shows it was
+    not the end, and a one-shot reasoning loses it."""
+
+    def __init__(
+        self, grammar: ThinkGrammar, options: ParseOptions, state: HeldReasoningState
+    ) -> None:
+        super().__init__(grammar, options, state)
+        self.held = state
+
+    def _split(self, text: str, start: str) -> tuple[str | None, str | None]:
+        """The whole output read from ``start``: its reasoning and content."""
+        engine = self._engine(EngineState(start))
+        events = engine.feed(text, []) + engine.finish()
+        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
+        content = "".join(e.value for e in events if e.kind == TEXT)
+        return reasoning or None, content or None
+
+    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        delta = super().stream(text, token_ids)
+        return hold_trailing_reasoning(delta, self.held, self.held.ended)
+
+
+class EngineReasoningState(HeldReasoningState, tag="engine_reasoning"):
+    """Kimi K2's and GLM's reasoning state, tagged for snapshots."""
+
+
+class EngineReasoning(HoldingReasoning):
     """Reasoning of an engine-declared family: the engine run with tool markup as content.
 
     ``last_tool_opener`` is Kimi's reading of a delta's content ids when no
@@ -110,8 +140,7 @@ class EngineReasoning(Qwen3Reasoning):
         *,
         last_tool_opener: bool = False,
     ) -> None:
-        self.engine_state = state if state is not None else EngineReasoningState()
-        super().__init__(markers, options, self.engine_state)
+        super().__init__(markers, options, state if state is not None else EngineReasoningState())
         self.thinking = thinking_from_kwargs(options.chat_template_kwargs)
         self.last_tool_opener = last_tool_opener
 
@@ -126,15 +155,7 @@ class EngineReasoning(Qwen3Reasoning):
             and bool(self.grammar.boundary_ids)
             and self.is_reasoning_end(prompt_token_ids)
         )
-        engine = self._engine(EngineState(CONTENT if closed else REASONING))
-        events = engine.feed(text, []) + engine.finish()
-        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
-        content = "".join(e.value for e in events if e.kind == TEXT)
-        return reasoning or None, content or None
-
-    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
-        delta = super().stream(text, token_ids)
-        return hold_trailing_reasoning(delta, self.engine_state, self.engine_state.ended)
+        return self._split(text, CONTENT if closed else REASONING)
 
     def content_ids(self, token_ids: list[int]) -> list[int]:
         if not self.last_tool_opener or not self.thinking:

@@ -347,13 +347,25 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
     be the body's ``"name"`` (GLM, DSML, Qwen3-Coder, MiniMax): how such a call ends and
     how one-shot reads it; a format says what its body's arguments are."""
 
+    # One-shot calls carry their slot's id (Kimi's are the model's own); else the
+    # message numbers the calls it keeps.
+    one_shot_ids = False
+
     def _accepts(self, name: str) -> bool:
         """Whether a call of this name is one (a format may check it against the tools)."""
         return bool(name)
 
+    def _grow(self, event: Event) -> BodySlotT:
+        """The event's call, its body grown by the event's text."""
+        slot = self._slot(event.call)
+        if event.value:
+            slot.args += event.value
+        return slot
+
     @abstractmethod
-    def _remaining(self, slot: BodySlotT) -> str | None:
-        """What the ended call's arguments add to those sent (None if nothing)."""
+    def _ending(self, index: int, slot: BodySlotT, calls: list[DeltaToolCall]) -> str | None:
+        """The call is ending: what its arguments add to those sent (None if nothing);
+        a format that held text back lets it go into ``calls`` here."""
 
     @abstractmethod
     def _body_arguments(self, slot: BodySlotT, name: str) -> str:
@@ -367,7 +379,7 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
         if index >= len(self.state.slots):
             return
         slot: BodySlotT = self.state.slots[index]
-        remaining = self._remaining(slot)
+        remaining = self._ending(index, slot, calls)
         if not slot.name_sent:
             name = slot.name or json_name(slot.args, slot.json_name)
             if name and self._accepts(name):
@@ -392,7 +404,7 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
         if not self._accepts(name):
             return None
         self._ensure_id(index, slot)
-        return FunctionCall(name, arguments)
+        return FunctionCall(name, arguments, slot.id if self.one_shot_ids else None)
 
 
 def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:

@@ -256,9 +256,7 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         index = event.call
-        slot = self._slot(index)
-        if event.value:
-            slot.args += event.value
+        slot = self._grow(event)
         if not slot.name_sent:
             if slot.name:
                 name: str | None = slot.name.strip()
@@ -273,7 +271,7 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
             if piece:
                 calls.append(DeltaToolCall(index=index, arguments=piece))
 
-    def _remaining(self, slot: GlmSlot) -> str | None:
+    def _ending(self, index: int, slot: GlmSlot, calls: list[DeltaToolCall]) -> str | None:
         """The call's name loses its whitespace as it ends; then the closed object."""
         slot.name = slot.name.strip()
         return self._final(slot)

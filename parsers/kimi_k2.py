@@ -41,10 +41,10 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import ThinkMarkers
-from parsers.engine_tools import EngineTools, EngineToolState, json_name, name_and_arguments
+from parsers.engine_tools import BodyTools, EngineToolState, json_name
 from parsers.hermes import KeyMatch
 from parsers.schema import coerce_arguments
-from parsers.types import DeltaToolCall, FunctionCall, Vocabulary
+from parsers.types import DeltaToolCall, Vocabulary
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -203,10 +203,11 @@ class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"):
     """The engine's fields only, tagged for snapshots."""
 
 
-class KimiK2Tools(EngineTools[KimiSlot, KimiToolState]):
+class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
     """Kimi K2's tool calls, streamed or one-shot, as vLLM's engine parser emits them."""
 
     strip_content_beside_calls = False
+    one_shot_ids = True
     state_type = KimiToolState
     slot_type = KimiSlot
 
@@ -244,33 +245,16 @@ class KimiK2Tools(EngineTools[KimiSlot, KimiToolState]):
         sent_from = max(start, slot.json_name.value_end)
         calls.append(self._announce(index, slot, parsed[1], slot.args[sent_from:]))
 
-    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
-        if index >= len(self.state.slots):
-            return
-        slot = self.state.slots[index]
+    def _ending(self, index: int, slot: KimiSlot, calls: list[DeltaToolCall]) -> str | None:
+        """The held bracket goes out; a call not yet named takes its header's id and name."""
         released = slot.hold.release()
         if released:
             self._take(index, slot, released, calls)
-        if slot.name_sent:
-            return
-        parsed = header_id_and_name(slot.name) if slot.name else None
-        if parsed is not None:
-            slot.id, slot.name = parsed
-        name = slot.name or json_name(slot.args, slot.json_name)
-        if name:
-            calls.append(self._announce(index, slot, name, ""))
+        if not slot.name_sent and slot.name:
+            parsed = header_id_and_name(slot.name)
+            if parsed is not None:
+                slot.id, slot.name = parsed
+        return None
 
-    def _call(self, index: int) -> FunctionCall | None:
-        slot = self.state.slots[index]
-        if not slot.name and not slot.args:
-            return None
-        name = slot.name.strip()
-        raw = slot.args
-        if not name and raw.strip():
-            name, arguments = name_and_arguments(raw)
-        else:
-            arguments = raw.strip() or "{}"
-        if not name:
-            return None
-        self._ensure_id(index, slot)
-        return FunctionCall(name, coerce_arguments(arguments, self._properties(name)), slot.id)
+    def _body_arguments(self, slot: KimiSlot, name: str) -> str:
+        return coerce_arguments(slot.args.strip(), self._properties(name))

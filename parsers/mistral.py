@@ -38,19 +38,17 @@ from parsers.engine import (
     THINK_START,
     TOOL_ARGS,
     TOOL_NAME,
-    EngineState,
     Event,
     Format,
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import hold_trailing_reasoning
+from parsers.engine_reasoning import HoldingReasoning
 from parsers.engine_tools import EngineTools, ReasoningToolState
 from parsers.ids import mistral_tool_call_id
-from parsers.qwen3 import Qwen3Reasoning
 from parsers.schema import coerce_arguments
 from parsers.think import ParserUnavailable
-from parsers.types import Delta, DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
 
 TOOL_CALLS_TOKEN = "[TOOL_CALLS]"
 ARGS_TOKEN = "[ARGS]"
@@ -144,7 +142,7 @@ class MistralReasoningState(DsmlReasoningState, tag="mistral_reasoning"):
     pass
 
 
-class MistralReasoning(Qwen3Reasoning):
+class MistralReasoning(HoldingReasoning):
     """``mistral`` reasoning: ``[THINK]...[/THINK]`` wherever it opens; none without it."""
 
     def __init__(
@@ -153,8 +151,7 @@ class MistralReasoning(Qwen3Reasoning):
         options: ParseOptions,
         state: MistralReasoningState | None = None,
     ) -> None:
-        self.mistral_state = state if state is not None else MistralReasoningState()
-        super().__init__(grammar, options, self.mistral_state)
+        super().__init__(grammar, options, state if state is not None else MistralReasoningState())
         self.thinking = grammar.has_think
 
     def _start_state(self) -> str:
@@ -166,19 +163,10 @@ class MistralReasoning(Qwen3Reasoning):
         """The whole output from content; reasoning loses trailing whitespace."""
         if not self.thinking:
             return None, text
-        engine = self._engine(EngineState(CONTENT))
-        events = engine.feed(text, []) + engine.finish()
-        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
-        content = "".join(e.value for e in events if e.kind == TEXT)
-        return reasoning or None, content or None
+        return self._split(text, CONTENT)
 
     def ended_by(self, token_ids: Sequence[int]) -> bool:
         return self.state.ended or not self.thinking
-
-    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
-        state = self.mistral_state
-        delta = hold_trailing_reasoning(super().stream(text, token_ids), state, state.ended)
-        return delta
 
 
 # ---------------------------------------------------------------------------- tool calls

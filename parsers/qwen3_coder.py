@@ -288,9 +288,7 @@ class ParamTools(BodyTools[SlotT, StateT]):
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         index = event.call
-        slot = self._slot(index)
-        if event.value:
-            slot.args += event.value
+        slot = self._grow(event)
         if not slot.name_sent:
             if slot.name:
                 self._announce_name(index, slot, calls, slot.name)
@@ -304,7 +302,7 @@ class ParamTools(BodyTools[SlotT, StateT]):
         if piece:
             calls.append(DeltaToolCall(index=index, arguments=piece))
 
-    def _remaining(self, slot: SlotT) -> str | None:
+    def _ending(self, index: int, slot: SlotT, calls: list[DeltaToolCall]) -> str | None:
         # A tag still being spelled when the call ends never ends the value: it is text.
         released = self._read_open(slot, len(slot.args)) if slot.name_sent else None
         remaining = self._final_arguments(slot)
