@@ -24,19 +24,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from msgspec import Struct, field
+from msgspec import field
 
 from parsers.dsml_args import ArgsState, ArgsStream, Dialect, Schema, arguments_json
 from parsers.engine import (
-    CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
     TOOL_ARGS,
@@ -52,7 +49,7 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import HeldReasoningState, HoldingReasoning
-from parsers.engine_tools import BodyTools, ReasoningToolState, json_name
+from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, json_name
 from parsers.hermes import KeyMatch
 from parsers.qwen3 import ThinkGrammar
 from parsers.types import (
@@ -87,14 +84,8 @@ _THINK = {
     (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
     (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END,)),
 }
-_STATE_EVENTS = {
-    CONTENT: TEXT,
-    REASONING: REASONING_TEXT,
-    TOOL_NAME: CALL_NAME,
-    TOOL_ARGS: CALL_ARGS,
-}
-V32_FORMAT = Format(_CALLS, _STATE_EVENTS, TOOL_STATES)
-V4_FORMAT = Format({**_CALLS, **_THINK}, _STATE_EVENTS, TOOL_STATES)
+V32_FORMAT = Format(_CALLS, STATE_EVENTS, TOOL_STATES)
+V4_FORMAT = Format({**_CALLS, **_THINK}, STATE_EVENTS, TOOL_STATES)
 
 
 class Dsml(NamedTuple):
@@ -205,19 +196,15 @@ class DsmlReasoning(HoldingReasoning):
 # ---------------------------------------------------------------------------- tool calls
 
 
-class DsmlSlot(Struct):
+class DsmlSlot(CallSlot):
     """One call: its name, raw body, and its arguments stream."""
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     json_name: KeyMatch = field(default_factory=KeyMatch)
     arguments: ArgsState = field(default_factory=ArgsState)
 
 
 class DsmlToolState(ReasoningToolState[DsmlSlot], tag="dsml"):
-    """The engine's fields and the held reasoning, tagged for snapshots."""
+    """DSML's tool state (the engine's fields and held reasoning), tagged for snapshots."""
 
 
 class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):

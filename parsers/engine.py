@@ -56,7 +56,8 @@ CALL_NAME = "call_name"
 CALL_ARGS = "call_args"
 CALL_END = "call_end"
 
-_STATE_EVENTS = {
+# What text in each state is, for every format whose calls are a name then arguments.
+STATE_EVENTS = {
     CONTENT: TEXT,
     REASONING: REASONING_TEXT,
     TOOL_NAME: CALL_NAME,
@@ -125,7 +126,7 @@ class Format:
         )
 
 
-QWEN3_FORMAT = Format(TRANSITIONS, _STATE_EVENTS, TOOL_STATES)
+QWEN3_FORMAT = Format(TRANSITIONS, STATE_EVENTS, TOOL_STATES)
 
 
 class Event(NamedTuple):

@@ -51,6 +51,16 @@ class ToolSlot(Protocol):
 SlotT = TypeVar("SlotT", bound=ToolSlot)
 
 
+class CallSlot(Struct):
+    """One call as every format keeps it: its id, name, raw text, and whether the name
+    was sent; a format's slot adds its own fields after these."""
+
+    id: str = ""
+    name: str = ""
+    args: str = ""
+    name_sent: bool = False
+
+
 class EngineToolState(Struct, Generic[SlotT]):
     """The plain-data state every engine tool format keeps; a format's state subclasses
     it with its tag and its own fields (so its encoded form stays field for field)."""

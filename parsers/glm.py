@@ -25,13 +25,11 @@ from msgspec import Struct, field
 from parsers.engine import (
     CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
     TOOL_ARGS,
@@ -44,7 +42,7 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import ThinkMarkers
-from parsers.engine_tools import BodyTools, ReasoningToolState, entry_head, json_name
+from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, entry_head, json_name
 from parsers.hermes import KeyMatch
 from parsers.types import DeltaToolCall, Vocabulary
 
@@ -76,15 +74,9 @@ _THINK = {
     (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
     (CONTENT, THINK_END): Transition(CONTENT, ()),
 }
-_STATE_EVENTS = {
-    CONTENT: TEXT,
-    REASONING: REASONING_TEXT,
-    TOOL_NAME: CALL_NAME,
-    TOOL_ARGS: CALL_ARGS,
-}
 _CALL_STATES = frozenset({TOOL_NAME, TOOL_ARGS})
-GLM_FORMAT = Format({**_TOOLS, **_THINK}, _STATE_EVENTS, _CALL_STATES)
-GLM_PLAIN_FORMAT = Format(_TOOLS, _STATE_EVENTS, _CALL_STATES)
+GLM_FORMAT = Format({**_TOOLS, **_THINK}, STATE_EVENTS, _CALL_STATES)
+GLM_PLAIN_FORMAT = Format(_TOOLS, STATE_EVENTS, _CALL_STATES)
 _LITERALS = {
     TOOL_START: "<tool_call>",
     TOOL_END: "</tool_call>",
@@ -199,17 +191,13 @@ def _escaped(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-class GlmSlot(Struct):
+class GlmSlot(CallSlot):
     """One call: name, raw body, its pairs as JSON entries, and what was sent of them.
 
     What was sent is ``{`` plus the covered entries (each followed by ``, ``) plus
     ``sent_tail``; ``stale`` counts covered entries a repeated key has changed since.
     """
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     string_keys: list[str] | None = None
     json_name: KeyMatch = field(default_factory=KeyMatch)
     scan: PairScan = field(default_factory=PairScan)
@@ -234,7 +222,7 @@ class GlmSlot(Struct):
 
 
 class GlmToolState(ReasoningToolState[GlmSlot], tag="glm"):
-    """The engine's fields and the held reasoning, tagged for snapshots."""
+    """GLM's tool state (the engine's fields and held reasoning), tagged for snapshots."""
 
 
 class GlmTools(BodyTools[GlmSlot, GlmToolState]):

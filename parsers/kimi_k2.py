@@ -17,15 +17,12 @@ from __future__ import annotations
 from msgspec import Struct, field
 
 from parsers.engine import (
-    CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
     TOOL_ARGS,
@@ -41,7 +38,7 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import ThinkMarkers
-from parsers.engine_tools import BodyTools, EngineToolState, json_name
+from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, json_name
 from parsers.hermes import KeyMatch
 from parsers.schema import coerce_arguments
 from parsers.types import DeltaToolCall, Vocabulary
@@ -74,14 +71,8 @@ _THINK = {
     (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
     (CONTENT, THINK_END): Transition(CONTENT, ()),
 }
-_STATE_EVENTS = {
-    CONTENT: TEXT,
-    REASONING: REASONING_TEXT,
-    TOOL_NAME: CALL_NAME,
-    TOOL_ARGS: CALL_ARGS,
-}
-KIMI_FORMAT = Format({**_TOOLS, **_THINK}, _STATE_EVENTS, TOOL_STATES)
-KIMI_PLAIN_FORMAT = Format(_TOOLS, _STATE_EVENTS, TOOL_STATES)
+KIMI_FORMAT = Format({**_TOOLS, **_THINK}, STATE_EVENTS, TOOL_STATES)
+KIMI_PLAIN_FORMAT = Format(_TOOLS, STATE_EVENTS, TOOL_STATES)
 _TOOL_MARKERS = {
     TOOL_START: SECTION_BEGIN,
     TOOL_END: SECTION_END,
@@ -187,20 +178,16 @@ class JsonHold(Struct):
         return held
 
 
-class KimiSlot(Struct):
+class KimiSlot(CallSlot):
     """One call: its header (then its name), released argument text, what was sent."""
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     json_name: KeyMatch = field(default_factory=KeyMatch)
     json_name_failed: bool = False
     hold: JsonHold = field(default_factory=JsonHold)
 
 
 class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"):
-    """The engine's fields only, tagged for snapshots."""
+    """Kimi K2's tool state (the engine's fields), tagged for snapshots."""
 
 
 class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):

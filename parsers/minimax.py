@@ -31,15 +31,13 @@ from parsers.dsml import DsmlReasoning, DsmlReasoningState
 from parsers.engine import (
     CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     PARAM_END,
     PARAM_START,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
     TOOL_ARGS,
@@ -98,12 +96,7 @@ MINIMAX_FORMAT = Format(
         (TOOL_BETWEEN, INVOKE_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
         (TOOL_NAME, NAME_END): Transition(TOOL_ARGS, ()),
     },
-    state_events={
-        CONTENT: TEXT,
-        REASONING: REASONING_TEXT,
-        TOOL_NAME: CALL_NAME,
-        TOOL_ARGS: CALL_ARGS,
-    },
+    state_events=STATE_EVENTS,
     call_states=TOOL_STATES,
 )
 
@@ -410,7 +403,7 @@ class MiniMaxSlot(ParamSlot):
 
 
 class MiniMaxToolState(EngineToolState[MiniMaxSlot], tag="minimax_m2"):
-    """The engine's fields only, tagged for snapshots."""
+    """MiniMax M2's tool state (the engine's fields), tagged for snapshots."""
 
 
 class MiniMaxTools(ParamTools[MiniMaxSlot, MiniMaxToolState]):

@@ -44,7 +44,7 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import HoldingReasoning
-from parsers.engine_tools import EngineTools, ReasoningToolState
+from parsers.engine_tools import CallSlot, EngineTools, ReasoningToolState
 from parsers.ids import mistral_tool_call_id
 from parsers.schema import coerce_arguments
 from parsers.think import ParserUnavailable
@@ -215,11 +215,8 @@ def release(hold: BraceHold, text: str) -> str:
     return buffer[:out_end]
 
 
-class MistralSlot(Struct):
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
+class MistralSlot(CallSlot):
+    """A Mistral call: the fields every format keeps, no more."""
 
 
 class MistralToolState(ReasoningToolState[MistralSlot], tag="mistral"):

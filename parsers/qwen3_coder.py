@@ -26,7 +26,7 @@ from msgspec import Struct, field
 from parsers.engine import (
     Event,
 )
-from parsers.engine_tools import BodyTools, EngineToolState, entry_head, json_name
+from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, entry_head, json_name
 from parsers.hermes import KeyMatch
 from parsers.schema import coerce_arguments
 from parsers.types import DeltaToolCall
@@ -206,7 +206,7 @@ class ParamScanner(Protocol):
     def settled(self) -> int: ...
 
 
-class ParamSlot(Struct):
+class ParamSlot(CallSlot):
     """One call: its name, raw body, parameters so far, and what of their JSON was sent.
 
     The arguments JSON is ``{`` + entries joined by ``, `` + ``}``, one ``"key": value``
@@ -215,10 +215,6 @@ class ParamSlot(Struct):
     next one, so checking that new JSON still extends it costs only what changed.
     """
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     string_keys: list[str] | None = None
     json_name: KeyMatch = field(default_factory=KeyMatch)
     names: list[str] = field(default_factory=list)
@@ -245,7 +241,7 @@ StateT = TypeVar("StateT", bound=EngineToolState[Any])
 
 
 class Qwen3CoderState(EngineToolState[Slot], tag="qwen3_coder"):
-    """The engine's fields only, tagged for snapshots."""
+    """Qwen3-Coder's tool state (the engine's fields), tagged for snapshots."""
 
 
 class ParamTools(BodyTools[SlotT, StateT]):
