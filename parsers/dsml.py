@@ -33,6 +33,7 @@ from parsers.engine import (
     CONTENT,
     REASONING,
     REASONING_END,
+    REOPENING_THINK,
     STATE_EVENTS,
     THINK_END,
     THINK_START,
@@ -48,7 +49,7 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import HeldReasoningState, HoldingReasoning
+from parsers.engine_reasoning import HeldReasoningState, HoldingReasoning, PromptMarkers
 from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, json_name
 from parsers.hermes import KeyMatch
 from parsers.qwen3 import ThinkGrammar
@@ -78,10 +79,7 @@ _CALLS = {
     (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, ()),
 }
 _THINK = {
-    (CONTENT, THINK_START): Transition(REASONING, ()),
-    (CONTENT, THINK_END): Transition(CONTENT, ()),
-    (REASONING, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
+    **REOPENING_THINK,
     (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END,)),
 }
 V32_FORMAT = Format(_CALLS, STATE_EVENTS, TOOL_STATES)
@@ -124,7 +122,7 @@ DIALECTS = {
 _ID_TERMINALS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
 
 
-class DsmlGrammar:
+class DsmlGrammar(PromptMarkers):
     """A dialect's grammar for one tokenizer, plus what reasoning reads of the prompt."""
 
     def __init__(self, name: str, vocab: Vocabulary) -> None:
@@ -148,15 +146,6 @@ class DsmlGrammar:
         self.end_id = vocab.id_of("</think>")
         self.end_ids = frozenset(i for i in (self.end_id,) if i is not None)
         self.boundary_ids: frozenset[int] = frozenset()
-
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        """vLLM's engine reading: the prompt's last think marker decides, else thinking does."""
-        for token_id in reversed(prompt_token_ids):
-            if token_id == self.end_id:
-                return True
-            if token_id == self.start_id:
-                return False
-        return not thinking
 
 
 def v4_thinking(options: ParseOptions) -> bool:

@@ -34,8 +34,29 @@ def thinking_from_kwargs(kwargs: dict[str, Any]) -> bool:
     return bool(thinking) or bool(enable)
 
 
-class ThinkMarkers:
-    """A grammar plus the ids prompt inspection reads (vLLM's ``is_reasoning_end``).
+class PromptMarkers:
+    """The ids a format's reasoning reads back through the prompt (vLLM's
+    ``is_reasoning_end``): its last end marker (or a call that ends reasoning) closes
+    reasoning, its last start marker leaves it open, a turn boundary stops the scan;
+    with neither, thinking decides."""
+
+    start_id: int | None
+    end_ids: frozenset[int]
+    boundary_ids: frozenset[int]
+
+    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
+        for token_id in reversed(prompt_token_ids):
+            if token_id in self.end_ids:
+                return True
+            if token_id == self.start_id:
+                return False
+            if token_id in self.boundary_ids:
+                break
+        return not thinking
+
+
+class ThinkMarkers(PromptMarkers):
+    """A grammar plus the ids prompt inspection reads.
 
     ``end_ids`` are the markers whose transition out of reasoning ends it (``</think>``
     and any tool opener that ends it implicitly); the scan back through the prompt
@@ -60,16 +81,6 @@ class ThinkMarkers:
         self.boundary_ids = frozenset(
             i for i in (vocab.id_of(t) for t in boundaries) if i is not None
         )
-
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        for token_id in reversed(prompt_token_ids):
-            if token_id in self.end_ids:
-                return True
-            if token_id == self.start_id:
-                return False
-            if token_id in self.boundary_ids:
-                break
-        return not thinking
 
 
 class HeldReasoning(Protocol):

@@ -29,6 +29,7 @@ from parsers.engine import (
     CONTENT,
     REASONING,
     REASONING_END,
+    REOPENING_THINK,
     STATE_EVENTS,
     THINK_END,
     THINK_START,
@@ -68,14 +69,8 @@ _TOOLS = {
     # The tags are part of the call body the arguments are read from.
     **{(TOOL_ARGS, tag): Transition(TOOL_ARGS, (CALL_ARGS,)) for tag in _ARG_TAGS},
 }
-_THINK = {
-    (CONTENT, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
-    (CONTENT, THINK_END): Transition(CONTENT, ()),
-}
 _CALL_STATES = frozenset({TOOL_NAME, TOOL_ARGS})
-GLM_FORMAT = Format({**_TOOLS, **_THINK}, STATE_EVENTS, _CALL_STATES)
+GLM_FORMAT = Format({**_TOOLS, **REOPENING_THINK}, STATE_EVENTS, _CALL_STATES)
 GLM_PLAIN_FORMAT = Format(_TOOLS, STATE_EVENTS, _CALL_STATES)
 _LITERALS = {
     TOOL_START: "<tool_call>",

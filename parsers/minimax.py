@@ -40,6 +40,7 @@ from parsers.engine import (
     STATE_EVENTS,
     THINK_END,
     THINK_START,
+    THINK_TRANSITIONS,
     TOOL_ARGS,
     TOOL_BETWEEN,
     TOOL_END,
@@ -51,6 +52,7 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
+from parsers.engine_reasoning import PromptMarkers
 from parsers.engine_tools import EngineToolState
 from parsers.qwen3_coder import ParamSlot, ParamTools
 from parsers.types import Delta, ParseOptions, Vocabulary
@@ -80,9 +82,7 @@ _ID_TERMINALS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
 
 MINIMAX_FORMAT = Format(
     transitions={
-        (REASONING, THINK_START): Transition(REASONING, ()),
-        (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
-        (CONTENT, THINK_END): Transition(CONTENT, ()),
+        **THINK_TRANSITIONS,
         (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END,)),
         (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, ()),
         (TOOL_ARGS, PARAM_START): Transition(TOOL_ARGS, (CALL_ARGS,)),
@@ -101,7 +101,7 @@ MINIMAX_FORMAT = Format(
 )
 
 
-class MiniMaxGrammar:
+class MiniMaxGrammar(PromptMarkers):
     """The format for one tokenizer, plus what reasoning reads of the prompt."""
 
     def __init__(self, vocab: Vocabulary) -> None:
@@ -122,15 +122,6 @@ class MiniMaxGrammar:
         )
         self.boundary_ids: frozenset[int] = frozenset()
 
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        """vLLM's reading: the prompt's last think or call marker decides, else it is open."""
-        for token_id in reversed(prompt_token_ids):
-            if token_id in self.end_ids:
-                return True
-            if token_id == self.start_id:
-                return False
-        return False
-
 
 class MiniMaxReasoning(DsmlReasoning):
     """``minimax_m2`` reasoning: everything up to ``</think>`` (or a call section) is reasoning."""
@@ -141,6 +132,7 @@ class MiniMaxReasoning(DsmlReasoning):
         options: ParseOptions,
         state: DsmlReasoningState | None = None,
     ) -> None:
+        # Always thinking: with neither marker in the prompt, reasoning is open.
         super().__init__(grammar, options, state, thinking=True)
 
     def content_ids(self, token_ids: list[int]) -> list[int]:

@@ -33,6 +33,7 @@ from parsers.engine import (
     REASONING,
     REASONING_END,
     REASONING_TEXT,
+    REOPENING_THINK,
     TEXT,
     THINK_END,
     THINK_START,
@@ -43,7 +44,7 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import HoldingReasoning
+from parsers.engine_reasoning import HoldingReasoning, PromptMarkers
 from parsers.engine_tools import CallSlot, EngineTools, ReasoningToolState
 from parsers.ids import mistral_tool_call_id
 from parsers.schema import coerce_arguments
@@ -70,10 +71,7 @@ _CALLS = {
 }
 _WITHOUT_THINK = {(CONTENT, TOOL_CALLS): Transition(TOOL_NAME, (CALL_START,))}
 _THINK = {
-    (CONTENT, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
-    (CONTENT, THINK_END): Transition(CONTENT, ()),
+    **REOPENING_THINK,
     (REASONING, TOOL_CALLS): Transition(TOOL_NAME, (REASONING_END, CALL_START)),
     (CONTENT, TOOL_CALLS): Transition(TOOL_NAME, (REASONING_END, CALL_START)),
 }
@@ -88,7 +86,7 @@ THINK_FORMAT = Format({**_CALLS, **_THINK}, _STATE_EVENTS, _CALL_STATES)
 PLAIN_FORMAT = Format({**_CALLS, **_WITHOUT_THINK}, _STATE_EVENTS, _CALL_STATES)
 
 
-class MistralGrammar:
+class MistralGrammar(PromptMarkers):
     """The format for one tokenizer: which call form and whether it reasons."""
 
     def __init__(self, vocab: Vocabulary) -> None:
@@ -126,16 +124,6 @@ class MistralGrammar:
             else frozenset()
         )
         self.boundary_ids: frozenset[int] = frozenset()
-
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        """vLLM's reading: the prompt's last end or call closes it, its last ``[THINK]``
-        leaves it open; with neither, a format that reasons waits for ``[THINK]``."""
-        for token_id in reversed(prompt_token_ids):
-            if token_id in self.end_ids:
-                return True
-            if token_id == self.start_id:
-                return False
-        return not thinking
 
 
 class MistralReasoningState(DsmlReasoningState, tag="mistral_reasoning"):
