@@ -3,9 +3,10 @@
 Every tool format declared on the engine (Qwen3-Coder's XML, DeepSeek's DSML) meets the
 same events in the same order, and vLLM's engine parsers treat content, reasoning and
 whitespace around calls alike; what differs between formats is only how a call's name
-and argument text become JSON. A format's parser subclasses ``EngineTools``, names its
-state and slot types, and says the rest in ``_arguments``, ``_end`` and ``_call``; its
-state subclasses ``EngineToolState`` with its own tag (session snapshots name it).
+and argument text become JSON. A format's parser subclasses ``EngineTools`` (or
+``BodyTools``, where a call's body is kept as text and may name it), names its state
+and slot types, and says the rest in its hooks; its state subclasses
+``EngineToolState`` with its own tag (session snapshots name it).
 """
 
 from __future__ import annotations
@@ -354,8 +355,8 @@ def entry_head(entry: str, key: str, string_keys: list[str] | None) -> tuple[str
 
 class BodyTools(EngineTools[BodySlotT, StateT]):
     """Calls whose body is kept as text and whose name, when they open without one, may
-    be the body's ``"name"`` (GLM, DSML, Qwen3-Coder, MiniMax): how such a call ends and
-    how one-shot reads it; a format says what its body's arguments are."""
+    be the body's ``"name"`` (Kimi K2, GLM, DSML, Qwen3-Coder, MiniMax): how such a
+    call ends and how one-shot reads it; a format says what its body's arguments are."""
 
     # One-shot calls carry their slot's id (Kimi's are the model's own); else the
     # message numbers the calls it keeps.
