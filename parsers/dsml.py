@@ -192,8 +192,7 @@ class DsmlSlot(CallSlot):
     arguments: ArgsState = field(default_factory=ArgsState)
 
 
-class DsmlToolState(ReasoningToolState[DsmlSlot], tag="dsml"):
-    """DSML's tool state (the engine's fields and held reasoning), tagged for snapshots."""
+class DsmlToolState(ReasoningToolState[DsmlSlot], tag="dsml"): ...
 
 
 class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
@@ -201,8 +200,6 @@ class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
 
     strip_content_beside_calls = False
     reasoning_format = V4_FORMAT
-    state_type = DsmlToolState
-    slot_type = DsmlSlot
 
     def __init__(
         self,

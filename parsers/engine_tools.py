@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, get_args
 
 from msgspec import Struct, field
 
@@ -99,8 +99,9 @@ class HasGrammar(Protocol):
 
 
 class EngineTools(ABC, Generic[SlotT, StateT]):
-    """A tool format on the marker engine; a family declares ``state_type`` and
-    ``slot_type``, and extends the constructor only for work of its own."""
+    """A tool format on the marker engine. A family names its slot and state types as
+    the engine's parameters (``EngineTools[KimiSlot, KimiToolState]``), which become
+    ``slot_type`` and ``state_type``, and extends the constructor only for work of its own."""
 
     supports_required_and_named = False
     engine_based = True
@@ -115,8 +116,15 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
     # brings no reasoning: DSML's and Mistral's parsers read the end after the chunk,
     # GLM's before it (its held whitespace then joins reasoning that opens again).
     reasoning_end_read_after_chunk = True
-    state_type: type[StateT]
     slot_type: type[SlotT]
+    state_type: type[StateT]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            types = get_args(base)
+            if len(types) == 2 and all(isinstance(t, type) for t in types):
+                cls.slot_type, cls.state_type = types
 
     def __init__(
         self,

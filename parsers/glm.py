@@ -216,8 +216,7 @@ class GlmSlot(CallSlot):
     behind: int = -1
 
 
-class GlmToolState(ReasoningToolState[GlmSlot], tag="glm"):
-    """GLM's tool state (the engine's fields and held reasoning), tagged for snapshots."""
+class GlmToolState(ReasoningToolState[GlmSlot], tag="glm"): ...
 
 
 class GlmTools(BodyTools[GlmSlot, GlmToolState]):
@@ -225,8 +224,6 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
 
     reasoning_format = GLM_FORMAT
     reasoning_end_read_after_chunk = False
-    state_type = GlmToolState
-    slot_type = GlmSlot
 
     # ------------------------------------------------------------------ names
 

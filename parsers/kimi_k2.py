@@ -182,8 +182,7 @@ class KimiSlot(CallSlot):
     hold: JsonHold = field(default_factory=JsonHold)
 
 
-class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"):
-    """Kimi K2's tool state (the engine's fields), tagged for snapshots."""
+class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"): ...
 
 
 class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
@@ -191,8 +190,6 @@ class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
 
     strip_content_beside_calls = False
     one_shot_ids = True
-    state_type = KimiToolState
-    slot_type = KimiSlot
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         slot = self._slot(event.call)

@@ -394,8 +394,7 @@ class MiniMaxSlot(ParamSlot):
     scan: MiniMaxParamScan = field(default_factory=MiniMaxParamScan)
 
 
-class MiniMaxToolState(EngineToolState[MiniMaxSlot], tag="minimax_m2"):
-    """MiniMax M2's tool state (the engine's fields), tagged for snapshots."""
+class MiniMaxToolState(EngineToolState[MiniMaxSlot], tag="minimax_m2"): ...
 
 
 class MiniMaxTools(ParamTools[MiniMaxSlot, MiniMaxToolState]):
@@ -403,8 +402,6 @@ class MiniMaxTools(ParamTools[MiniMaxSlot, MiniMaxToolState]):
 
     trims_newlines = False
     validates_names = True
-    state_type = MiniMaxToolState
-    slot_type = MiniMaxSlot
 
     def _scan(self, slot: MiniMaxSlot) -> MiniMaxParamScan:
         return slot.scan

@@ -217,8 +217,6 @@ class MistralTools(EngineTools[MistralSlot, MistralToolState]):
     """``[TOOL_CALLS]name[ARGS]{...}`` calls, streamed or one-shot, as vLLM emits them."""
 
     reasoning_format = THINK_FORMAT
-    state_type = MistralToolState
-    slot_type = MistralSlot
 
     # ------------------------------------------------------------------ format hooks
 

@@ -240,8 +240,7 @@ SlotT = TypeVar("SlotT", bound=ParamSlot)
 StateT = TypeVar("StateT", bound=EngineToolState[Any])
 
 
-class Qwen3CoderState(EngineToolState[Slot], tag="qwen3_coder"):
-    """Qwen3-Coder's tool state (the engine's fields), tagged for snapshots."""
+class Qwen3CoderState(EngineToolState[Slot], tag="qwen3_coder"): ...
 
 
 class ParamTools(BodyTools[SlotT, StateT]):
@@ -503,9 +502,6 @@ class ParamTools(BodyTools[SlotT, StateT]):
 
 class Qwen3CoderTools(ParamTools[Slot, Qwen3CoderState]):
     """Tool calls in Qwen3's XML format, streamed or one-shot."""
-
-    state_type = Qwen3CoderState
-    slot_type = Slot
 
     def _scan(self, slot: Slot) -> ParamScan:
         return slot.scan
