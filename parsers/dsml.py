@@ -22,21 +22,19 @@ for turning events into deltas, with parameters decoded by parsers/dsml_args.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from msgspec import Struct, field
+from msgspec import field
 
 from parsers.dsml_args import ArgsState, ArgsStream, Dialect, Schema, arguments_json
 from parsers.engine import (
-    CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    REOPENING_THINK,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
     TOOL_ARGS,
@@ -46,23 +44,17 @@ from parsers.engine import (
     TOOL_PREAMBLE,
     TOOL_START,
     TOOL_STATES,
-    EngineState,
     Event,
     Format,
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import hold_trailing_reasoning
-from parsers.engine_tools import EngineTools
+from parsers.engine_reasoning import HeldReasoningState, HoldingReasoning, PromptMarkers
+from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, json_name
 from parsers.hermes import KeyMatch
-from parsers.ids import chat_tool_call_id
-from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
-from parsers.qwen3_coder import json_name, name_and_arguments
-from parsers.schema import coerce_arguments
+from parsers.qwen3 import ThinkGrammar
 from parsers.types import (
-    Delta,
     DeltaToolCall,
-    FunctionCall,
     ParseOptions,
     Vocabulary,
 )
@@ -87,20 +79,11 @@ _CALLS = {
     (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, ()),
 }
 _THINK = {
-    (CONTENT, THINK_START): Transition(REASONING, ()),
-    (CONTENT, THINK_END): Transition(CONTENT, ()),
-    (REASONING, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
+    **REOPENING_THINK,
     (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END,)),
 }
-_STATE_EVENTS = {
-    CONTENT: TEXT,
-    REASONING: REASONING_TEXT,
-    TOOL_NAME: CALL_NAME,
-    TOOL_ARGS: CALL_ARGS,
-}
-V32_FORMAT = Format(_CALLS, _STATE_EVENTS, TOOL_STATES)
-V4_FORMAT = Format({**_CALLS, **_THINK}, _STATE_EVENTS, TOOL_STATES)
+V32_FORMAT = Format(_CALLS, STATE_EVENTS, TOOL_STATES)
+V4_FORMAT = Format({**_CALLS, **_THINK}, STATE_EVENTS, TOOL_STATES)
 
 
 class Dsml(NamedTuple):
@@ -139,7 +122,7 @@ DIALECTS = {
 _ID_TERMINALS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
 
 
-class DsmlGrammar:
+class DsmlGrammar(PromptMarkers):
     """A dialect's grammar for one tokenizer, plus what reasoning reads of the prompt."""
 
     def __init__(self, name: str, vocab: Vocabulary) -> None:
@@ -164,15 +147,6 @@ class DsmlGrammar:
         self.end_ids = frozenset(i for i in (self.end_id,) if i is not None)
         self.boundary_ids: frozenset[int] = frozenset()
 
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        """vLLM's engine reading: the prompt's last think marker decides, else thinking does."""
-        for token_id in reversed(prompt_token_ids):
-            if token_id == self.end_id:
-                return True
-            if token_id == self.start_id:
-                return False
-        return not thinking
-
 
 def v4_thinking(options: ParseOptions) -> bool:
     """V4 thinks unless the template kwargs turn it off (or ``reasoning_effort`` is none)."""
@@ -183,11 +157,11 @@ def v4_thinking(options: ParseOptions) -> bool:
     return thinking and kwargs.get("reasoning_effort") != "none"
 
 
-class DsmlReasoningState(Qwen3ReasoningState, tag="dsml_reasoning"):
-    deferred_reasoning: str = ""
+class DsmlReasoningState(HeldReasoningState, tag="dsml_reasoning"):
+    """DSML's (and MiniMax's) reasoning state, tagged for snapshots."""
 
 
-class DsmlReasoning(Qwen3Reasoning):
+class DsmlReasoning(HoldingReasoning):
     """``deepseek_v4`` / ``deepseek_v41`` reasoning: the engine run with tool markup as content."""
 
     def __init__(
@@ -198,54 +172,34 @@ class DsmlReasoning(Qwen3Reasoning):
         *,
         thinking: bool | None = None,
     ) -> None:
-        self.dsml_state = state if state is not None else DsmlReasoningState()
-        super().__init__(grammar, options, self.dsml_state)
+        super().__init__(grammar, options, state if state is not None else DsmlReasoningState())
         self.thinking = v4_thinking(options) if thinking is None else thinking
 
     def extract(
         self, text: str, prompt_token_ids: Sequence[int] | None
     ) -> tuple[str | None, str | None]:
         """The whole output from the format's first state; reasoning loses trailing whitespace."""
-        engine = self._engine(EngineState(REASONING if self.thinking else CONTENT))
-        events = engine.feed(text, []) + engine.finish()
-        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
-        content = "".join(e.value for e in events if e.kind == TEXT)
-        return reasoning or None, content or None
-
-    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
-        state = self.dsml_state
-        delta = hold_trailing_reasoning(super().stream(text, token_ids), state, state.ended)
-        return delta
+        return self._split(text, REASONING if self.thinking else CONTENT)
 
 
 # ---------------------------------------------------------------------------- tool calls
 
 
-class DsmlSlot(Struct):
+class DsmlSlot(CallSlot):
     """One call: its name, raw body, and its arguments stream."""
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     json_name: KeyMatch = field(default_factory=KeyMatch)
     arguments: ArgsState = field(default_factory=ArgsState)
 
 
-class DsmlToolState(Struct, tag="dsml"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[DsmlSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
-    deferred_reasoning: str = ""
-    reasoning_ended: bool = False
+class DsmlToolState(ReasoningToolState[DsmlSlot], tag="dsml"): ...
 
 
-class DsmlTools(EngineTools[DsmlSlot]):
+class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
     """DSML tool calls, streamed or one-shot, as vLLM's engine parsers emit them."""
 
     strip_content_beside_calls = False
-    state: DsmlToolState
+    reasoning_format = V4_FORMAT
 
     def __init__(
         self,
@@ -257,49 +211,22 @@ class DsmlTools(EngineTools[DsmlSlot]):
         state: DsmlToolState | None = None,
     ) -> None:
         super().__init__(
-            grammar.grammar,
+            grammar,
             options,
-            state if state is not None else DsmlToolState(),
-            DsmlSlot,
             reasoning_markup_is_text=reasoning_markup_is_text,
             id_seed=id_seed,
+            state=state,
         )
         self.dialect = grammar.dialect
-        self.has_reasoning = grammar.grammar.format is V4_FORMAT
-
-    # ------------------------------------------------------------------ entry points
-
-    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        delta = super().stream(text, token_ids)
-        state = self.state
-        ended = state.reasoning_ended or not self.has_reasoning
-        return hold_trailing_reasoning(delta, state, ended)
 
     # ------------------------------------------------------------------ format hooks
 
-    def _reasoning_ended(self) -> None:
-        self.state.reasoning_ended = True
-
     def _schema(self, name: str) -> Schema:
-        tool = self.options.tool(name) if self.options.tools and name else None
-        return Schema(tool.properties() if tool is not None else {})
-
-    def _announce(
-        self, index: int, slot: DsmlSlot, name: str, arguments: str | None
-    ) -> DeltaToolCall:
-        slot.name = name
-        slot.name_sent = True
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return DeltaToolCall(
-            id=slot.id, type="function", index=index, name=name, arguments=arguments
-        )
+        return Schema(self._properties(name) if name else {})
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         index = event.call
-        slot = self._slot(index)
-        if event.value:
-            slot.args += event.value
+        slot = self._grow(event)
         if not slot.name_sent:
             name = slot.name or (json_name(slot.args, slot.json_name) if event.value else None)
             if name:
@@ -310,36 +237,9 @@ class DsmlTools(EngineTools[DsmlSlot]):
             if piece:
                 calls.append(DeltaToolCall(index=index, arguments=piece))
 
-    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
-        if index >= len(self.state.slots):
-            return
-        slot = self.state.slots[index]
+    def _ending(self, index: int, slot: DsmlSlot, calls: list[DeltaToolCall]) -> str | None:
         stream = ArgsStream(slot.arguments, self.dialect, self._schema(slot.name))
-        remaining = stream.final(slot.args)
-        if not slot.name_sent:
-            name = slot.name or json_name(slot.args, slot.json_name)
-            if name:
-                calls.append(self._announce(index, slot, name, remaining or ""))
-                return
-        if remaining and slot.name_sent:
-            calls.append(DeltaToolCall(index=index, arguments=remaining))
+        return stream.final(slot.args)
 
-    def _call(self, index: int) -> FunctionCall | None:
-        slot = self.state.slots[index]
-        if not slot.name and not slot.args:
-            return None
-        name = slot.name.strip()
-        raw = slot.args
-        properties: dict[str, Any] = self._schema(name).properties
-        if not name and raw.strip():
-            name, arguments = name_and_arguments(raw)
-            arguments = coerce_arguments(arguments, self._schema(name).properties)
-        elif raw.strip():
-            arguments = arguments_json(raw, self.dialect, Schema(properties))
-        else:
-            arguments = "{}"
-        if not name:
-            return None
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return FunctionCall(name, arguments)
+    def _body_arguments(self, slot: DsmlSlot, name: str) -> str:
+        return arguments_json(slot.args, self.dialect, self._schema(name))

@@ -56,7 +56,8 @@ CALL_NAME = "call_name"
 CALL_ARGS = "call_args"
 CALL_END = "call_end"
 
-_STATE_EVENTS = {
+# What text in each state is, for every format whose calls are a name then arguments.
+STATE_EVENTS = {
     CONTENT: TEXT,
     REASONING: REASONING_TEXT,
     TOOL_NAME: CALL_NAME,
@@ -69,11 +70,19 @@ class Transition(NamedTuple):
     events: tuple[str, ...]
 
 
-# Qwen3's grammar: (state, terminal) -> transition.
-TRANSITIONS: dict[tuple[str, str], Transition] = {
+# Think markup as every think-marker format reads it: ``<think>`` inside reasoning
+# stays there, ``</think>`` ends it, and one in content is dropped.
+THINK_TRANSITIONS = {
     (REASONING, THINK_START): Transition(REASONING, ()),
     (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
     (CONTENT, THINK_END): Transition(CONTENT, ()),
+}
+# The same where ``<think>`` in content opens reasoning (again): GLM, DSML, Mistral.
+REOPENING_THINK = {(CONTENT, THINK_START): Transition(REASONING, ()), **THINK_TRANSITIONS}
+
+# Qwen3's grammar: (state, terminal) -> transition.
+TRANSITIONS: dict[tuple[str, str], Transition] = {
+    **THINK_TRANSITIONS,
     (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END, CALL_START)),
     (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END, CALL_START)),
     (CONTENT, FUNC_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
@@ -125,7 +134,7 @@ class Format:
         )
 
 
-QWEN3_FORMAT = Format(TRANSITIONS, _STATE_EVENTS, TOOL_STATES)
+QWEN3_FORMAT = Format(TRANSITIONS, STATE_EVENTS, TOOL_STATES)
 
 
 class Event(NamedTuple):

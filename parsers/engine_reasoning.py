@@ -22,7 +22,7 @@ from parsers.engine import (
     EngineState,
     Grammar,
 )
-from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
+from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
 from parsers.types import Delta, ParseOptions, Vocabulary
 
 
@@ -34,8 +34,29 @@ def thinking_from_kwargs(kwargs: dict[str, Any]) -> bool:
     return bool(thinking) or bool(enable)
 
 
-class ThinkMarkers:
-    """A grammar plus the ids prompt inspection reads (vLLM's ``is_reasoning_end``).
+class PromptMarkers:
+    """The ids a format's reasoning reads back through the prompt (vLLM's
+    ``is_reasoning_end``): its last end marker (or a call that ends reasoning) closes
+    reasoning, its last start marker leaves it open, a turn boundary stops the scan;
+    with neither, thinking decides."""
+
+    start_id: int | None
+    end_ids: frozenset[int]
+    boundary_ids: frozenset[int]
+
+    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
+        for token_id in reversed(prompt_token_ids):
+            if token_id in self.end_ids:
+                return True
+            if token_id == self.start_id:
+                return False
+            if token_id in self.boundary_ids:
+                break
+        return not thinking
+
+
+class ThinkMarkers(PromptMarkers):
+    """A grammar plus the ids prompt inspection reads.
 
     ``end_ids`` are the markers whose transition out of reasoning ends it (``</think>``
     and any tool opener that ends it implicitly); the scan back through the prompt
@@ -61,16 +82,6 @@ class ThinkMarkers:
             i for i in (vocab.id_of(t) for t in boundaries) if i is not None
         )
 
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        for token_id in reversed(prompt_token_ids):
-            if token_id in self.end_ids:
-                return True
-            if token_id == self.start_id:
-                return False
-            if token_id in self.boundary_ids:
-                break
-        return not thinking
-
 
 class HeldReasoning(Protocol):
     deferred_reasoning: str
@@ -91,11 +102,41 @@ def hold_trailing_reasoning(delta: Delta | None, state: HeldReasoning, ended: bo
     return delta
 
 
-class EngineReasoningState(Qwen3ReasoningState, tag="engine_reasoning"):
+class HeldReasoningState(Qwen3ReasoningState):
+    """A reasoning stream's state plus the trailing whitespace it holds back."""
+
     deferred_reasoning: str = ""
 
 
-class EngineReasoning(Qwen3Reasoning):
+class HoldingReasoning(Qwen3Reasoning):
+    """Reasoning on the engine as vLLM's engine parsers read it (Kimi K2, GLM, DSML,
+    MiniMax, Mistral): trailing whitespace is held until more reasoning shows it was
+    not the end, and a one-shot reasoning loses it."""
+
+    def __init__(
+        self, grammar: ThinkGrammar, options: ParseOptions, state: HeldReasoningState
+    ) -> None:
+        super().__init__(grammar, options, state)
+        self.held = state
+
+    def _split(self, text: str, start: str) -> tuple[str | None, str | None]:
+        """The whole output read from ``start``: its reasoning and content."""
+        engine = self._engine(EngineState(start))
+        events = engine.feed(text, []) + engine.finish()
+        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
+        content = "".join(e.value for e in events if e.kind == TEXT)
+        return reasoning or None, content or None
+
+    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        delta = super().stream(text, token_ids)
+        return hold_trailing_reasoning(delta, self.held, self.held.ended)
+
+
+class EngineReasoningState(HeldReasoningState, tag="engine_reasoning"):
+    """Kimi K2's and GLM's reasoning state, tagged for snapshots."""
+
+
+class EngineReasoning(HoldingReasoning):
     """Reasoning of an engine-declared family: the engine run with tool markup as content.
 
     ``last_tool_opener`` is Kimi's reading of a delta's content ids when no
@@ -110,8 +151,7 @@ class EngineReasoning(Qwen3Reasoning):
         *,
         last_tool_opener: bool = False,
     ) -> None:
-        self.engine_state = state if state is not None else EngineReasoningState()
-        super().__init__(markers, options, self.engine_state)
+        super().__init__(markers, options, state if state is not None else EngineReasoningState())
         self.thinking = thinking_from_kwargs(options.chat_template_kwargs)
         self.last_tool_opener = last_tool_opener
 
@@ -126,15 +166,7 @@ class EngineReasoning(Qwen3Reasoning):
             and bool(self.grammar.boundary_ids)
             and self.is_reasoning_end(prompt_token_ids)
         )
-        engine = self._engine(EngineState(CONTENT if closed else REASONING))
-        events = engine.feed(text, []) + engine.finish()
-        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
-        content = "".join(e.value for e in events if e.kind == TEXT)
-        return reasoning or None, content or None
-
-    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
-        delta = super().stream(text, token_ids)
-        return hold_trailing_reasoning(delta, self.engine_state, self.engine_state.ended)
+        return self._split(text, CONTENT if closed else REASONING)
 
     def content_ids(self, token_ids: list[int]) -> list[int]:
         if not self.last_tool_opener or not self.thinking:

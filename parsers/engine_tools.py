@@ -3,75 +3,158 @@
 Every tool format declared on the engine (Qwen3-Coder's XML, DeepSeek's DSML) meets the
 same events in the same order, and vLLM's engine parsers treat content, reasoning and
 whitespace around calls alike; what differs between formats is only how a call's name
-and argument text become JSON. A format's parser subclasses ``EngineTools`` and says
-that in ``_arguments``, ``_end`` and ``_call``.
+and argument text become JSON. A format's parser subclasses ``EngineTools`` (or
+``BodyTools``, where a call's body is kept as text and may name it), names its state
+and slot types, and says the rest in its hooks; its state subclasses
+``EngineToolState`` with its own tag (session snapshots name it).
 """
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, get_args
+
+from msgspec import Struct, field
 
 from parsers.engine import (
     CALL_ARGS,
     CALL_END,
     CALL_NAME,
     CALL_START,
+    CONTENT,
     REASONING_END,
     REASONING_TEXT,
     TEXT,
     EngineState,
     Event,
+    Format,
     Grammar,
     MarkerEngine,
 )
+from parsers.engine_reasoning import hold_trailing_reasoning
+from parsers.hermes import KeyMatch
+from parsers.ids import chat_tool_call_id
+from parsers.schema import coerce_arguments, coerce_string, schema_types
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
+
+_NAME_KEY = "name"
 
 
 class ToolSlot(Protocol):
+    """What the shared part reads and keeps of a format's call."""
+
+    id: str
     name: str
+    name_sent: bool
 
 
 SlotT = TypeVar("SlotT", bound=ToolSlot)
 
 
-class ToolsState(Protocol[SlotT]):
-    """What the shared part reads and keeps of a format's plain-data state."""
+class CallSlot(Struct):
+    """One call as every format keeps it: its id, name, raw text, and whether the name
+    was sent; a format's slot adds its own fields after these."""
 
-    engine: EngineState
-    slots: list[SlotT]
-    deferred_content: str  # content held while calls may follow (whitespace, or in calls)
-    content_has_nonws: bool
+    id: str = ""
+    name: str = ""
+    args: str = ""
+    name_sent: bool = False
 
 
-class EngineTools(ABC, Generic[SlotT]):
+class EngineToolState(Struct, Generic[SlotT]):
+    """The plain-data state every engine tool format keeps; a format's state subclasses
+    it with its tag and its own fields (so its encoded form stays field for field)."""
+
+    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
+    slots: list[SlotT] = field(default_factory=list)
+    deferred_content: str = ""  # content held while calls may follow (whitespace, or in calls)
+    content_has_nonws: bool = False
+
+
+class ReasoningToolState(EngineToolState[SlotT]):
+    """The state of a format whose tool parser holds a reasoning delta's trailing
+    whitespace (see ``EngineTools.reasoning_format``)."""
+
+    deferred_reasoning: str = ""
+    reasoning_ended: bool = False
+
+
+class BodySlot(ToolSlot, Protocol):
+    """A call whose body is kept as text, where a ``"name"`` key may name it."""
+
+    args: str
+    json_name: KeyMatch
+
+
+StateT = TypeVar("StateT", bound=EngineToolState[Any])
+BodySlotT = TypeVar("BodySlotT", bound=BodySlot)
+
+
+class HasGrammar(Protocol):
+    """A family's grammar for one tokenizer (``ThinkMarkers``, ``DsmlGrammar``...)."""
+
+    @property
+    def grammar(self) -> Grammar: ...
+
+
+class EngineTools(ABC, Generic[SlotT, StateT]):
+    """A tool format on the marker engine. A family names its slot and state types as
+    the engine's parameters (``EngineTools[KimiSlot, KimiToolState]``), which become
+    ``slot_type`` and ``state_type``, and extends the constructor only for work of its own."""
+
     supports_required_and_named = False
     engine_based = True
     # One-shot, content beside calls: vLLM's Qwen3-Coder strips it; DSML keeps it
     # unless it is all whitespace.
     strip_content_beside_calls = True
+    # A format whose state is a ``ReasoningToolState`` holds back a reasoning delta's
+    # trailing whitespace, as vLLM's engines do, while its grammar reasons (is this
+    # format, thinking on) and reasoning has not ended.
+    reasoning_format: Format | None = None
+    # Whether a reasoning end in the chunk itself lets held whitespace go when the chunk
+    # brings no reasoning: DSML's and Mistral's parsers read the end after the chunk,
+    # GLM's before it (its held whitespace then joins reasoning that opens again).
+    reasoning_end_read_after_chunk = True
+    slot_type: type[SlotT]
+    state_type: type[StateT]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            types = get_args(base)
+            if len(types) == 2 and all(isinstance(t, type) for t in types):
+                cls.slot_type, cls.state_type = types
 
     def __init__(
         self,
-        grammar: Grammar,
+        grammars: HasGrammar,
         options: ParseOptions,
-        state: ToolsState[SlotT],
-        new_slot: Callable[[], SlotT],
         *,
         reasoning_markup_is_text: bool,
-        id_seed: str,
+        id_seed: str = "",
+        state: StateT | None = None,
     ) -> None:
         self.options = options
         self.id_seed = id_seed
-        self.state = state
-        self._new_slot = new_slot
-        self.engine = MarkerEngine(grammar, state.engine, skip_reasoning=reasoning_markup_is_text)
+        self.state: StateT = state if state is not None else self.state_type()
+        grammar = grammars.grammar
+        self.engine = MarkerEngine(
+            grammar, self.state.engine, skip_reasoning=reasoning_markup_is_text
+        )
+        self.has_reasoning = grammar.format is self.reasoning_format
         # tool_choice "none" with tools: calls are read and dropped.
         self.suppress = options.tool_choice == "none" and bool(options.tools)
+        self._properties_by_name: dict[str, dict[str, Any]] = {}
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        return self._delta(self.engine.feed(text, token_ids or []), finished=False)
+        state = self.state
+        if not isinstance(state, ReasoningToolState):
+            return self._delta(self.engine.feed(text, token_ids or []), finished=False)
+        ended_before = state.reasoning_ended
+        delta = self._delta(self.engine.feed(text, token_ids or []), finished=False)
+        ended = state.reasoning_ended if self.reasoning_end_read_after_chunk else ended_before
+        return hold_trailing_reasoning(delta, state, ended or not self.has_reasoning)
 
     def finish(self) -> Delta | None:
         events = self.engine.finish()
@@ -97,10 +180,64 @@ class EngineTools(ABC, Generic[SlotT]):
         return ExtractedToolCalls(bool(calls), calls, text or None)
 
     def _slot(self, index: int) -> SlotT:
-        slots = self.state.slots
+        slots: list[SlotT] = self.state.slots
         while len(slots) <= index:
-            slots.append(self._new_slot())
+            slots.append(self.slot_type())
         return slots[index]
+
+    # ------------------------------------------------------------------ names and ids
+
+    def _new_id(self, index: int) -> str:
+        """Call ``index``'s id when the model gives none (a format may have its own kind)."""
+        return chat_tool_call_id(self.id_seed, index)
+
+    def _ensure_id(self, index: int, slot: SlotT) -> None:
+        if not slot.id:
+            slot.id = self._new_id(index)
+
+    def _named(self, slot: SlotT, name: str) -> None:
+        """The call's name is sent (a format that types by it reads the tool here)."""
+
+    def _announce(self, index: int, slot: SlotT, name: str, arguments: str | None) -> DeltaToolCall:
+        """The call's first delta: its name (now sent) and id, with ``arguments``."""
+        slot.name = name
+        slot.name_sent = True
+        self._named(slot, name)
+        self._ensure_id(index, slot)
+        return DeltaToolCall(
+            id=slot.id, type="function", index=index, name=name, arguments=arguments
+        )
+
+    # ------------------------------------------------------------------ the called tool
+
+    def _properties(self, name: str) -> dict[str, Any]:
+        """The tool's declared properties ({} without tools or for an unknown tool)."""
+        properties = self._properties_by_name.get(name)
+        if properties is None:
+            tool = self.options.tool(name) if self.options.tools else None
+            properties = tool.properties() if tool is not None else {}
+            self._properties_by_name[name] = properties
+        return properties
+
+    def _string_keys(self, name: str) -> list[str] | None:
+        """Keys whose values can only be strings, so their open text may stream."""
+        properties = self._properties(name)
+        if not properties:
+            return None
+        return [k for k, schema in properties.items() if set(schema_types(schema)) == {"string"}]
+
+    def _entry(self, call_name: str, key: str, value: str) -> str:
+        """One ``"key": value`` of the arguments, the value (text) typed by the tool's schema."""
+        typed: Any = value
+        if self.options.tools and call_name:
+            schema = self._properties(call_name).get(key)
+            if isinstance(schema, dict):
+                typed = coerce_string(value, schema_types(schema))
+        try:
+            value_json = json.dumps(typed, ensure_ascii=False)
+        except RecursionError:  # parsed, but too deep to write back: keep the text
+            value_json = json.dumps(value, ensure_ascii=False)
+        return json.dumps(key, ensure_ascii=False) + ": " + value_json
 
     # ------------------------------------------------------------------ format hooks
 
@@ -115,9 +252,6 @@ class EngineTools(ABC, Generic[SlotT]):
     @abstractmethod
     def _call(self, index: int) -> FunctionCall | None:
         """Call ``index`` as one-shot reads it, if it is one."""
-
-    def _reasoning_ended(self) -> None:
-        """The reasoning section has closed (a format that tracks it says so here)."""
 
     def _other(self, event: Event, calls: list[DeltaToolCall]) -> None:
         """An event kind of the format's own (e.g. argument text its decoder buffers)."""
@@ -148,7 +282,8 @@ class EngineTools(ABC, Generic[SlotT]):
             elif kind == REASONING_TEXT:
                 reasoning.append(event.value)
             elif kind == REASONING_END:
-                self._reasoning_ended()
+                if isinstance(state, ReasoningToolState):
+                    state.reasoning_ended = True
             elif self.suppress:
                 continue
             else:
@@ -185,6 +320,110 @@ class EngineTools(ABC, Generic[SlotT]):
         if text or calls or thought:
             return Delta(content=text or None, reasoning=thought or None, tool_calls=calls)
         return None
+
+
+def json_name(args: str, match: KeyMatch) -> str | None:
+    """The first ``"name": "..."`` in a call body (None if empty), found incrementally."""
+    match.advance(args, _NAME_KEY, want_value=True, empty_is_match=True)
+    if match.phase != "done" or match.value_end == match.value_start:
+        return None
+    return args[match.value_start : match.value_end]
+
+
+def name_and_arguments(raw: str) -> tuple[str, str]:
+    """A JSON body that names its function: ``{"name": ..., "arguments": ...}``."""
+    raw = raw.strip()
+    try:
+        parsed: Any = json.loads(raw)
+    except (ValueError, RecursionError):
+        return "", raw
+    if not isinstance(parsed, dict) or not isinstance(name := parsed.get("name", ""), str):
+        return "", raw
+    for key in ("arguments", "parameters"):
+        if key in parsed:
+            value = parsed[key]
+            return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    rest = {k: v for k, v in parsed.items() if k != "name"}
+    return name, json.dumps(rest, ensure_ascii=False)
+
+
+def entry_head(entry: str, key: str, string_keys: list[str] | None) -> tuple[str, bool]:
+    """What of the last entry later text cannot change, and whether that runs into its value.
+
+    The key and colon; the open text of a string value too when the key allows only
+    strings (keys are compared JSON-escaped, as vLLM compares them).
+    """
+    spelled = json.dumps(key, ensure_ascii=False)
+    colon_end = len(spelled) + 2
+    allowed = string_keys is None or spelled[1:-1] in string_keys
+    if allowed and entry[colon_end : colon_end + 1] == '"':
+        return entry[:-1], True
+    return entry[:colon_end], False
+
+
+class BodyTools(EngineTools[BodySlotT, StateT]):
+    """Calls whose body is kept as text and whose name, when they open without one, may
+    be the body's ``"name"`` (Kimi K2, GLM, DSML, Qwen3-Coder, MiniMax): how such a
+    call ends and how one-shot reads it; a format says what its body's arguments are."""
+
+    # One-shot calls carry their slot's id (Kimi's are the model's own); else the
+    # message numbers the calls it keeps.
+    one_shot_ids = False
+
+    def _accepts(self, name: str) -> bool:
+        """Whether a call of this name is one (a format may check it against the tools)."""
+        return bool(name)
+
+    def _grow(self, event: Event) -> BodySlotT:
+        """The event's call, its body grown by the event's text."""
+        slot = self._slot(event.call)
+        if event.value:
+            slot.args += event.value
+        return slot
+
+    @abstractmethod
+    def _ending(self, index: int, slot: BodySlotT, calls: list[DeltaToolCall]) -> str | None:
+        """The call is ending: what its arguments add to those sent (None if nothing);
+        a format that held text back lets it go into ``calls`` here."""
+
+    @abstractmethod
+    def _body_arguments(self, slot: BodySlotT, name: str) -> str:
+        """One-shot: the arguments JSON of a call named ``name`` with a non-blank body."""
+
+    def _coerce(self, arguments: str, name: str) -> str:
+        """One-shot: a body that names its function, its arguments typed by the tool."""
+        return coerce_arguments(arguments, self._properties(name) if name else {})
+
+    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
+        if index >= len(self.state.slots):
+            return
+        slot: BodySlotT = self.state.slots[index]
+        remaining = self._ending(index, slot, calls)
+        if not slot.name_sent:
+            name = slot.name or json_name(slot.args, slot.json_name)
+            if name and self._accepts(name):
+                calls.append(self._announce(index, slot, name, remaining or ""))
+                return
+        if remaining and slot.name_sent:
+            calls.append(DeltaToolCall(index=index, arguments=remaining))
+
+    def _call(self, index: int) -> FunctionCall | None:
+        slot: BodySlotT = self.state.slots[index]
+        if not slot.name and not slot.args:
+            return None
+        name = slot.name.strip()
+        raw = slot.args
+        if not name and raw.strip():
+            name, arguments = name_and_arguments(raw)
+            arguments = self._coerce(arguments, name)
+        elif raw.strip():
+            arguments = self._body_arguments(slot, name)
+        else:
+            arguments = "{}"
+        if not self._accepts(name):
+            return None
+        self._ensure_id(index, slot)
+        return FunctionCall(name, arguments, slot.id if self.one_shot_ids else None)
 
 
 def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:

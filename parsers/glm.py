@@ -19,39 +19,33 @@ turn marker (``<|user|>``, ``<|assistant|>``...).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from msgspec import Struct, field
 
 from parsers.engine import (
     CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    REOPENING_THINK,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
     TOOL_ARGS,
     TOOL_END,
     TOOL_NAME,
     TOOL_START,
-    EngineState,
     Event,
     Format,
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import ThinkMarkers, hold_trailing_reasoning
-from parsers.engine_tools import EngineTools
+from parsers.engine_reasoning import ThinkMarkers
+from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, entry_head, json_name
 from parsers.hermes import KeyMatch
-from parsers.ids import chat_tool_call_id
-from parsers.qwen3_coder import json_name, name_and_arguments
-from parsers.schema import coerce_arguments, coerce_string, schema_types
-from parsers.types import Delta, DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+from parsers.types import DeltaToolCall, Vocabulary
 
 KEY_OPEN_TAG = "<arg_key>"
 KEY_CLOSE_TAG = "</arg_key>"
@@ -75,21 +69,9 @@ _TOOLS = {
     # The tags are part of the call body the arguments are read from.
     **{(TOOL_ARGS, tag): Transition(TOOL_ARGS, (CALL_ARGS,)) for tag in _ARG_TAGS},
 }
-_THINK = {
-    (CONTENT, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
-    (CONTENT, THINK_END): Transition(CONTENT, ()),
-}
-_STATE_EVENTS = {
-    CONTENT: TEXT,
-    REASONING: REASONING_TEXT,
-    TOOL_NAME: CALL_NAME,
-    TOOL_ARGS: CALL_ARGS,
-}
 _CALL_STATES = frozenset({TOOL_NAME, TOOL_ARGS})
-GLM_FORMAT = Format({**_TOOLS, **_THINK}, _STATE_EVENTS, _CALL_STATES)
-GLM_PLAIN_FORMAT = Format(_TOOLS, _STATE_EVENTS, _CALL_STATES)
+GLM_FORMAT = Format({**_TOOLS, **REOPENING_THINK}, STATE_EVENTS, _CALL_STATES)
+GLM_PLAIN_FORMAT = Format(_TOOLS, STATE_EVENTS, _CALL_STATES)
 _LITERALS = {
     TOOL_START: "<tool_call>",
     TOOL_END: "</tool_call>",
@@ -204,27 +186,13 @@ def _escaped(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def _head(entry: str, key: str, string_keys: list[str] | None) -> tuple[str, bool]:
-    """vLLM's safe prefix of the last entry: the key and colon, and the open text of a
-    string value whose key can only be a string (keys compared JSON-escaped)."""
-    colon_end = len(json.dumps(key, ensure_ascii=False)) + 2
-    allowed = string_keys is None or _escaped(key) in string_keys
-    if allowed and entry[colon_end : colon_end + 1] == '"':
-        return entry[:-1], True
-    return entry[:colon_end], False
-
-
-class GlmSlot(Struct):
+class GlmSlot(CallSlot):
     """One call: name, raw body, its pairs as JSON entries, and what was sent of them.
 
     What was sent is ``{`` plus the covered entries (each followed by ``, ``) plus
     ``sent_tail``; ``stale`` counts covered entries a repeated key has changed since.
     """
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     string_keys: list[str] | None = None
     json_name: KeyMatch = field(default_factory=KeyMatch)
     scan: PairScan = field(default_factory=PairScan)
@@ -248,47 +216,14 @@ class GlmSlot(Struct):
     behind: int = -1
 
 
-class GlmToolState(Struct, tag="glm"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[GlmSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
-    deferred_reasoning: str = ""
-    reasoning_ended: bool = False
+class GlmToolState(ReasoningToolState[GlmSlot], tag="glm"): ...
 
 
-class GlmTools(EngineTools[GlmSlot]):
+class GlmTools(BodyTools[GlmSlot, GlmToolState]):
     """GLM's tool calls, streamed or one-shot, as vLLM's engine parser emits them."""
 
-    state: GlmToolState
-
-    def __init__(
-        self,
-        markers: ThinkMarkers,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: GlmToolState | None = None,
-    ) -> None:
-        super().__init__(
-            markers.grammar,
-            options,
-            state if state is not None else GlmToolState(),
-            GlmSlot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
-        self.has_reasoning = markers.grammar.format is GLM_FORMAT
-        self._properties_by_name: dict[str, dict[str, Any]] = {}
-
-    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        state = self.state
-        ended = state.reasoning_ended or not self.has_reasoning
-        return hold_trailing_reasoning(super().stream(text, token_ids), state, ended)
-
-    def _reasoning_ended(self) -> None:
-        self.state.reasoning_ended = True
+    reasoning_format = GLM_FORMAT
+    reasoning_end_read_after_chunk = False
 
     # ------------------------------------------------------------------ names
 
@@ -296,23 +231,12 @@ class GlmTools(EngineTools[GlmSlot]):
         """A name, and one of the request's tools when it has any."""
         return bool(name) and (not self.options.tools or self.options.tool(name) is not None)
 
-    def _announce(
-        self, index: int, slot: GlmSlot, name: str, arguments: str | None
-    ) -> DeltaToolCall:
-        slot.name = name
-        slot.name_sent = True
+    def _named(self, slot: GlmSlot, name: str) -> None:
         slot.string_keys = self._string_keys(name)
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return DeltaToolCall(
-            id=slot.id, type="function", index=index, name=name, arguments=arguments
-        )
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         index = event.call
-        slot = self._slot(index)
-        if event.value:
-            slot.args += event.value
+        slot = self._grow(event)
         if not slot.name_sent:
             if slot.name:
                 name: str | None = slot.name.strip()
@@ -327,19 +251,10 @@ class GlmTools(EngineTools[GlmSlot]):
             if piece:
                 calls.append(DeltaToolCall(index=index, arguments=piece))
 
-    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
-        if index >= len(self.state.slots):
-            return
-        slot = self.state.slots[index]
+    def _ending(self, index: int, slot: GlmSlot, calls: list[DeltaToolCall]) -> str | None:
+        """The call's name loses its whitespace as it ends; then the closed object."""
         slot.name = slot.name.strip()
-        remaining = self._final(slot)
-        if not slot.name_sent:
-            name = slot.name or json_name(slot.args, slot.json_name) or ""
-            if self._accepts(name):
-                calls.append(self._announce(index, slot, name, remaining or ""))
-                return
-        if remaining and slot.name_sent:
-            calls.append(DeltaToolCall(index=index, arguments=remaining))
+        return self._final(slot)
 
     # ------------------------------------------------------------------ arguments
 
@@ -378,7 +293,7 @@ class GlmTools(EngineTools[GlmSlot]):
             last_entry, lead, last_key = entries[-1], entries[:-1], keys[-1]
         else:
             return None
-        head, streams = _head(last_entry, last_key, slot.string_keys)
+        head, streams = entry_head(last_entry, last_key, slot.string_keys)
         covered = len(slot.sent_entries)
         if slot.sent_any:
             if len(lead) < covered or slot.stale:
@@ -450,50 +365,6 @@ class GlmTools(EngineTools[GlmSlot]):
                 slot.stale += (entry != sent) - (slot.entries[position] != sent)
             slot.entries[position] = entry
 
-    def _entry(self, call_name: str, key: str, value: str) -> str:
-        """One ``"key": value`` of the arguments, the value typed by the tool's schema."""
-        typed: Any = value
-        if self.options.tools and call_name:
-            schema = self._properties(call_name).get(key)
-            if isinstance(schema, dict):
-                typed = coerce_string(value, schema_types(schema))
-        try:
-            value_json = json.dumps(typed, ensure_ascii=False)
-        except RecursionError:  # parsed, but too deep to write back: keep the text
-            value_json = json.dumps(value, ensure_ascii=False)
-        return json.dumps(key, ensure_ascii=False) + ": " + value_json
-
-    def _properties(self, name: str) -> dict[str, Any]:
-        properties = self._properties_by_name.get(name)
-        if properties is None:
-            tool = self.options.tool(name) if self.options.tools else None
-            properties = tool.properties() if tool is not None else {}
-            self._properties_by_name[name] = properties
-        return properties
-
-    def _string_keys(self, name: str) -> list[str] | None:
-        """Keys whose values can only be strings, so their open text may stream."""
-        properties = self._properties(name)
-        if not properties:
-            return None
-        return [k for k, schema in properties.items() if set(schema_types(schema)) == {"string"}]
-
-    def _call(self, index: int) -> FunctionCall | None:
-        slot = self.state.slots[index]
-        if not slot.name and not slot.args:
-            return None
-        name = slot.name.strip()
-        raw = slot.args
-        if not name and raw.strip():
-            name, arguments = name_and_arguments(raw)
-            arguments = coerce_arguments(arguments, self._properties(name) if name else {})
-        elif raw.strip():
-            self._read(slot)
-            arguments = "{" + ", ".join(slot.entries) + "}"
-        else:
-            arguments = "{}"
-        if not self._accepts(name):
-            return None
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return FunctionCall(name, arguments)
+    def _body_arguments(self, slot: GlmSlot, name: str) -> str:
+        self._read(slot)
+        return "{" + ", ".join(slot.entries) + "}"

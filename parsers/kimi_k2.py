@@ -14,22 +14,18 @@ is dropped, as the engine keeps the section state to the end.
 
 from __future__ import annotations
 
-from typing import Any
-
 from msgspec import Struct, field
 
 from parsers.engine import (
-    CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
+    THINK_TRANSITIONS,
     TOOL_ARGS,
     TOOL_BETWEEN,
     TOOL_END,
@@ -37,19 +33,16 @@ from parsers.engine import (
     TOOL_PREAMBLE,
     TOOL_START,
     TOOL_STATES,
-    EngineState,
     Event,
     Format,
     Grammar,
     Transition,
 )
 from parsers.engine_reasoning import ThinkMarkers
-from parsers.engine_tools import EngineTools
+from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, json_name
 from parsers.hermes import KeyMatch
-from parsers.ids import chat_tool_call_id
-from parsers.qwen3_coder import json_name, name_and_arguments
 from parsers.schema import coerce_arguments
-from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+from parsers.types import DeltaToolCall, Vocabulary
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -74,19 +67,8 @@ _TOOLS = {
     (TOOL_PREAMBLE, TOOL_END): Transition(TOOL_PREAMBLE, ()),
     (TOOL_BETWEEN, TOOL_END): Transition(TOOL_PREAMBLE, ()),
 }
-_THINK = {
-    (REASONING, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
-    (CONTENT, THINK_END): Transition(CONTENT, ()),
-}
-_STATE_EVENTS = {
-    CONTENT: TEXT,
-    REASONING: REASONING_TEXT,
-    TOOL_NAME: CALL_NAME,
-    TOOL_ARGS: CALL_ARGS,
-}
-KIMI_FORMAT = Format({**_TOOLS, **_THINK}, _STATE_EVENTS, TOOL_STATES)
-KIMI_PLAIN_FORMAT = Format(_TOOLS, _STATE_EVENTS, TOOL_STATES)
+KIMI_FORMAT = Format({**_TOOLS, **THINK_TRANSITIONS}, STATE_EVENTS, TOOL_STATES)
+KIMI_PLAIN_FORMAT = Format(_TOOLS, STATE_EVENTS, TOOL_STATES)
 _TOOL_MARKERS = {
     TOOL_START: SECTION_BEGIN,
     TOOL_END: SECTION_END,
@@ -192,59 +174,22 @@ class JsonHold(Struct):
         return held
 
 
-class KimiSlot(Struct):
+class KimiSlot(CallSlot):
     """One call: its header (then its name), released argument text, what was sent."""
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     json_name: KeyMatch = field(default_factory=KeyMatch)
     json_name_failed: bool = False
     hold: JsonHold = field(default_factory=JsonHold)
 
 
-class KimiToolState(Struct, tag="kimi_k2"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[KimiSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
+class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"): ...
 
 
-class KimiK2Tools(EngineTools[KimiSlot]):
+class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
     """Kimi K2's tool calls, streamed or one-shot, as vLLM's engine parser emits them."""
 
     strip_content_beside_calls = False
-    state: KimiToolState
-
-    def __init__(
-        self,
-        markers: ThinkMarkers,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: KimiToolState | None = None,
-    ) -> None:
-        super().__init__(
-            markers.grammar,
-            options,
-            state if state is not None else KimiToolState(),
-            KimiSlot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
-
-    def _announce(
-        self, index: int, slot: KimiSlot, name: str, arguments: str | None
-    ) -> DeltaToolCall:
-        slot.name = name
-        slot.name_sent = True
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return DeltaToolCall(
-            id=slot.id, type="function", index=index, name=name, arguments=arguments
-        )
+    one_shot_ids = True
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         slot = self._slot(event.call)
@@ -280,38 +225,16 @@ class KimiK2Tools(EngineTools[KimiSlot]):
         sent_from = max(start, slot.json_name.value_end)
         calls.append(self._announce(index, slot, parsed[1], slot.args[sent_from:]))
 
-    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
-        if index >= len(self.state.slots):
-            return
-        slot = self.state.slots[index]
+    def _ending(self, index: int, slot: KimiSlot, calls: list[DeltaToolCall]) -> str | None:
+        """The held bracket goes out; a call not yet named takes its header's id and name."""
         released = slot.hold.release()
         if released:
             self._take(index, slot, released, calls)
-        if slot.name_sent:
-            return
-        parsed = header_id_and_name(slot.name) if slot.name else None
-        if parsed is not None:
-            slot.id, slot.name = parsed
-        name = slot.name or json_name(slot.args, slot.json_name)
-        if name:
-            calls.append(self._announce(index, slot, name, ""))
+        if not slot.name_sent and slot.name:
+            parsed = header_id_and_name(slot.name)
+            if parsed is not None:
+                slot.id, slot.name = parsed
+        return None
 
-    def _call(self, index: int) -> FunctionCall | None:
-        slot = self.state.slots[index]
-        if not slot.name and not slot.args:
-            return None
-        name = slot.name.strip()
-        raw = slot.args
-        if not name and raw.strip():
-            name, arguments = name_and_arguments(raw)
-        else:
-            arguments = raw.strip() or "{}"
-        if not name:
-            return None
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
-        return FunctionCall(name, coerce_arguments(arguments, self._properties(name)), slot.id)
-
-    def _properties(self, name: str) -> dict[str, Any]:
-        tool = self.options.tool(name) if self.options.tools else None
-        return tool.properties() if tool is not None else {}
+    def _body_arguments(self, slot: KimiSlot, name: str) -> str:
+        return coerce_arguments(slot.args.strip(), self._properties(name))

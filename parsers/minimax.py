@@ -31,17 +31,16 @@ from parsers.dsml import DsmlReasoning, DsmlReasoningState
 from parsers.engine import (
     CALL_ARGS,
     CALL_END,
-    CALL_NAME,
     CALL_START,
     CONTENT,
     PARAM_END,
     PARAM_START,
     REASONING,
     REASONING_END,
-    REASONING_TEXT,
-    TEXT,
+    STATE_EVENTS,
     THINK_END,
     THINK_START,
+    THINK_TRANSITIONS,
     TOOL_ARGS,
     TOOL_BETWEEN,
     TOOL_END,
@@ -49,11 +48,12 @@ from parsers.engine import (
     TOOL_PREAMBLE,
     TOOL_START,
     TOOL_STATES,
-    EngineState,
     Format,
     Grammar,
     Transition,
 )
+from parsers.engine_reasoning import PromptMarkers
+from parsers.engine_tools import EngineToolState
 from parsers.qwen3_coder import ParamSlot, ParamTools
 from parsers.types import Delta, ParseOptions, Vocabulary
 
@@ -82,9 +82,7 @@ _ID_TERMINALS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
 
 MINIMAX_FORMAT = Format(
     transitions={
-        (REASONING, THINK_START): Transition(REASONING, ()),
-        (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
-        (CONTENT, THINK_END): Transition(CONTENT, ()),
+        **THINK_TRANSITIONS,
         (REASONING, TOOL_START): Transition(TOOL_PREAMBLE, (REASONING_END,)),
         (CONTENT, TOOL_START): Transition(TOOL_PREAMBLE, ()),
         (TOOL_ARGS, PARAM_START): Transition(TOOL_ARGS, (CALL_ARGS,)),
@@ -98,17 +96,12 @@ MINIMAX_FORMAT = Format(
         (TOOL_BETWEEN, INVOKE_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
         (TOOL_NAME, NAME_END): Transition(TOOL_ARGS, ()),
     },
-    state_events={
-        CONTENT: TEXT,
-        REASONING: REASONING_TEXT,
-        TOOL_NAME: CALL_NAME,
-        TOOL_ARGS: CALL_ARGS,
-    },
+    state_events=STATE_EVENTS,
     call_states=TOOL_STATES,
 )
 
 
-class MiniMaxGrammar:
+class MiniMaxGrammar(PromptMarkers):
     """The format for one tokenizer, plus what reasoning reads of the prompt."""
 
     def __init__(self, vocab: Vocabulary) -> None:
@@ -129,15 +122,6 @@ class MiniMaxGrammar:
         )
         self.boundary_ids: frozenset[int] = frozenset()
 
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        """vLLM's reading: the prompt's last think or call marker decides, else it is open."""
-        for token_id in reversed(prompt_token_ids):
-            if token_id in self.end_ids:
-                return True
-            if token_id == self.start_id:
-                return False
-        return False
-
 
 class MiniMaxReasoning(DsmlReasoning):
     """``minimax_m2`` reasoning: everything up to ``</think>`` (or a call section) is reasoning."""
@@ -148,6 +132,7 @@ class MiniMaxReasoning(DsmlReasoning):
         options: ParseOptions,
         state: DsmlReasoningState | None = None,
     ) -> None:
+        # Always thinking: with neither marker in the prompt, reasoning is open.
         super().__init__(grammar, options, state, thinking=True)
 
     def content_ids(self, token_ids: list[int]) -> list[int]:
@@ -409,37 +394,14 @@ class MiniMaxSlot(ParamSlot):
     scan: MiniMaxParamScan = field(default_factory=MiniMaxParamScan)
 
 
-class MiniMaxToolState(Struct, tag="minimax_m2"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[MiniMaxSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
+class MiniMaxToolState(EngineToolState[MiniMaxSlot], tag="minimax_m2"): ...
 
 
-class MiniMaxTools(ParamTools[MiniMaxSlot]):
+class MiniMaxTools(ParamTools[MiniMaxSlot, MiniMaxToolState]):
     """``minimax_m2`` tool calls, streamed or one-shot."""
 
     trims_newlines = False
     validates_names = True
-    state: MiniMaxToolState
-
-    def __init__(
-        self,
-        grammar: MiniMaxGrammar,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: MiniMaxToolState | None = None,
-    ) -> None:
-        super().__init__(
-            grammar.grammar,
-            options,
-            state if state is not None else MiniMaxToolState(),
-            MiniMaxSlot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
 
     def _scan(self, slot: MiniMaxSlot) -> MiniMaxParamScan:
         return slot.scan

@@ -33,24 +33,23 @@ from parsers.engine import (
     REASONING,
     REASONING_END,
     REASONING_TEXT,
+    REOPENING_THINK,
     TEXT,
     THINK_END,
     THINK_START,
     TOOL_ARGS,
     TOOL_NAME,
-    EngineState,
     Event,
     Format,
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import hold_trailing_reasoning
-from parsers.engine_tools import EngineTools
+from parsers.engine_reasoning import HoldingReasoning, PromptMarkers
+from parsers.engine_tools import CallSlot, EngineTools, ReasoningToolState
 from parsers.ids import mistral_tool_call_id
-from parsers.qwen3 import Qwen3Reasoning
 from parsers.schema import coerce_arguments
 from parsers.think import ParserUnavailable
-from parsers.types import Delta, DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
 
 TOOL_CALLS_TOKEN = "[TOOL_CALLS]"
 ARGS_TOKEN = "[ARGS]"
@@ -72,10 +71,7 @@ _CALLS = {
 }
 _WITHOUT_THINK = {(CONTENT, TOOL_CALLS): Transition(TOOL_NAME, (CALL_START,))}
 _THINK = {
-    (CONTENT, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_START): Transition(REASONING, ()),
-    (REASONING, THINK_END): Transition(CONTENT, (REASONING_END,)),
-    (CONTENT, THINK_END): Transition(CONTENT, ()),
+    **REOPENING_THINK,
     (REASONING, TOOL_CALLS): Transition(TOOL_NAME, (REASONING_END, CALL_START)),
     (CONTENT, TOOL_CALLS): Transition(TOOL_NAME, (REASONING_END, CALL_START)),
 }
@@ -90,7 +86,7 @@ THINK_FORMAT = Format({**_CALLS, **_THINK}, _STATE_EVENTS, _CALL_STATES)
 PLAIN_FORMAT = Format({**_CALLS, **_WITHOUT_THINK}, _STATE_EVENTS, _CALL_STATES)
 
 
-class MistralGrammar:
+class MistralGrammar(PromptMarkers):
     """The format for one tokenizer: which call form and whether it reasons."""
 
     def __init__(self, vocab: Vocabulary) -> None:
@@ -129,22 +125,12 @@ class MistralGrammar:
         )
         self.boundary_ids: frozenset[int] = frozenset()
 
-    def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:
-        """vLLM's reading: the prompt's last end or call closes it, its last ``[THINK]``
-        leaves it open; with neither, a format that reasons waits for ``[THINK]``."""
-        for token_id in reversed(prompt_token_ids):
-            if token_id in self.end_ids:
-                return True
-            if token_id == self.start_id:
-                return False
-        return not thinking
-
 
 class MistralReasoningState(DsmlReasoningState, tag="mistral_reasoning"):
     pass
 
 
-class MistralReasoning(Qwen3Reasoning):
+class MistralReasoning(HoldingReasoning):
     """``mistral`` reasoning: ``[THINK]...[/THINK]`` wherever it opens; none without it."""
 
     def __init__(
@@ -153,8 +139,7 @@ class MistralReasoning(Qwen3Reasoning):
         options: ParseOptions,
         state: MistralReasoningState | None = None,
     ) -> None:
-        self.mistral_state = state if state is not None else MistralReasoningState()
-        super().__init__(grammar, options, self.mistral_state)
+        super().__init__(grammar, options, state if state is not None else MistralReasoningState())
         self.thinking = grammar.has_think
 
     def _start_state(self) -> str:
@@ -166,19 +151,10 @@ class MistralReasoning(Qwen3Reasoning):
         """The whole output from content; reasoning loses trailing whitespace."""
         if not self.thinking:
             return None, text
-        engine = self._engine(EngineState(CONTENT))
-        events = engine.feed(text, []) + engine.finish()
-        reasoning = "".join(e.value for e in events if e.kind == REASONING_TEXT).rstrip()
-        content = "".join(e.value for e in events if e.kind == TEXT)
-        return reasoning or None, content or None
+        return self._split(text, CONTENT)
 
     def ended_by(self, token_ids: Sequence[int]) -> bool:
         return self.state.ended or not self.thinking
-
-    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
-        state = self.mistral_state
-        delta = hold_trailing_reasoning(super().stream(text, token_ids), state, state.ended)
-        return delta
 
 
 # ---------------------------------------------------------------------------- tool calls
@@ -227,57 +203,25 @@ def release(hold: BraceHold, text: str) -> str:
     return buffer[:out_end]
 
 
-class MistralSlot(Struct):
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
+class MistralSlot(CallSlot):
+    """A Mistral call: the fields every format keeps, no more."""
 
 
-class MistralToolState(Struct, tag="mistral"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[MistralSlot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
-    deferred_reasoning: str = ""
-    reasoning_ended: bool = False
+class MistralToolState(ReasoningToolState[MistralSlot], tag="mistral"):
+    """The engine's fields, the held reasoning and the arguments' brace hold."""
+
     hold: BraceHold = field(default_factory=BraceHold)
 
 
-class MistralTools(EngineTools[MistralSlot]):
+class MistralTools(EngineTools[MistralSlot, MistralToolState]):
     """``[TOOL_CALLS]name[ARGS]{...}`` calls, streamed or one-shot, as vLLM emits them."""
 
-    state: MistralToolState
-
-    def __init__(
-        self,
-        grammar: MistralGrammar,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: MistralToolState | None = None,
-    ) -> None:
-        super().__init__(
-            grammar.grammar,
-            options,
-            state if state is not None else MistralToolState(),
-            MistralSlot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
-        self.has_think = grammar.has_think
-
-    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
-        delta = super().stream(text, token_ids)
-        state = self.state
-        ended = state.reasoning_ended or not self.has_think
-        return hold_trailing_reasoning(delta, state, ended)
+    reasoning_format = THINK_FORMAT
 
     # ------------------------------------------------------------------ format hooks
 
-    def _reasoning_ended(self) -> None:
-        self.state.reasoning_ended = True
+    def _new_id(self, index: int) -> str:
+        return mistral_tool_call_id(self.id_seed, index)
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         """The brace that ended the name: sent as it is."""
@@ -296,15 +240,7 @@ class MistralTools(EngineTools[MistralSlot]):
         if slot.name_sent:
             calls.append(DeltaToolCall(index=index, arguments=text))
             return
-        calls.append(self._announce(index, slot, text))
-
-    def _announce(self, index: int, slot: MistralSlot, arguments: str) -> DeltaToolCall:
-        slot.name_sent = True
-        if not slot.id:
-            slot.id = mistral_tool_call_id(self.id_seed, index)
-        return DeltaToolCall(
-            id=slot.id, type="function", index=index, name=slot.name, arguments=arguments
-        )
+        calls.append(self._announce(index, slot, slot.name, text))
 
     def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
         hold = self.state.hold
@@ -316,7 +252,7 @@ class MistralTools(EngineTools[MistralSlot]):
             self._chunk(index, held, calls)
         slot = self.state.slots[index]
         if not slot.name_sent:
-            calls.append(self._announce(index, slot, ""))
+            calls.append(self._announce(index, slot, slot.name, ""))
 
     def _call(self, index: int) -> FunctionCall | None:
         slot = self.state.slots[index]
@@ -327,8 +263,7 @@ class MistralTools(EngineTools[MistralSlot]):
         tool = self.options.tool(name) if self.options.tools and name else None
         if tool is not None:
             arguments = coerce_arguments(arguments, tool.properties())
-        if not slot.id:
-            slot.id = mistral_tool_call_id(self.id_seed, index)
+        self._ensure_id(index, slot)
         return FunctionCall(name, arguments, slot.id)
 
 

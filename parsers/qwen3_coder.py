@@ -19,25 +19,18 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
-from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from msgspec import Struct, field
 
 from parsers.engine import (
-    CONTENT,
-    EngineState,
     Event,
-    Grammar,
 )
-from parsers.engine_tools import EngineTools, ToolsState
+from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, entry_head, json_name
 from parsers.hermes import KeyMatch
-from parsers.ids import chat_tool_call_id
-from parsers.qwen3 import Qwen3Grammar
-from parsers.schema import coerce_arguments, coerce_string, schema_types
-from parsers.types import DeltaToolCall, FunctionCall, ParseOptions
+from parsers.schema import coerce_arguments
+from parsers.types import DeltaToolCall
 
-_NAME_KEY = "name"
 _WORD = "parameter"
 # TagScan steps besides the word's progress (1..9 characters matched).
 _AFTER_LT, _AFTER_SLASH = -1, -2
@@ -213,7 +206,7 @@ class ParamScanner(Protocol):
     def settled(self) -> int: ...
 
 
-class ParamSlot(Struct):
+class ParamSlot(CallSlot):
     """One call: its name, raw body, parameters so far, and what of their JSON was sent.
 
     The arguments JSON is ``{`` + entries joined by ``, `` + ``}``, one ``"key": value``
@@ -222,10 +215,6 @@ class ParamSlot(Struct):
     next one, so checking that new JSON still extends it costs only what changed.
     """
 
-    id: str = ""
-    name: str = ""
-    args: str = ""
-    name_sent: bool = False
     string_keys: list[str] | None = None
     json_name: KeyMatch = field(default_factory=KeyMatch)
     names: list[str] = field(default_factory=list)
@@ -248,16 +237,13 @@ class Slot(ParamSlot):
 
 
 SlotT = TypeVar("SlotT", bound=ParamSlot)
+StateT = TypeVar("StateT", bound=EngineToolState[Any])
 
 
-class Qwen3CoderState(Struct, tag="qwen3_coder"):
-    engine: EngineState = field(default_factory=lambda: EngineState(CONTENT))
-    slots: list[Slot] = field(default_factory=list)
-    deferred_content: str = ""
-    content_has_nonws: bool = False
+class Qwen3CoderState(EngineToolState[Slot], tag="qwen3_coder"): ...
 
 
-class ParamTools(EngineTools[SlotT]):
+class ParamTools(BodyTools[SlotT, StateT]):
     """XML-style calls whose body is parameters read as strings (Qwen3-Coder, MiniMax):
     the JSON of the parameters, typed by the tool's schema, streamed as a growing
     prefix. A format says how parameters are spelled (``_scan``), whether a value's
@@ -267,26 +253,6 @@ class ParamTools(EngineTools[SlotT]):
     trims_newlines = True
     # Names absent from the request's tools are not calls (when it has tools).
     validates_names = False
-
-    def __init__(
-        self,
-        grammar: Grammar,
-        options: ParseOptions,
-        state: ToolsState[SlotT],
-        new_slot: Callable[[], SlotT],
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str,
-    ) -> None:
-        super().__init__(
-            grammar,
-            options,
-            state,
-            new_slot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
-        self._properties_by_name: dict[str, dict[str, Any]] = {}
 
     @abstractmethod
     def _scan(self, slot: SlotT) -> ParamScanner:
@@ -305,26 +271,24 @@ class ParamTools(EngineTools[SlotT]):
 
     # ------------------------------------------------------------------ format hooks
 
-    def _announce(self, index: int, calls: list[DeltaToolCall], name: str | None) -> None:
-        if name is None or not self._accepts(name):
-            return
-        slot = self.state.slots[index]
-        slot.name = name
-        slot.name_sent = True
+    def _named(self, slot: SlotT, name: str) -> None:
         slot.string_keys = self._string_keys(name)
-        self._ensure_id(index, slot)
-        calls.append(DeltaToolCall(id=slot.id, type="function", index=index, name=name))
+
+    def _announce_name(
+        self, index: int, slot: SlotT, calls: list[DeltaToolCall], name: str | None
+    ) -> None:
+        """The name, once read, opens the call (if it is one): no arguments with it yet."""
+        if name is not None and self._accepts(name):
+            calls.append(self._announce(index, slot, name, None))
 
     def _arguments(self, event: Event, calls: list[DeltaToolCall]) -> None:
         index = event.call
-        slot = self._slot(index)
-        if event.value:
-            slot.args += event.value
+        slot = self._grow(event)
         if not slot.name_sent:
             if slot.name:
-                self._announce(index, calls, slot.name)
+                self._announce_name(index, slot, calls, slot.name)
             elif event.value:
-                self._announce(index, calls, json_name(slot.args, slot.json_name))
+                self._announce_name(index, slot, calls, json_name(slot.args, slot.json_name))
             if not slot.name_sent:
                 return
         elif not event.value:
@@ -333,38 +297,13 @@ class ParamTools(EngineTools[SlotT]):
         if piece:
             calls.append(DeltaToolCall(index=index, arguments=piece))
 
-    def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
-        if index >= len(self.state.slots):
-            return
-        slot = self.state.slots[index]
+    def _ending(self, index: int, slot: SlotT, calls: list[DeltaToolCall]) -> str | None:
         # A tag still being spelled when the call ends never ends the value: it is text.
         released = self._read_open(slot, len(slot.args)) if slot.name_sent else None
         remaining = self._final_arguments(slot)
         if released:
-            remaining = released + (remaining or "")
-        if not slot.name_sent:
-            name = slot.name or json_name(slot.args, slot.json_name)
-            if name and self._accepts(name):
-                slot.name = name
-                slot.name_sent = True
-                slot.string_keys = self._string_keys(name)
-                self._ensure_id(index, slot)
-                calls.append(
-                    DeltaToolCall(
-                        id=slot.id,
-                        type="function",
-                        index=index,
-                        name=name,
-                        arguments=remaining or "",
-                    )
-                )
-                remaining = None
-        if remaining and slot.name_sent:
-            calls.append(DeltaToolCall(index=index, arguments=remaining))
-
-    def _ensure_id(self, index: int, slot: SlotT) -> None:
-        if not slot.id:
-            slot.id = chat_tool_call_id(self.id_seed, index)
+            return released + (remaining or "")
+        return remaining
 
     # ------------------------------------------------------------------ arguments
 
@@ -386,7 +325,7 @@ class ParamTools(EngineTools[SlotT]):
             self._record(slot, *parameter)
             pending = slot.entries[len(slot.sent_entries) :] if self._extends(slot) else None
             if pending:
-                head, _ = _head(pending[-1], slot.names[-1], slot.string_keys)
+                head, _ = entry_head(pending[-1], slot.names[-1], slot.string_keys)
                 pieces.append(self._send(slot, pending, head))
         name = scan.open_name(slot.args)
         if name is not None:
@@ -413,7 +352,7 @@ class ParamTools(EngineTools[SlotT]):
         raw = slot.args[value.read_to : scan.settled()]
         read_value(value, slot.args, scan.settled(), trim=self.trims_newlines)
         entry = self._entry(slot.name, name, self._trimmed(raw))
-        head, streams = _head(entry, name, slot.string_keys)
+        head, streams = entry_head(entry, name, slot.string_keys)
         covered = len(slot.sent_entries)
         if position == covered and slot.sent_tail:  # the same key's head was sent last
             if head.startswith(slot.sent_tail):
@@ -546,126 +485,23 @@ class ParamTools(EngineTools[SlotT]):
         if covered < len(slot.entries) and slot.sent_tail:
             slot.tail_ok = slot.entries[covered][:-1].startswith(slot.sent_tail)
 
-    def _entry(self, call_name: str, key: str, value: str) -> str:
-        """One ``"key": value`` of the arguments JSON, the value typed per the tool's schema."""
-        typed: Any = value
-        if self.options.tools and call_name:
-            schema = self._properties(call_name).get(key)
-            if isinstance(schema, dict):
-                typed = coerce_string(value, schema_types(schema))
-        try:
-            value_json = json.dumps(typed, ensure_ascii=False)
-        except RecursionError:  # parsed, but too deep to write back: keep the text
-            value_json = json.dumps(value, ensure_ascii=False)
-        return json.dumps(key, ensure_ascii=False) + ": " + value_json
-
-    def _properties(self, name: str) -> dict[str, Any]:
-        properties = self._properties_by_name.get(name)
-        if properties is None:
-            tool = self.options.tool(name)
-            properties = tool.properties() if tool is not None else {}
-            self._properties_by_name[name] = properties
-        return properties
-
     def _coerce(self, arguments: str, name: str) -> str:
+        """Without tools (or a name) the body's arguments stay as written."""
         if not self.options.tools or not name:
             return arguments
         return coerce_arguments(arguments, self._properties(name))
 
-    def _string_keys(self, name: str) -> list[str] | None:
-        """Keys whose values can only be strings, so their open text may stream."""
-        properties = self._properties(name)
-        if not properties:
-            return None
-        return [
-            key for key, schema in properties.items() if set(schema_types(schema)) == {"string"}
-        ]
-
-    def _call(self, index: int) -> FunctionCall | None:
-        slot = self.state.slots[index]
-        if not slot.name and not slot.args:
-            return None
-        name = slot.name.strip()
-        raw = slot.args
-        if not name and raw.strip():
-            name, arguments = name_and_arguments(raw)
-            arguments = self._coerce(arguments, name)
-        elif raw.strip():
-            self._complete(slot)
-            entries = slot.entries
-            if name != slot.coerced_as:
-                pairs = zip(slot.names, slot.values, strict=True)
-                entries = [self._entry(name, key, value) for key, value in pairs]
-            arguments = "{" + ", ".join(entries) + "}"
-        else:
-            arguments = "{}"
-        if not self._accepts(name):
-            return None
-        self._ensure_id(index, slot)
-        return FunctionCall(name, arguments)
+    def _body_arguments(self, slot: SlotT, name: str) -> str:
+        self._complete(slot)
+        entries = slot.entries
+        if name != slot.coerced_as:
+            pairs = zip(slot.names, slot.values, strict=True)
+            entries = [self._entry(name, key, value) for key, value in pairs]
+        return "{" + ", ".join(entries) + "}"
 
 
-class Qwen3CoderTools(ParamTools[Slot]):
+class Qwen3CoderTools(ParamTools[Slot, Qwen3CoderState]):
     """Tool calls in Qwen3's XML format, streamed or one-shot."""
-
-    state: Qwen3CoderState
-
-    def __init__(
-        self,
-        grammar: Qwen3Grammar,
-        options: ParseOptions,
-        *,
-        reasoning_markup_is_text: bool,
-        id_seed: str = "",
-        state: Qwen3CoderState | None = None,
-    ) -> None:
-        super().__init__(
-            grammar.grammar,
-            options,
-            state if state is not None else Qwen3CoderState(),
-            Slot,
-            reasoning_markup_is_text=reasoning_markup_is_text,
-            id_seed=id_seed,
-        )
 
     def _scan(self, slot: Slot) -> ParamScan:
         return slot.scan
-
-
-def _head(entry: str, name: str, string_keys: list[str] | None) -> tuple[str, bool]:
-    """What of the last entry later text cannot change, and whether that runs into its value.
-
-    The key and colon; the open text of a string value too when the key allows only
-    strings (keys are compared JSON-escaped, as vLLM compares them).
-    """
-    key = json.dumps(name, ensure_ascii=False)
-    colon_end = len(key) + 2
-    allowed = string_keys is None or key[1:-1] in string_keys
-    if allowed and entry[colon_end : colon_end + 1] == '"':
-        return entry[:-1], True
-    return entry[:colon_end], False
-
-
-def json_name(args: str, match: KeyMatch) -> str | None:
-    """The first ``"name": "..."`` in a call body (None if empty), found incrementally."""
-    match.advance(args, _NAME_KEY, want_value=True, empty_is_match=True)
-    if match.phase != "done" or match.value_end == match.value_start:
-        return None
-    return args[match.value_start : match.value_end]
-
-
-def name_and_arguments(raw: str) -> tuple[str, str]:
-    """A JSON body that names its function: ``{"name": ..., "arguments": ...}``."""
-    raw = raw.strip()
-    try:
-        parsed: Any = json.loads(raw)
-    except (ValueError, RecursionError):
-        return "", raw
-    if not isinstance(parsed, dict) or not isinstance(name := parsed.get("name", ""), str):
-        return "", raw
-    for key in ("arguments", "parameters"):
-        if key in parsed:
-            value = parsed[key]
-            return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    rest = {k: v for k, v in parsed.items() if k != "name"}
-    return name, json.dumps(rest, ensure_ascii=False)
