@@ -8,7 +8,7 @@ and refuses connections over a cap, so slow clients cost bounded sockets and tim
 
 uvicorn also writes a response's head and its body with two sends: two system calls
 and two TCP segments for every chunk's small reply. Here the head waits for the body
-and they leave together (bench/README.md: about a tenth of a chunk's server CPU).
+and they leave together (bench/README.md: about 5% of a chunk's server CPU).
 """
 
 from __future__ import annotations
