@@ -274,6 +274,9 @@ class ChatStream:
         }
         self.history = StreamHistory()
         self._opened_on = 0  # the WebSocket connection that holds this stream
+        # A chunk with a finish reason was answered: the server let the stream's session
+        # go, so what follows (the usage-only chunk) is sent in full, not refused first.
+        self._finished = False
 
     def send(self, token_ids: Sequence[int], finish_reason: str | None = None) -> Reply:
         """Derender one generate chunk of this stream's choice; raises ``ReplyError``."""
@@ -289,6 +292,8 @@ class ChatStream:
         else:
             reply = self._over_http(generate_chunk, fields, mode == "compact")
         self.history.keep(generate_chunk, reply.chunk, bytes(reply.stream_state))
+        choices = generate_chunk.get("choices", ())
+        self._finished |= any(choice.get("finish_reason") for choice in choices)
         return reply
 
     def run(
@@ -315,7 +320,8 @@ class ChatStream:
         self, generate_chunk: dict[str, Any], fields: dict[str, Any], compact: bool
     ) -> Reply:
         post = self.client.post
-        response = post(self._body(generate_chunk, fields, False), self.request_id, compact)
+        full = self._finished
+        response = post(self._body(generate_chunk, fields, full), self.request_id, compact)
         if response.status_code == 409 and _code(response.content) == STATE_REQUIRED:
             self.client.resends += 1
             response = post(self._body(generate_chunk, fields, True), self.request_id, compact)
@@ -327,6 +333,9 @@ class ChatStream:
         return Reply(response.content, decoded.chunk, decoded.stream_state, cache)
 
     def _over_socket(self, generate_chunk: dict[str, Any], fields: dict[str, Any]) -> Reply:
+        if self._finished:
+            self._opened_on = 0  # the connection let the stream go with its final chunk
+
         def message(connection: int) -> bytes:
             if connection == self._opened_on:
                 return msgspec.json.encode({"generate_chunk": generate_chunk, **fields})
