@@ -112,10 +112,6 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
     # trailing whitespace, as vLLM's engines do, while its grammar reasons (is this
     # format, thinking on) and reasoning has not ended.
     reasoning_format: Format | None = None
-    # Whether a reasoning end in the chunk itself lets held whitespace go when the chunk
-    # brings no reasoning: DSML's and Mistral's parsers read the end after the chunk,
-    # GLM's before it (its held whitespace then joins reasoning that opens again).
-    reasoning_end_read_after_chunk = True
     slot_type: type[SlotT]
     state_type: type[StateT]
 
@@ -151,10 +147,11 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         state = self.state
         if not isinstance(state, ReasoningToolState):
             return self._delta(self.engine.feed(text, token_ids or []), finished=False)
-        ended_before = state.reasoning_ended
         delta = self._delta(self.engine.feed(text, token_ids or []), finished=False)
-        ended = state.reasoning_ended if self.reasoning_end_read_after_chunk else ended_before
-        return hold_trailing_reasoning(delta, state, ended or not self.has_reasoning)
+        # Read after the chunk, as vLLM's parsers read it: a chunk that ends reasoning
+        # lets the held whitespace go, even when it brings no reasoning of its own.
+        ended = state.reasoning_ended or not self.has_reasoning
+        return hold_trailing_reasoning(delta, state, ended)
 
     def finish(self) -> Delta | None:
         events = self.engine.finish()

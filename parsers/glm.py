@@ -223,7 +223,6 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
     """GLM's tool calls, streamed or one-shot, as vLLM's engine parser emits them."""
 
     reasoning_format = GLM_FORMAT
-    reasoning_end_read_after_chunk = False
 
     # ------------------------------------------------------------------ names
 

@@ -193,6 +193,19 @@ def test_glm_prompt_that_closes_thinking_makes_everything_content(
     assert parser.parse("Hi</think> there", None, "seed").reasoning == "Hi"
 
 
+@pytest.mark.parametrize("space", ["  ", "\t", "\n"])
+def test_glm_reasoning_whitespace_held_past_an_end_goes(
+    glm_tokenizer: Tokenizer, space: str
+) -> None:
+    """vLLM reads reasoning's end after the chunk: whitespace held at the end of a
+    reasoning delta goes when a chunk that is only ``</think>`` follows, and the
+    reasoning opened again does not start with it (``axy``, not ``ax  y``)."""
+    factory = ParserFactory("glm47", "glm45", True, glm_tokenizer.vocabulary)
+    texts = ["a", "</think>", f"<think>x{space}", "</think>", "<think>y"]
+    deltas = stream(glm_tokenizer, factory, options(), [glm_tokenizer.encode(t) for t in texts])
+    assert [d.reasoning if d else None for d in deltas] == ["a", None, "x", None, "y"]
+
+
 def test_glm_pair_scan_follows_vllms_pattern() -> None:
     scan = PairScan()
     raw = "<arg_key> a </arg_key> \n<arg_value>1</arg_value>"
