@@ -285,14 +285,18 @@ def _cut_after_content_between_calls(text: str) -> bool:
 
 def _whitespace_then_text_beside_calls(text: str) -> bool:
     """GLM content beside a call that opens with whitespace, then text (before a call,
-    between calls or after them): vLLM's engine drops whitespace-only content once a
-    call was seen if it ends a chunk, and sends it with the text when they share one
-    (docs/parity.md, engine-whitespace-beside-calls, reproduced)."""
+    between calls or after them), or whitespace alone beside a call and text beside a
+    later one: vLLM's engine drops whitespace-only content once a call was seen if it
+    ends a chunk, and sends it with the text when they share one (docs/parity.md,
+    engine-whitespace-beside-calls, reproduced)."""
     if "<tool_call>" not in text:
         return False
     for candidate in (text, text.split("</think>", 1)[-1]):
         pieces = re.split(r"<tool_call>.*?(?:</tool_call>|$)", candidate, flags=re.S)
         if any(piece[:1].isspace() and piece.strip() for piece in pieces):
+            return True
+        blank = [i for i, piece in enumerate(pieces) if piece and not piece.strip()]
+        if blank and any(piece.strip() for piece in pieces[blank[0] + 1 :]):
             return True
     return False
 
