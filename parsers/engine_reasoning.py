@@ -131,11 +131,6 @@ class HoldingReasoning(Qwen3Reasoning):
         delta = super().stream(text, token_ids)
         return hold_trailing_reasoning(delta, self.held, self.held.ended)
 
-    def finish(self) -> Delta | None:
-        """What the engine still holds (a partial marker) continues the reasoning: the
-        whitespace held before it goes out with it."""
-        return hold_trailing_reasoning(super().finish(), self.held, True)
-
 
 class EngineReasoningState(HeldReasoningState, tag="engine_reasoning"):
     """Kimi K2's and GLM's reasoning state, tagged for snapshots."""

@@ -155,12 +155,9 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
 
     def finish(self) -> Delta | None:
         events = self.engine.finish()
-        if not events and not self.state.deferred_content:
-            return None
-        delta = self._delta(events, finished=True)
-        if isinstance(self.state, ReasoningToolState):  # held whitespace, then the rest
-            return hold_trailing_reasoning(delta, self.state, True)
-        return delta
+        if events or self.state.deferred_content:
+            return self._delta(events, finished=True)
+        return None
 
     def remaining_arguments(self) -> str:
         return ""

@@ -292,20 +292,6 @@ def test_any_chunking_assembles_the_same_message(
         assert folded == baseline, (output, cuts)
 
 
-@pytest.mark.parametrize("config", ["deepseek_v4", "deepseek_v41"])
-@pytest.mark.parametrize("output", ['a\n"', ' "', 'a \n"'])
-def test_whitespace_held_before_text_held_to_the_end_goes_with_it(
-    dsml_tokenizer: Tokenizer, config: str, output: str
-) -> None:
-    """Reasoning's trailing whitespace is held until more reasoning comes; a ``"`` the
-    engine holds to the end is more reasoning, so the whitespace goes out with it, in
-    every chunking, as one-shot reads it (a hypothesis find: ``a"`` was streamed)."""
-    factory = _factory(dsml_tokenizer, config)
-    ids = dsml_tokenizer.encode(output)
-    for chunks in ([ids], [[i] for i in ids]):
-        assert assemble(stream(dsml_tokenizer, factory, options(), chunks)).reasoning == output
-
-
 @PROPS
 @given(generated=case())
 def test_streams_agree_with_the_one_shot_parse(
