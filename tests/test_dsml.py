@@ -12,6 +12,7 @@ chunk sizes); generated outputs check chunking, one-shot agreement and restore.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -292,6 +293,31 @@ def test_any_chunking_assembles_the_same_message(
         assert folded == baseline, (output, cuts)
 
 
+def _space_then_held_at_the_end(reasoning: str) -> bool:
+    """Reasoning that ends in whitespace and then what may still start a marker (the
+    ``"`` of ``">``, a ``<``): the engine holds that start to the end, and the stream
+    then drops the whitespace before it, where one-shot keeps it, as vLLM does
+    (``test_whitespace_before_text_held_to_the_end_is_dropped``)."""
+    return re.search(r'\s("|<\S*)$', reasoning) is not None
+
+
+@pytest.mark.parametrize("config", ["deepseek_v4", "deepseek_v41"])
+@pytest.mark.parametrize(("output", "streamed"), [('a\n"', 'a"'), ('a "', 'a"')])
+def test_whitespace_before_text_held_to_the_end_is_dropped(
+    dsml_tokenizer: Tokenizer, config: str, output: str, streamed: str
+) -> None:
+    """What vLLM 0.33.0's render server streams (checked with DeepSeek-V4's tokenizer,
+    in one chunk, one token per chunk and split at the newline): reasoning's trailing
+    whitespace is held, the ``"`` that may start ``">`` is held to the end, and the end
+    drops the whitespace, so ``a\\n"`` streams ``a"`` where one-shot reads ``a\\n"``."""
+    factory = _factory(dsml_tokenizer, config)
+    ids = dsml_tokenizer.encode(output)
+    for chunks in ([ids], [[i] for i in ids]):
+        assert assemble(stream(dsml_tokenizer, factory, options(), chunks)).reasoning == streamed
+    parsed = factory.for_request(options()).parse(output, dsml_tokenizer.encode(PROMPT), "seed")
+    assert parsed.reasoning == output and _space_then_held_at_the_end(output)
+
+
 @PROPS
 @given(generated=case())
 def test_streams_agree_with_the_one_shot_parse(
@@ -302,7 +328,8 @@ def test_streams_agree_with_the_one_shot_parse(
     ids = dsml_tokenizer.encode(output)
     folded = assemble(stream(dsml_tokenizer, factory, options(), chunked(ids, cuts)))
     parsed = factory.for_request(options()).parse(output, dsml_tokenizer.encode(PROMPT), "seed")
-    assert folded.reasoning == (parsed.reasoning or "")
+    if not _space_then_held_at_the_end(parsed.reasoning or ""):
+        assert folded.reasoning == (parsed.reasoning or "")
     streamed = [folded.calls[i] for i in sorted(folded.calls)]
     assert streamed == [[c.name, c.arguments] for c in parsed.tool_calls]
     assert folded.content.strip() == (parsed.content or "").strip()
