@@ -255,7 +255,7 @@ class _Compact:
         exchange.latency = time.perf_counter() - begun
         if status != 200:
             raise ReplyError(f"derender replied {status}: {answer[:500]!r}")
-        history.keep(chunk, *_answered(answer, self.echo))
+        _keep(history, chunk, answer, self.echo)
         return exchange
 
     async def _post(self, body: bytes, exchange: Exchange) -> tuple[int, bytes]:
@@ -284,15 +284,13 @@ class _Socket:
         body = history.body(chunk, exchange, context=opening, state=None, stream=False)
         begun = time.perf_counter()
         answer = await self._exchange(body, exchange)
-        if _required(answer):  # the connection lost the stream: resume it in full
+        if not self.echo and _required(answer):  # the connection lost the stream: resume
             exchange.resent = True
             full = history.full_state()
             body = history.body(chunk, exchange, context=True, state=full, stream=False)
             answer = await self._exchange(body, exchange)
         exchange.latency = time.perf_counter() - begun
-        if not self.echo and _decode(answer).error is not None:
-            raise ReplyError(f"derender replied {answer[:500]!r}")
-        history.keep(chunk, *_answered(answer, self.echo))
+        _keep(history, chunk, answer, self.echo)
         return exchange
 
     async def _exchange(self, body: bytes, exchange: Exchange) -> bytes:
@@ -305,13 +303,17 @@ class _Socket:
         return answer
 
 
-def _answered(answer: bytes, echo: bool) -> tuple[dict[str, Any], bytes]:
-    """The reply's chunk and state as the history keeps them; an echo (the request
-    itself) stands for a reply that named no tool call and returned a compact state."""
+def _keep(history: StreamHistory, chunk: dict[str, Any], answer: bytes, echo: bool) -> None:
+    """Remember a chunk and what its reply (read once) names and carries; an echo (the
+    request itself) stands for a reply that named no tool call and returned a compact
+    state."""
     if echo:
-        return {}, ECHO_COMPACT_STATE
+        history.keep(chunk, {}, ECHO_COMPACT_STATE)
+        return
     reply = _decode(answer)
-    return reply.chunk or {}, bytes(reply.stream_state)
+    if reply.error is not None:
+        raise ReplyError(f"derender replied {answer[:500]!r}")
+    history.keep(chunk, reply.chunk or {}, bytes(reply.stream_state))
 
 
 def _required(answer: bytes) -> bool:
