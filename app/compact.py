@@ -22,7 +22,15 @@ _STATE_KEY = STATE_HEADER.lower().encode()  # ASGI header names are lower case
 
 _COMPACT = COMPACT_MODE.encode()
 _DIGEST_BYTES = 16
-_state_decoder = msgspec.json.Decoder(CompactStreamState | None)
+
+
+class _CompactKey(msgspec.Struct):
+    """The key that tells a compact state from a full one, whatever its value."""
+
+    output_digest: msgspec.Raw = msgspec.Raw()
+
+
+_key_decoder = msgspec.json.Decoder(_CompactKey | None)
 
 
 class StreamDigest:
@@ -93,14 +101,14 @@ def wants_compact(headers: dict[bytes, bytes]) -> bool:
     return sent is not None and sent.strip().lower() == _COMPACT
 
 
-def read_compact(raw: bytes) -> CompactStreamState | None:
-    """The sent state if it is a compact one, else None (no state, or a full one).
-
-    A full state decodes too (its history skipped, unknown to this type) with an empty
-    digest; a compact state is small, so reading it costs O(1) whatever the stream's
-    length. Raises ``msgspec.ValidationError`` or ``DecodeError`` for a malformed one.
+def is_compact(raw: bytes) -> bool:
+    """Whether the sent state is meant as a compact one: it has ``output_digest``,
+    however its key is spelled (JSON escapes included) and whatever its value (a
+    malformed one is refused by the compact path's decode, never read as a full state).
+    A state that is not a JSON object is not; the full path's decode says what is wrong.
     """
-    state = _state_decoder.decode(raw)
-    if state is None or not state.output_digest:
-        return None
-    return state
+    try:
+        found = _key_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return False
+    return found is not None and bool(found.output_digest)

@@ -4,13 +4,12 @@ app (app/server.py), which also turns any error into its response."""
 
 from __future__ import annotations
 
-import msgspec
 from msgspec import Raw
 from starlette.responses import Response
 
 from app.body import Received, decode_body
 from app.chunk_path import ParsedChunks, json_response
-from app.compact import read_compact
+from app.compact import is_compact
 from app.compact_path import CompactChunks
 from app.errors import BadRequest
 from app.pieces import free_in_slices
@@ -56,15 +55,21 @@ class ChatEndpoint:
         if not view.stream:
             encoded = await self.service.run_one_shot(body, self._one_shot, body, view)
             return Response(encoded, media_type="application/json")
-        if self.parsed and b'"output_digest"' in bytes(view.stream_state):
-            if received.compact:  # its decode refuses a malformed state
-                return await self.compact.answer(received)
-            if self._carries_compact(view):  # read as a full state it would lose its history
+        if self.parsed:
+            # Only our own encoding of a kept compact state could match a session's bytes
+            # on the echoed lane, and it spells the key plainly: the byte search keeps
+            # such a state off that lane; whether a state is compact is then decided by
+            # decoding it (an escaped key is the same key).
+            echoed = self.service.store.cache.enabled and not received.compact
+            if echoed and b'"output_digest"' not in bytes(view.stream_state):
+                continued = await self.chunks.continue_echoed(received)
+                if continued is not None:
+                    return continued
+            if is_compact(view.stream_state):
+                if received.compact:
+                    return await self.compact.answer(received)
+                # Read as a full state it would lose its history.
                 raise BadRequest(COMPACT_WITHOUT_HEADER, "stream_state")
-        if self.parsed and self.service.store.cache.enabled and not received.compact:
-            continued = await self.chunks.continue_echoed(received)
-            if continued is not None:
-                return continued
         request = decode_body(body, ChatStreamDerenderRequest)
         if not self.parsed:  # a parsed chunk's history is checked where a replay reads it
             check_history(request.stream_state)
@@ -78,15 +83,6 @@ class ChatEndpoint:
             tokens, self.service.plain_stream.chat, request, model
         )
         return json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
-
-    @staticmethod
-    def _carries_compact(view: BodyView) -> bool:
-        """Whether the chunk's state is a compact one; a malformed state is left to the
-        full path, whose decoding says what is wrong with it."""
-        try:
-            return read_compact(view.stream_state) is not None
-        except msgspec.DecodeError:
-            return False
 
     def _one_shot(self, body: bytes, view: BodyView) -> bytes:
         request = decode_body(body, ChatDerenderRequest)

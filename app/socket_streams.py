@@ -19,7 +19,7 @@ from msgspec import Raw, Struct
 
 from app.body import Received, decode_body
 from app.chunk_path import Found, ParsedChunks
-from app.compact import read_compact
+from app.compact import is_compact
 from app.errors import BadRequest, StateRequired
 from app.protocol import (
     BodyView,
@@ -132,7 +132,7 @@ class ParsedChatLane:
         view = received.view
         if view.prompt_token_ids == _NULL and view.chat_request == _NULL:
             raise StateRequired("this connection holds no open stream of this request_id")
-        if read_compact(view.stream_state) is not None:
+        if is_compact(view.stream_state):
             raise StateRequired("a stream opens on a WebSocket connection with a full state")
         request = decode_body(received.body, ChatStreamDerenderRequest)
         model = validate_chat_stream(request, received.view, self.limits)

@@ -141,6 +141,31 @@ def test_a_compact_state_without_the_header_is_refused(http: TestClient) -> None
     assert "X-Derender-State: compact" in reply.json()["error"]["message"]
 
 
+def _escaped_key(body: dict[str, Any]) -> bytes:
+    """``body`` as JSON with its state's ``output_digest`` key spelled with an escape."""
+    encoded = json.dumps(body, separators=(",", ":")).encode()
+    assert encoded.count(b'"output_digest"') == 1
+    return encoded.replace(b'"output_digest"', b'"output\\u005fdigest"')
+
+
+def test_a_compact_state_is_recognised_by_its_key_however_spelled(http: TestClient) -> None:
+    """An escaped key is the same key: without the header the state is refused as a
+    compact one (read as a full state it would lose its history), with it the chunk
+    continues its session exactly as the plainly spelled state does."""
+    json_type = {"Content-Type": "application/json"}
+    body = _escaped_key(_body("c9", 2, _compact_stream(http, "c9", 2)))
+    refused = http.post(CHAT_PATH, content=body, headers=json_type)
+    assert refused.status_code == 400, refused.text
+    assert "X-Derender-State: compact" in refused.json()["error"]["message"]
+    body = _escaped_key(_body("c11", 2, _compact_stream(http, "c11", 2)))
+    answered = http.post(CHAT_PATH, content=body, headers=json_type | COMPACT)
+    assert answered.status_code == 200, answered.text
+    assert answered.headers["x-derender-cache"] == "hit"
+    other = _compact_stream(http, "c10", 2)
+    expected = http.post(CHAT_PATH, json=_body("c10", 2, other, False), headers=COMPACT).json()
+    assert answered.json()["chunk"]["choices"] == expected["chunk"]["choices"]
+
+
 def test_a_compact_chunk_with_another_streams_context_is_a_409(http: TestClient) -> None:
     state = _compact_stream(http, "c5", 2)
     body = _body("c5", 2, state) | {
