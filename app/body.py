@@ -15,6 +15,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
 from app import body_errors
+from app.advisories import unknown_fields
 from app.errors import BodyTooLarge, InvalidBody
 from app.protocol import (
     BodyView,
@@ -91,18 +92,36 @@ def decode_body(body: bytes, kind: type[T], endpoint: str = body_errors.CHAT) ->
     return result
 
 
+# Every top-level field a derender body may carry, on either endpoint.
+PROTOCOL_FIELDS = frozenset(
+    field.encode_name for kind in _BODY_KINDS for field in msgspec.structs.fields(kind)
+)
+
+
+class _ProtocolView(BodyView, forbid_unknown_fields=True):
+    """A view of a body that has the protocol's fields only (the one-shot ones kept as
+    raw bytes, as the view keeps the rest). A body with others fails to decode as this
+    and is viewed again leniently, its unknown fields named: the common body pays for
+    one decode, as before."""
+
+    generate_response: msgspec.Raw = msgspec.Raw(b"null")
+    generate_responses: msgspec.Raw = msgspec.Raw(b"null")
+
+
 @dataclass(frozen=True, slots=True)
 class Received:
     """A derender POST as its endpoint gets it: the body, one cheap view of its fields,
     the stream id header, whether the client asked for compact states
-    (docs/transports.md), and the history arrays when they were lifted out of the
-    view's ``stream_state`` (app/state_json.py)."""
+    (docs/transports.md), the history arrays when they were lifted out of the view's
+    ``stream_state`` (app/state_json.py), and the top-level fields the body has that the
+    protocol does not (ignored, as vLLM ignores them, and warned of)."""
 
     body: bytes
     view: BodyView
     stream_id: str | None
     compact: bool = False
     history: LiftedHistory | None = None
+    unknown_fields: tuple[str, ...] = ()
 
 
 def received(body: bytes, endpoint: str, stream_id: str | None, compact: bool = False) -> Received:
@@ -112,13 +131,28 @@ def received(body: bytes, endpoint: str, stream_id: str | None, compact: bool = 
     lifted = lift_history(body)
     if lifted is not None:
         with contextlib.suppress(msgspec.DecodeError, RecursionError):
-            view = _view_decoder.decode(lifted[0])
+            view, unknown = _viewed(lifted[0])
             if view.stream:
-                return Received(body, view, stream_id, compact, lifted[1])
-    return Received(body, decode_body(body, BodyView, endpoint), stream_id, compact)
+                return Received(body, view, stream_id, compact, lifted[1], unknown)
+    try:
+        view, unknown = _viewed(body)
+    except (msgspec.DecodeError, RecursionError):
+        decode_body(body, BodyView, endpoint)  # raises with what to fix
+        raise
+    return Received(body, view, stream_id, compact, unknown_fields=unknown)
 
 
+_protocol_view = msgspec.json.Decoder(_ProtocolView)
 _view_decoder = msgspec.json.Decoder(BodyView)
+
+
+def _viewed(body: bytes) -> tuple[BodyView, tuple[str, ...]]:
+    """The body's view, and its top-level fields the protocol does not have."""
+    try:
+        return _protocol_view.decode(body), ()
+    except msgspec.ValidationError:
+        view = _view_decoder.decode(body)  # raises if something else is wrong
+        return view, tuple(unknown_fields(body, PROTOCOL_FIELDS))
 
 
 class _Named(msgspec.Struct):

@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Raw
 from starlette.responses import Response
 
+from app.advisories import DIVERGED_WARNING, WARNING_HEADER, Advisory, advise, diverges
 from app.body import Received
 from app.compact import compact_of
 from app.errors import DerenderError
@@ -42,7 +43,6 @@ _optional_str = msgspec.json.Decoder(str | None)
 _optional_int = msgspec.json.Decoder(int | None)
 
 # Set on a reply to a chunk that started its live stream over (see _report_restart).
-WARNING_HEADER = "x-derender-warning"
 RESTART_WARNING = (
     "restarted: this chunk has no stream_state, but its request_id and choice index had a "
     "live stream, so it started over. To continue a stream, send the stream_state of its "
@@ -57,6 +57,8 @@ class Found(NamedTuple):
     fingerprint: Fingerprint | None
     acquired: Acquired
     tokens: int
+    # The carried history continues neither way from the one this replica last answered.
+    diverged: bool = False
 
 
 def json_response(value: object) -> Response:
@@ -124,6 +126,8 @@ class ParsedChunks:
         # No state, same request, live stream: a restart or a forgotten state.
         if found.acquired.miss is Miss.HISTORY and request.stream_state is None:
             self._report_restart(found.key, response)
+        elif found.diverged:
+            advise(response, self.metrics, Advisory.DIVERGED_STATE, DIVERGED_WARNING)
         return response
 
     async def find(
@@ -136,9 +140,11 @@ class ParsedChunks:
         history = len(request.stream_state.output_token_ids) if request.stream_state else 0
         fingerprint = self.fingerprint(view) if compact else None
         acquired = Acquired(None, Source.MISS)
+        known = None
         # A usage-only chunk needs no session.
         if chunk.choices and self.store.enabled:
             fingerprint = fingerprint or self.fingerprint(view)
+            known = self.store.cache.peek(key, fingerprint)
             state = request.stream_state or StreamState()
             carried = encoder.encode(compact_of(state, fingerprint.digest) if compact else state)
             acquired = await self.store.acquire(
@@ -154,7 +160,14 @@ class ParsedChunks:
                 self.metrics.replays.inc()
                 self.metrics.replayed_tokens.inc(history)
         delta = chunk_tokens(chunk)
-        return Found(key, fingerprint, acquired, delta if acquired.session else delta + history)
+        tokens = delta if acquired.session else delta + history
+        diverged = (
+            acquired.miss is Miss.HISTORY
+            and known is not None
+            and request.stream_state is not None
+            and diverges(known[0].output_token_ids, request.stream_state.output_token_ids)
+        )
+        return Found(key, fingerprint, acquired, tokens, diverged)
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from msgspec import Raw
 from starlette.responses import Response
 
+from app.advisories import advise_on_state
 from app.body import Received, decode_body
 from app.chunk_path import ParsedChunks, json_response
 from app.compact import is_compact
@@ -76,13 +77,15 @@ class ChatEndpoint:
         check_stream_id(received.stream_id, request.generate_chunk.request_id)
         model = validate_chat_stream(request, view, self.service.limits)
         if self.parsed:
-            return await self.chunks.answer(request, model, view, received.compact)
-        check_state_ids(request.stream_state, self.service.limits)
-        tokens = chunk_tokens(request.generate_chunk)
-        reply, state = await self.service.run(
-            tokens, self.service.plain_stream.chat, request, model
-        )
-        return json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
+            response = await self.chunks.answer(request, model, view, received.compact)
+        else:
+            check_state_ids(request.stream_state, self.service.limits)
+            tokens = chunk_tokens(request.generate_chunk)
+            reply, state = await self.service.run(
+                tokens, self.service.plain_stream.chat, request, model
+            )
+            response = json_response(ChatStreamReply(reply, Raw(encoder.encode(state))))
+        return advise_on_state(response, self.service.metrics, view.stream_state)
 
     def _one_shot(self, body: bytes, view: BodyView) -> bytes:
         request = decode_body(body, ChatDerenderRequest)
@@ -111,7 +114,8 @@ class CompletionsEndpoint:
         tokens = chunk_tokens(request.generate_chunk)
         derender = self.service.plain_stream.completion
         reply, state = await self.service.run(tokens, derender, request, model)
-        return json_response(CompletionStreamReply(reply, state))
+        response = json_response(CompletionStreamReply(reply, state))
+        return advise_on_state(response, self.service.metrics, received.view.stream_state)
 
     def _one_shot(self, body: bytes) -> bytes:
         request = decode_body(body, CompletionDerenderRequest)

@@ -83,6 +83,15 @@ class Metrics:
             "does), with an x-derender-warning header.",
             registry=self.registry,
         )
+        self.advisories = Counter(
+            "derender_warnings",
+            "Requests answered as vLLM would with an x-derender-warning header, by what looked "
+            "wrong: unknown_fields (top-level fields the protocol does not have), empty_state "
+            "or foreign_state (a stream_state that is empty or has fields a state does not), "
+            "diverged_state (a history that is not the stream's as this replica knows it).",
+            ["kind"],
+            registry=self.registry,
+        )
         self.replays = Counter(
             "derender_replays", "Sessions rebuilt by replaying history.", registry=self.registry
         )

@@ -22,8 +22,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app.advisories import Advisory, advise
 from app.auth import ApiKeyGuard
-from app.body import Received, read_body, received
+from app.body import PROTOCOL_FIELDS, Received, read_body, received
 from app.chunk_path import json_response
 from app.compact import wants_compact
 from app.docs_page import docs_endpoint
@@ -45,6 +46,14 @@ COMPLETIONS_PATH = "/v1/completions/derender"
 
 # An endpoint: a request as received, to a response.
 Handler = Callable[[Received], Awaitable[Response]]
+
+
+def _ignored(request: Received) -> str:
+    names = ", ".join(request.unknown_fields[:8])
+    return (
+        f"the request's fields {names} are not the protocol's and were ignored (its fields: "
+        f"{', '.join(sorted(PROTOCOL_FIELDS))})."
+    )
 
 
 class DerenderApp:
@@ -112,6 +121,8 @@ class DerenderApp:
             request = received(body, endpoint, stream, wants_compact(headers))
             mode = "stream" if request.view.stream else "oneshot"
             response = await handle(request)
+            if request.unknown_fields:
+                advise(response, service.metrics, Advisory.UNKNOWN_FIELDS, _ignored(request))
         except ClientDisconnect:
             return
         except Exception as exc:
