@@ -10,6 +10,7 @@ byte is what the stream last sent).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -49,6 +50,13 @@ def advise_on_state(response: Response, metrics: Metrics, raw: bytes) -> Respons
     return response
 
 
+def named(fields: Sequence[str]) -> str:
+    """Field names as a header can carry them: the first few, each a JSON string in ASCII
+    (a client's names are any text), cut to a sane length."""
+    shown = ", ".join(json.dumps(name[:64]) for name in fields[:8])
+    return shown + (", ..." if len(fields) > 8 else "")
+
+
 def unknown_fields(body: bytes, known: frozenset[str]) -> list[str]:
     """The top-level fields of a JSON object ``body`` that are not in ``known``, in the
     order sent (none for a body that is not an object)."""
@@ -76,7 +84,7 @@ def state_advisory(raw: bytes) -> tuple[Advisory, str] | None:
     if not foreign:
         return None
     return Advisory.FOREIGN_STATE, (
-        f"stream_state has fields a stream state does not ({', '.join(foreign[:8])}), which "
+        f"stream_state has fields a stream state does not ({named(foreign)}), which "
         "were ignored; send the stream_state field of the previous reply, not the reply."
     )
 

@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from app.advisories import Advisory, advise
+from app.advisories import Advisory, advise, named
 from app.auth import ApiKeyGuard
 from app.body import PROTOCOL_FIELDS, Received, read_body, received
 from app.chunk_path import json_response
@@ -49,9 +49,9 @@ Handler = Callable[[Received], Awaitable[Response]]
 
 
 def _ignored(request: Received) -> str:
-    names = ", ".join(request.unknown_fields[:8])
     return (
-        f"the request's fields {names} are not the protocol's and were ignored (its fields: "
+        f"the request's fields {named(request.unknown_fields)} are not the protocol's and were "
+        "ignored (its fields: "
         f"{', '.join(sorted(PROTOCOL_FIELDS))})."
     )
 
@@ -113,6 +113,7 @@ class DerenderApp:
         started = time.perf_counter()
         mode = "unknown"
         body = b""
+        request: Received | None = None
         try:
             headers = dict(scope["headers"])
             body = await read_body(headers, receive, service.settings.max_request_bytes)
@@ -121,12 +122,12 @@ class DerenderApp:
             request = received(body, endpoint, stream, wants_compact(headers))
             mode = "stream" if request.view.stream else "oneshot"
             response = await handle(request)
-            if request.unknown_fields:
-                advise(response, service.metrics, Advisory.UNKNOWN_FIELDS, _ignored(request))
         except ClientDisconnect:
             return
         except Exception as exc:
             response = failure(exc, service.metrics, endpoint, body).response()
+        if request is not None and request.unknown_fields:  # a refusal may be their doing
+            advise(response, service.metrics, Advisory.UNKNOWN_FIELDS, _ignored(request))
         service.metrics.observe(endpoint, mode, response.status_code, time.perf_counter() - started)
         await response(scope, receive, send)
 

@@ -445,9 +445,11 @@ def test_a_chunk_without_state_into_a_live_stream_starts_it_over(
         # The same bytes as a first chunk to a server that keeps nothing.
         assert comparable(forgot) == comparable(send(fresh, stream_chunk("again", THINKING[3:])))
         assert forgot.json()["chunk"]["choices"][0]["delta"]["role"] == "assistant"
-        # The stream's own state still continues it, by replay, with no warning.
+        # The stream's own state still continues it, by replay; the live stream is now the
+        # restarted one, which that state cannot continue, so the reply says so.
         resumed = send(client, stream_chunk("again", THINKING[3:], first.json()["stream_state"]))
-        assert resumed.status_code == 200 and WARNING_HEADER not in resumed.headers
+        assert resumed.status_code == 200
+        assert resumed.headers[WARNING_HEADER].startswith("diverged_state: ")
         reference = send(fresh, stream_chunk("again", THINKING[3:], first.json()["stream_state"]))
         assert comparable(resumed) == comparable(reference)
         assert resumed.json()["chunk"]["choices"][0]["delta"]["reasoning"] == " user asks about"
