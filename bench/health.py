@@ -39,7 +39,7 @@ from bench.report import machine, progress, table, write
 from bench.servers import Command, running
 from bench.stats import percentile
 
-BUDGET_MS = 100.0  # the latency /health must stay under (issue 14)
+BUDGET_MS = 100.0  # the latency /health must stay under while the server is attacked
 SLOW_HEADER = b"POST /v1/chat/completions/derender HTTP/1.1\r\nHost: x\r\nX-Slow: "
 TRICKLE_S = 0.25  # how often each slow socket sends its next byte
 HEADER_TIMEOUT_S = 2

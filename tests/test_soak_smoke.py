@@ -1,4 +1,4 @@
-"""The soak script runs (a few seconds, a few streams) and meets its own acceptance."""
+"""The soak script runs (a few seconds, a few streams) and the server holds up under it."""
 
 from __future__ import annotations
 
