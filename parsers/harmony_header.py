@@ -2,10 +2,10 @@
 
 The package reads a header only at its ``<|message|>``, but asking it costs ~30 µs for
 every token of the header (its ``StreamableParser`` encodes a marker afresh per token),
-so a header of 30,000 ids cost a second in the one chunk that closed it. Its rules are
-few and read the header's text once, so they are kept here, each a linear pass in C
-(``str`` methods and patterns without backtracking): a header of the longest output is
-read in milliseconds. tests/test_gptoss.py checks them against the package header by
+so a header of 30,000 ids cost the one chunk that closed it most of a second. Its rules
+are few and read the header's text once, so they are kept here, each a linear pass in C
+(``str`` methods and patterns without backtracking): a header of 30,000 ids is read in
+a few milliseconds. tests/test_gptoss.py checks them against the package header by
 header, odd whitespace, extra channels and markers included.
 
 The rules (oss-harmony 0.0.11, ``parse_header_from_string``): the first ``<|channel|>``
@@ -30,7 +30,7 @@ _CONSTRAIN = "<|constrain|>"
 _TO = "to="
 _ROLES = frozenset({"user", "assistant", "system", "developer", "tool"})
 # Unicode's White_Space, which the package's trim and channel end use (Python's
-# ``str.isspace`` differs: it takes U+001C..U+001F and not all of these).
+# ``str.isspace`` also takes U+001C..U+001F).
 _WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
     "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -60,6 +60,10 @@ def read_header(text: str, role: str | None) -> MessageHeader | None:
         channel = found.group() if found else ""
         if not channel:
             return None
+        # The package drops later markers one at a time, each time from the start of the
+        # text; one pass does the same, as a removal never forms a new marker (what
+        # follows a removed one starts with whitespace or '<', and no tail of a marker
+        # does).
         rest = text[value_at + len(channel) :]
         text = text[:at] + _EXTRA_CHANNEL.sub("", rest)
     text = text.strip(_WHITESPACE)
