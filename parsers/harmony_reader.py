@@ -29,10 +29,17 @@ TOOK, OPENED, TEXT, ENDED, REFUSED = range(5)
 EXPECT_START, HEADER, CONTENT = range(3)
 # The role the package is given for the first message.
 _FIRST_ROLE = "assistant"
+# Headers remembered by their tokens: a few, short ones (real headers are ~10 tokens and
+# a stream repeats a handful; reading one costs ~10 µs, finding it ~1).
+_HEADERS_KEPT = 256
+_HEADER_TOKENS_KEPT = 64
+# A header no tokens make: what the header cache answers for one it does not hold.
+_UNKNOWN = MessageHeader("", None, None, None)
 
 
 class Framing:
-    """The marker ids, and each token's bytes as the package decodes them."""
+    """The marker ids, each token's bytes as the package decodes them, and what a
+    header's tokens say."""
 
     def __init__(self, encoding: Any, start_id: int, message_id: int) -> None:
         self.encoding = encoding
@@ -40,6 +47,25 @@ class Framing:
         self.message_id = message_id
         self.stop_ids = frozenset(encoding.stop_tokens())
         self._bytes: dict[int, bytes | None] = {}
+        self._headers: dict[tuple[str | None, tuple[int, ...]], MessageHeader | None] = {}
+
+    def header(self, role: str | None, tokens: list[int]) -> MessageHeader | None:
+        """The header these tokens make (``role``: the one the parser was given, if
+        any), or None when the package refuses it."""
+        short = len(tokens) <= _HEADER_TOKENS_KEPT
+        if short:
+            key = (role, tuple(tokens))
+            known = self._headers.get(key, _UNKNOWN)
+            if known is not _UNKNOWN:
+                return known
+        text = self._text_of(tokens)
+        header = read_header(text, role) if text is not None else None
+        if short:
+            if len(self._headers) >= _HEADERS_KEPT:
+                # Streams parse in worker threads: one atomic step, never an eviction race.
+                self._headers.clear()
+            self._headers[key] = header
+        return header
 
     def token_bytes(self, token_id: int) -> bytes | None:
         """The token's bytes (a special token's are its text); None for no token.
@@ -56,7 +82,7 @@ class Framing:
             self._bytes[token_id] = found
         return found
 
-    def text_of(self, token_ids: Iterable[int]) -> str | None:
+    def _text_of(self, token_ids: Iterable[int]) -> str | None:
         """The tokens' text, as the package decodes a header: None when an id is no
         token or their bytes are not UTF-8."""
         known = self._bytes
@@ -146,9 +172,8 @@ class HarmonyReader:
     def _open(self) -> int:
         """``<|message|>``: the header is read, or refused."""
         s = self.s
-        text = self.framing.text_of(s.tokens[1:] if s.started else s.tokens)
         role = _FIRST_ROLE if s.given_role else None
-        header = read_header(text, role) if text is not None else None
+        header = self.framing.header(role, s.tokens[1:] if s.started else s.tokens)
         if header is None:
             return self._refuse()
         s.tokens.clear()
