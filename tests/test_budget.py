@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from app.budget import CpuBudgetExceeded, run_within
-from app.tokenizer import load_tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions
+from tests.support.tokenizers import bundled_tokenizer
 
 
 def _stopped_then_whole(step: Callable[..., Any], fresh: Callable[..., Any], *args: Any) -> Any:
@@ -25,7 +25,7 @@ def _stopped_then_whole(step: Callable[..., Any], fresh: Callable[..., Any], *ar
 
 
 def test_a_harmony_step_and_parse_stop_inside_once_the_budget_is_spent() -> None:
-    tokenizer = load_tokenizer("gpt-oss")
+    tokenizer = bundled_tokenizer("gpt-oss")
     factory = ParserFactory("openai", "openai_gptoss", True, tokenizer.vocabulary)
     options = ParseOptions(tool_choice="auto")
     ids = list(tokenizer.encode("<|channel|>final<|message|>" + "word " * 5000))
@@ -39,7 +39,7 @@ def test_a_harmony_step_and_parse_stop_inside_once_the_budget_is_spent() -> None
 
 
 def test_a_marker_engine_step_stops_inside_once_the_budget_is_spent() -> None:
-    tokenizer = load_tokenizer("qwen3")
+    tokenizer = bundled_tokenizer("qwen3")
     factory = ParserFactory(None, "qwen3", False, tokenizer.vocabulary)
     options = ParseOptions()
     # Markers spelled in the text, thousands of them in one step.
