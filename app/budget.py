@@ -1,10 +1,11 @@
 """A CPU budget per request, so no single request can hold a replica.
 
 Parsers cost time linear in the text they read, but a request may still carry a lot of
-it (a long one-shot output, a long history to replay). Work runs in one thread per
-request, so the thread's own CPU clock measures exactly that request; the long loops
-(replayed chunks, one-shot choices) check it between steps and stop the request with
-a clear error once it is spent.
+it (a long one-shot output, a long history to replay, a chunk of many tokens). Work runs
+in one thread per request, so the thread's own CPU clock measures exactly that request;
+the long loops (replayed chunks, one-shot choices) check it between steps, and parsers
+between slices of the tokens one step reads (parsers/budget.py), and stop the request
+with a clear error once it is spent.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from app.errors import DerenderError
+from parsers import budget as parser_budget
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -50,3 +52,6 @@ def check() -> None:
     budget: tuple[float, float] | None = getattr(_current, "budget", None)
     if budget is not None and time.thread_time() > budget[0]:
         raise CpuBudgetExceeded(budget[1])
+
+
+parser_budget.install(check)

@@ -263,6 +263,8 @@ class Family:
     spelled: bool = False
     # Where tool calls are parsed: after reasoning, if the configuration has any.
     in_tools: bool = True
+    # What ends the output, after the repeated unit (which then stops short of it).
+    tail: str = ""
 
 
 def _fixed(text: str) -> Callable[[Config], str]:
@@ -337,6 +339,14 @@ FAMILIES: dict[str, Family] = {
     "Harmony marker storm in a message": Family(
         _fixed("<|channel|>final<|message|>"), _fixed("<|message|><|channel|><|constrain|>")
     ),
+    # A header as long as the output, closed by one <|message|> near its end, the stream
+    # going on in the message it opens: the header is read in the chunk that closes it.
+    "Harmony long header, closed": Family(
+        _fixed("<|channel|>analysis"),
+        _fixed("<|channel|>x"),
+        in_tools=False,
+        tail="<|message|>" + SENTENCE + "<|end|><|start|>assistant<|channel|>final<|message|>Hi",
+    ),
     # Mistral: call markers back to back, and markers inside a call's arguments.
     "[TOOL_CALLS] storm": Family(_fixed(""), _fixed("[TOOL_CALLS]")),
     "[ARGS] and brace storm in a call": Family(_in_call(""), _fixed("[ARGS]{[TOOL_CALLS]")),
@@ -365,7 +375,9 @@ def output_ids(tokenizer: Tokenizer, config: Config, family: str, tokens: int) -
         unit = [invalid_byte_id(tokenizer)]
     else:
         unit = _ids(tokenizer, spec.unit(config), spec.spelled)
-    return repeat_to(tokenizer.encode(head), unit, tokens)
+    tail = tokenizer.encode(spec.tail) if spec.tail else []
+    body = repeat_to(tokenizer.encode(head), unit, max(tokens - len(tail), 0))
+    return (body + tail)[:tokens]
 
 
 class Measurement(msgspec.Struct):
@@ -481,12 +493,12 @@ def measure(configs: list[str], families: list[str], sizes: list[int]) -> list[M
         prompt = prompt_ids(tokenizer, 100)
         derender = derenderer(tokenizer, config.tool, config.reasoning)
         for family in families:
-            longest = output_ids(tokenizer, config, family, max(sizes))
+            outputs = {size: output_ids(tokenizer, config, family, size) for size in sizes}
             for mode in MODES:
                 done += 1
                 line = []
                 for size in sizes:
-                    outcome = in_child(derender, config, mode, longest[:size], prompt)
+                    outcome = in_child(derender, config, mode, outputs[size], prompt)
                     if outcome is None:
                         results.append(Measurement(name, family, mode, size, None))
                         line.append(f"{size}: timeout")

@@ -26,6 +26,8 @@ from typing import NamedTuple
 
 from msgspec import Struct, field
 
+from parsers import budget
+
 # Terminal names.
 THINK_START = "THINK_START"
 THINK_END = "THINK_END"
@@ -255,7 +257,7 @@ class MarkerEngine:
         ):
             return self._text(text)
         events: list[Event] = []
-        for piece in self._scan(text, token_ids, has_marker_id):
+        for piece in budget.paced(self._scan(text, token_ids, has_marker_id)):
             if piece.terminal is None:
                 events += self._lexed(self._lex(piece.text, final=False))
             else:
@@ -463,7 +465,7 @@ class MarkerEngine:
         # Once ids are flowing, markers that have token ids count only by id.
         by_id = self.grammar.id_terminal_names if self.s.ever_had_token_ids else frozenset()
         events: list[Event] = []
-        for piece in pieces:
+        for piece in budget.paced(pieces):
             if piece.terminal is None or piece.terminal in by_id:
                 if piece.text:
                     events += self._text(piece.text)

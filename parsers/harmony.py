@@ -16,19 +16,17 @@ re-serialized with Python's ``json.dumps``; a header cut off at the end of the o
 is recovered as content (its raw text).
 
 The message grammar is the ``openai-harmony`` package's ``StreamableParser`` (the
-``oss-harmony`` fork vLLM 0.33.0 runs): it owns what counts as a header, a recipient,
-a content type or an error, and we do not re-derive it. Feeding it every token costs
-~45 µs a token outside a message's text, so the framing around the headers (take
-``<|start|>``, keep a header's tokens, decode a message's text, end at a stop token) is
-read by parsers/harmony_reader.py, which asks the package what each header says. The
-reader needs little to rebuild: between messages it holds nothing, and within one it
-holds the message's tokens. So ``HarmonyState`` carries whether the parser has left its
-first message and the open message's token ids (vLLM keeps the same list to recover a
-broken header), and a restored stream replays that one message, once, into a fresh
-reader. Every refusal (a token where a ``<|start|>`` belongs, a header the package cannot
-read) drops the open message and leaves the reader waiting for ``<|start|>``; the state
-follows it there. A live session keeps its reader; per chunk the work is the chunk's
-tokens.
+``oss-harmony`` fork vLLM 0.33.0 runs). Feeding it every token costs ~30 µs a token
+outside a message's text, and a header is read only at its ``<|message|>``, so one
+chunk paid for the whole header; the framing (take ``<|start|>``, keep a header's
+tokens, decode a message's text, end at a stop token) is read by
+parsers/harmony_reader.py and a header's text by parsers/harmony_header.py, its rules
+kept as the package's and checked against it. ``HarmonyState`` carries the reader's
+state as plain data: between messages it holds nothing, in a header that header's token
+ids (vLLM keeps the same list to recover a broken header), in a message its header and
+any unfinished character. A restored stream continues from it without reading a token
+again; per chunk the work is the chunk's tokens, and a long chunk stops between slices
+of them once the request's CPU budget is spent (parsers/budget.py).
 
 The encoding loads offline: its ``o200k_base`` ranks are written from the server's own
 tokenizer (byte-level pieces back to bytes) and checked against o200k_base's published
@@ -48,7 +46,9 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from parsers.harmony_reader import OPENED, TEXT, TOOK, Framing, HarmonyReader, MessageHeader
+from parsers import budget
+from parsers.harmony_header import MessageHeader
+from parsers.harmony_reader import OPENED, TEXT, TOOK, Framing, HarmonyReader, ReaderState
 from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, FunctionCall, Vocabulary
 
@@ -192,17 +192,10 @@ def function_name(recipient: str) -> str:
 
 
 class HarmonyState(Struct, tag="harmony"):
-    """Plain data: whether the parser has left its first message (ended or dropped on an
-    error: a rebuilt one then waits for ``<|start|>``), whether the role it was given
-    still stands for the open message (no header read before it: the package keeps the
-    role past a refused one), the open message's tokens, and the next tool-call index.
-    The reader is rebuilt from it on restore."""
+    """Plain data: the reader's state and the next tool-call index."""
 
-    past_first_message: bool = False
-    in_content: bool = False
-    message_tokens: list[int] = field(default_factory=list)
+    reader: ReaderState = field(default_factory=ReaderState)
     next_call: int = 0
-    role_given: bool = True
 
 
 def _reading(header: MessageHeader | None) -> tuple[str, str | None]:
@@ -240,15 +233,9 @@ class HarmonyStream:
 
     @property
     def reader(self) -> HarmonyReader:
-        """The live reader; rebuilt once from the state when a stream is restored."""
+        """The live reader, on the state's (a restored stream's continues from it)."""
         if self._reader is None:
-            s = self.s
-            self._reader = HarmonyReader(
-                self.grammar.framing,
-                s.message_tokens,
-                started=s.past_first_message,
-                assistant=s.role_given,
-            )
+            self._reader = HarmonyReader(self.grammar.framing, self.s.reader)
         return self._reader
 
     # ------------------------------------------------------------------ streamed
@@ -261,7 +248,7 @@ class HarmonyStream:
         reasoning: list[str] = []
         content: list[str] = []
         calls: list[DeltaToolCall] = []
-        for token_id in token_ids:
+        for token_id in budget.paced(token_ids):
             outcome = reader.process(token_id)
             if outcome == TEXT:
                 text = reader.delta
@@ -275,7 +262,6 @@ class HarmonyStream:
                 elif kind == TOOL and self.tools:
                     self._arguments(text, calls)
             elif outcome == OPENED:
-                s.in_content = True
                 kind, recipient = _reading(reader.header)
                 if kind == TOOL and self.tools:
                     assert recipient is not None
@@ -284,9 +270,6 @@ class HarmonyStream:
                     s.next_call += 1
             elif outcome != TOOK:
                 # ENDED, or REFUSED: the open message is dropped, <|start|> awaited.
-                s.in_content = False
-                s.past_first_message = True
-                s.role_given = reader.assistant
                 kind = IGNORED
         if finished:
             recovered = self._close()
@@ -309,11 +292,8 @@ class HarmonyStream:
     def _close(self) -> str | None:
         """End of output: an open message is complete, or the raw text of a header the
         package cannot complete is returned (vLLM's recovery)."""
-        s = self.s
-        recovered = self.grammar.decode(s.message_tokens) if self.reader.close() else None
-        s.message_tokens.clear()
-        s.in_content = False
-        return recovered
+        cut_off = self.reader.close()
+        return self.grammar.decode(cut_off) if cut_off is not None else None
 
     # ------------------------------------------------------------------ one-shot
 
@@ -323,10 +303,8 @@ class HarmonyStream:
         Each output (each choice) is read by a fresh reader.
         """
         self.s = HarmonyState()
-        reader = self._reader = HarmonyReader(
-            self.grammar.framing, self.s.message_tokens, started=False, keep_text=True
-        )
-        for token_id in token_ids:
+        reader = self._reader = HarmonyReader(self.grammar.framing, self.s.reader, keep_text=True)
+        for token_id in budget.paced(token_ids):
             reader.process(token_id)
         recovered = self._close()
         messages: list[tuple[str | None, str | None, str | None, str]] = []

@@ -10,6 +10,7 @@ the streamed message is the one-shot message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,17 @@ from parsers.harmony import (
     is_function_recipient,
     normalize_recipient,
 )
-from parsers.harmony_reader import CONTENT, OPENED, REFUSED, TEXT, HarmonyReader
+from parsers.harmony_header import MessageHeader
+from parsers.harmony_reader import (
+    CONTENT,
+    EXPECT_START,
+    HEADER,
+    OPENED,
+    REFUSED,
+    TEXT,
+    TOOK,
+    HarmonyReader,
+)
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec
@@ -134,6 +145,14 @@ def assemble(deltas: list[Delta | None]) -> Assembled:
 
 def encode(tokenizer: Tokenizer, text: str) -> list[int]:
     return list(tokenizer.encode(text))
+
+
+def _byte_ids(tokenizer: Tokenizer, raw: bytes) -> list[int]:
+    """One token per byte: the byte-level pieces of ``raw``."""
+    piece_of_byte = {byte: char for char, byte in _byte_decoder().items()}
+    found = [tokenizer.vocabulary.id_of(piece_of_byte[byte]) for byte in raw]
+    assert None not in found
+    return [token_id for token_id in found if token_id is not None]
 
 
 # ------------------------------------------------------------------ hand cases (vLLM's answers)
@@ -244,18 +263,24 @@ def test_harmony_does_not_mix_with_other_parsers_or_tokenizers(tokenizer: Tokeni
         ParserFactory("openai", "openai_gptoss", True, qwen.vocabulary)
 
 
-def test_the_state_is_the_open_message_only(tokenizer: Tokenizer, factory: ParserFactory) -> None:
-    ids = encode(tokenizer, analysis("Some long reasoning here.") + final("Answer"))
+def test_the_state_is_the_open_header_or_message_only(
+    tokenizer: Tokenizer, factory: ParserFactory
+) -> None:
+    ids = encode(tokenizer, analysis("Some long reasoning here.") + final("Answer 東"))
     session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), [])
-    session.feed(ids[:-1], ids[:-1], None)
+    opened = ids.index(tokenizer.encode("<|message|>")[0], len(ids) - 6)
+    session.feed(ids[:opened], ids[:opened], None)
     state = session.parser.state.harmony
     assert isinstance(state, HarmonyState)
-    assert state.past_first_message and state.in_content
-    # <|start|>assistant<|channel|>final<|message|>Answer: the closed analysis is gone.
-    assert (
-        tokenizer.decode(state.message_tokens)
-        == "<|start|>assistant<|channel|>final<|message|>Answer"
-    )
+    # In a header: its tokens from <|start|> on; the closed analysis is gone.
+    assert state.reader.phase == HEADER and state.reader.header is None
+    assert tokenizer.decode(state.reader.tokens) == "<|start|>assistant<|channel|>final"
+    # In a message: its header and the bytes of an unfinished character, no tokens.
+    half = _byte_ids(tokenizer, "東".encode()[:2])
+    session.feed(ids[opened:-2] + half, ids[opened:-2] + half, None)
+    assert state.reader.phase == CONTENT and state.reader.tokens == []
+    assert state.reader.header == MessageHeader("assistant", "final", None, None)
+    assert state.reader.held == "東".encode()[:2]
 
 
 def test_a_refused_header_is_dropped_live_and_after_a_restore(
@@ -404,7 +429,7 @@ def test_the_reader_reads_as_the_package_does(
 
     ids = data.draw(token_soups(tokenizer))
     package = StreamableParser(grammar.encoding, Role.ASSISTANT)
-    reader = HarmonyReader(grammar.framing, [], started=False, keep_text=True)
+    reader = HarmonyReader(grammar.framing, keep_text=True)
     for token_id in ids:
         outcome = reader.process(token_id)
         try:
@@ -413,7 +438,7 @@ def test_the_reader_reads_as_the_package_does(
             assert outcome == REFUSED
             continue
         assert outcome != REFUSED
-        assert (reader.phase == CONTENT) == (package.state_data["state"] == "Content")
+        assert (reader.s.phase == CONTENT) == (package.state_data["state"] == "Content")
         if outcome == OPENED:
             assert reader.header is not None
             assert (reader.header.role, reader.header.channel, reader.header.recipient) == (
@@ -429,10 +454,160 @@ def test_the_reader_reads_as_the_package_does(
         cut_off = False
     except HarmonyError:
         cut_off = True
-    assert reader.close() == cut_off
+    assert (reader.close() is not None) == cut_off
     found = [(h.role, h.channel, h.recipient, h.content_type, text) for h, text in reader.messages]
     expected = [
         (m.author.role, m.channel, m.recipient, m.content_type, m.content[0].text)
         for m in package.messages
     ]
     assert found == expected
+
+
+# ------------------------------------------------------------------ headers, long and odd
+
+_HEADER_PIECES = [
+    "<|channel|>",
+    "<|constrain|>",
+    "<|start|>",
+    "<|end|>",
+    "assistant",
+    "user",
+    "tool",
+    "system",
+    "developer",
+    "Assistant",
+    "foo",
+    "to=",
+    "to=functions.get_weather",
+    "functions.f",
+    "json",
+    "analysis",
+    "final",
+    "commentary",
+    " ",
+    "\t",
+    "\n",
+    "\x0b",
+    "\x0c",
+    "\r",
+    "\xa0",
+    "\u3000",
+    "\u2028",
+    "\x85",
+    "\x1c",
+    "<",
+    "<x",
+    "東京",
+]
+
+
+def _package_header(grammar: HarmonyGrammar, given: bool, ids: list[int]) -> MessageHeader | None:
+    """What the package reads of a header (``given``: the first message's, the role
+    given), None when it refuses it: the answer before the header rules were ours."""
+    from openai_harmony import HarmonyError, Role, StreamableParser
+
+    package = StreamableParser(grammar.encoding, Role.ASSISTANT if given else None)
+    try:
+        if not given:
+            package.process(grammar.framing.start_id)
+        for token_id in [*ids, grammar.framing.message_id]:
+            package.process(token_id)
+    except HarmonyError:
+        return None
+    role = package.current_role
+    return MessageHeader(
+        role.value if role is not None else "",
+        package.current_channel,
+        package.current_recipient,
+        package.current_content_type,
+    )
+
+
+def _reader_header(grammar: HarmonyGrammar, given: bool, ids: list[int]) -> MessageHeader | None:
+    """What the reader reads of the same header, token by token."""
+    reader = HarmonyReader(grammar.framing)
+    if not given:
+        reader.s.started, reader.s.given_role, reader.s.phase = True, False, EXPECT_START
+        assert reader.process(grammar.framing.start_id) == TOOK
+    for token_id in ids:
+        assert reader.process(token_id) == TOOK
+    outcome = reader.process(grammar.framing.message_id)
+    assert outcome in (OPENED, REFUSED)
+    return reader.header if outcome == OPENED else None
+
+
+@PROPS
+@given(data=st.data(), given_role=st.booleans())
+def test_headers_are_read_as_the_package_reads_them(
+    tokenizer: Tokenizer, grammar: HarmonyGrammar, data: st.DataObject, given_role: bool
+) -> None:
+    pieces = [encode(tokenizer, p) for p in _HEADER_PIECES]
+    # Bytes that form no character alone: the package refuses such a header.
+    pieces += [[i] for i in _byte_ids(tokenizer, bytes([0x80, 0xE6]))]
+    chosen = data.draw(st.lists(st.sampled_from(pieces), max_size=10))
+    ids = [token_id for piece in chosen for token_id in piece]
+    expected = _package_header(grammar, given_role, ids)
+    assert _reader_header(grammar, given_role, ids) == expected
+
+
+# Headers of thousands of ids, each closed by one <|message|>: what they say, or their
+# refusal, must be the package's, in one piece, streamed, and restored anywhere.
+_LONG = 1500
+LONG_HEADERS = {
+    "a long recipient": "<|channel|>commentary to=functions." + "get_weather" * _LONG,
+    "a long channel": "<|channel|>" + "analysis" * _LONG,
+    "a long content type": "<|channel|>commentary to=functions.get_time <|constrain|>"
+    + "json" * _LONG,
+    "too many parts": "<|channel|>final" + " x" * _LONG,
+    "channel markers repeated": "<|channel|>analysis" + "<|channel|>x y" * _LONG,
+    "odd whitespace": "\u3000<|channel|>final\xa0" + " \t\u3000\x0b" * _LONG,
+}
+
+
+def _package_messages(grammar: HarmonyGrammar, ids: list[int]) -> list[tuple[Any, ...]]:
+    """The messages the package reads of a whole output (refused tokens skipped, as
+    vLLM's parser goes on after them)."""
+    from openai_harmony import HarmonyError, Role, StreamableParser
+
+    package = StreamableParser(grammar.encoding, Role.ASSISTANT)
+    for token_id in ids:
+        with contextlib.suppress(HarmonyError):
+            package.process(token_id)
+    with contextlib.suppress(HarmonyError):
+        package.process_eos()
+    return [
+        (m.author.role, m.channel, m.recipient, m.content_type, m.content[0].text)
+        for m in package.messages
+    ]
+
+
+@pytest.mark.parametrize("name", list(LONG_HEADERS))
+def test_a_long_header_closed_by_one_token_reads_as_the_package_does(
+    tokenizer: Tokenizer, grammar: HarmonyGrammar, factory: ParserFactory, name: str
+) -> None:
+    header = encode(tokenizer, LONG_HEADERS[name])
+    assert len(header) > 1000
+    rest = encode(tokenizer, 'Hi {"a": 1}<|end|>' + START + final("done"))
+    ids = [*header, grammar.framing.message_id, *rest]
+    for given_role in (True, False):
+        # The header as the first message (its role given), and as a later one.
+        assert _reader_header(grammar, given_role, header) == _package_header(
+            grammar, given_role, header
+        )
+    reader = HarmonyReader(grammar.framing, keep_text=True)
+    for token_id in ids:
+        reader.process(token_id)
+    assert reader.close() is None
+    found = [(h.role, h.channel, h.recipient, h.content_type, t) for h, t in reader.messages]
+    assert found == _package_messages(grammar, ids)
+    # Streamed: the header in one chunk, closed by the next, then the rest; restored
+    # from a snapshot in the open header, in the open message, and after it.
+    one_token = assemble(stream(tokenizer, factory, options(), [[t] for t in ids])[0])
+    chunks = [header, [grammar.framing.message_id], rest[:3], rest[3:]]
+    for at in (-1, 1, 2, 3):
+        assert assemble(stream(tokenizer, factory, options(), chunks, restore_at=at)[0]) == (
+            one_token
+        )
+    parsed = factory.for_request(options()).parse("", [], "seed", ids)
+    assert (parsed.content or "").replace("\n", "") == one_token.content
+    assert [c.name for c in parsed.tool_calls] == [n for n, _ in one_token.calls.values()]
