@@ -27,14 +27,15 @@ from websockets.http11 import Request
 
 from app.metrics import Metrics
 
-# Bytes parsed at once: at most 170 frames (a client's frame is 6 bytes at least).
-SLICE_BYTES = 1024
+# Bytes parsed at once: at most 42 frames (a client's frame is 6 bytes at least).
+SLICE_BYTES = 256
 # What one connection may parse in a turn of the event loop, unless a message is done
-# first (the app then takes it, and the connection parses on when the app asks again).
-TURN_BYTES = 256 * 1024
-TURN_FRAMES = 64
-# Frames of one message: 32 MiB in 8 KiB fragments; empty fragments are a flood.
-MAX_FRAGMENTS = 4096
+# first (the app then takes it, and the connection parses on when the app asks again):
+# about what answering a chunk costs (a frame costs websockets some 6 us to parse).
+TURN_BYTES = 64 * 1024
+TURN_FRAMES = 16
+# Frames of one message: 32 MiB in 32 KiB fragments; empty fragments are a flood.
+MAX_FRAGMENTS = 1024
 # PING and PONG frames: a burst, then so many a second (a keepalive is one in 20 s).
 CONTROL_BURST = 32
 CONTROL_RATE = 8.0
