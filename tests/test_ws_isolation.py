@@ -37,6 +37,7 @@ IDLE_SECONDS = 1.5
 HEALTH_P99 = 0.1  # the acceptance bound: /health answers within it, floods or not
 POLICY_VIOLATION = 1008
 INVALID_DATA = 1007
+REFUSED = "derender_ws_connections_refused_total"
 
 
 def _address(base: str) -> tuple[str, int]:
@@ -161,73 +162,88 @@ def _close_code(sock: socket.socket) -> int:
     raise AssertionError(f"no close frame in {received!r}")
 
 
-def test_floods_and_unfinished_messages_close_their_connection() -> None:
+@pytest.fixture(scope="module")
+def bounded() -> Iterator[str]:
+    """A server with small bounds: 1 s to finish a message (and a body), 4 HTTP and 4
+    WebSocket connections."""
+    flags = ("--body-timeout", "1", "--max-connections", "4", "--ws-max-connections", "4")
+    with serving(*PARSED, *flags) as base:
+        yield base
+
+
+def _websockets_open(base: str) -> float:
+    return _metric(httpx.get(base + "/metrics").text, "derender_ws_connections")
+
+
+def _until_no_websockets(base: str) -> None:
+    """Wait for the server to have seen every closed WebSocket connection go."""
+    deadline = time.monotonic() + 10
+    while _websockets_open(base) > 0:
+        assert time.monotonic() < deadline, "closed connections still counted"
+        time.sleep(0.05)
+
+
+def test_floods_and_unfinished_messages_close_their_connection(bounded: str) -> None:
     """RFC 6455 lets a server close on what breaks its policy (1008) and on text that is
     not UTF-8 (1007); each is counted, and a well-behaved connection beside them stays."""
-    with serving(*PARSED, "--body-timeout", "1") as base:
-        host, port = _address(base)
-        path = CHAT_PATH + "/ws"
-        with connect(_socket_url(base)) as bystander:
-            floods = {
-                "ping_flood": frame(PING) * 1000,
-                "fragment_flood": frame(TEXT, b"{", fin=False)
-                + frame(CONTINUATION, fin=False) * 2000,
-                "message_timeout": frame(TEXT, b"{", fin=False),  # and nothing more
-                "invalid_utf8": frame(TEXT, b'"\xff"'),
-            }
-            codes = {}
-            for reason, flood in floods.items():
-                with handshake(host, port, path) as sock:
-                    started = time.monotonic()
-                    sock.sendall(flood)
-                    codes[reason] = _close_code(sock)
-                    assert time.monotonic() - started < 10, reason
-            bystander.send(_chunk_message("bystander").decode())
-            assert "chunk" in json.loads(bystander.recv(timeout=10))
-        metrics = httpx.get(base + "/metrics").text
+    host, port = _address(bounded)
+    floods = {
+        "ping_flood": frame(PING) * 1000,
+        "fragment_flood": frame(TEXT, b"{", fin=False) + frame(CONTINUATION, fin=False) * 2000,
+        "message_timeout": frame(TEXT, b"{", fin=False),  # and nothing more
+        "invalid_utf8": frame(TEXT, b'"\xff"'),
+    }
+    codes = {}
+    with connect(_socket_url(bounded)) as bystander:
+        for reason, flood in floods.items():
+            with handshake(host, port, CHAT_PATH + "/ws") as sock:
+                started = time.monotonic()
+                sock.sendall(flood)
+                codes[reason] = _close_code(sock)
+                assert time.monotonic() - started < 10, reason
+        bystander.send(_chunk_message("bystander").decode())
+        assert "chunk" in json.loads(bystander.recv(timeout=10))
     assert codes == {
         "ping_flood": POLICY_VIOLATION,
         "fragment_flood": POLICY_VIOLATION,
         "message_timeout": POLICY_VIOLATION,
         "invalid_utf8": INVALID_DATA,
     }
+    metrics = httpx.get(bounded + "/metrics").text
     for reason in codes:
         assert _metric(metrics, "derender_ws_closed_total", f'reason="{reason}"') == 1, reason
 
 
-def test_idle_websockets_at_their_cap_take_nothing_of_http() -> None:
-    flags = ("--max-connections", "4", "--ws-max-connections", "4")
-    with serving(*PARSED, *flags) as base:
-        url = _socket_url(base)
-        with contextlib.ExitStack() as idle:
-            for _ in range(4):
-                idle.enter_context(connect(url))
-            with pytest.raises(InvalidStatus) as refused:
-                connect(url).close()
-            assert refused.value.response.status_code == 503
-            assert b"--ws-max-connections" in refused.value.response.body
-            # HTTP keeps all of its own connections: four at once, each answered.
-            address = _address(base)
-            clients = [http.client.HTTPConnection(*address, timeout=10) for _ in range(4)]
-            for number, client in enumerate(clients):
-                client.request("GET", "/health")
-                health = client.getresponse()
-                health.read()
-                assert health.status == 200
-                client.request("POST", CHAT_PATH, _chunk_body(f"http-{number}"), JSON)
-                reply = client.getresponse()
-                assert reply.status == 200, reply.read()
-                assert "chunk" in json.loads(reply.read())
-            for client in clients:
-                client.close()
-            metrics = httpx.get(base + "/metrics").text
-            assert _metric(metrics, "derender_ws_connections") == 4
-            assert _metric(metrics, "derender_ws_connections_refused_total") == 1
-        # Once they are gone, the server takes WebSocket connections again.
-        deadline = time.monotonic() + 10
-        while _metric(httpx.get(base + "/metrics").text, "derender_ws_connections") > 0:
-            assert time.monotonic() < deadline, "closed connections still counted"
-            time.sleep(0.05)
-        with connect(url) as again:
-            again.send(_chunk_message("again").decode())
-            assert "chunk" in json.loads(again.recv(timeout=10))
+def test_idle_websockets_at_their_cap_take_nothing_of_http(bounded: str) -> None:
+    url = _socket_url(bounded)
+    _until_no_websockets(bounded)
+    refused_before = _metric(httpx.get(bounded + "/metrics").text, REFUSED)
+    with contextlib.ExitStack() as idle:
+        for _ in range(4):
+            idle.enter_context(connect(url))
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url).close()
+        assert refused.value.response.status_code == 503
+        assert b"--ws-max-connections" in refused.value.response.body
+        # HTTP keeps all of its own connections: four at once, each answered.
+        clients = [http.client.HTTPConnection(*_address(bounded), timeout=10) for _ in range(4)]
+        for number, client in enumerate(clients):
+            client.request("GET", "/health")
+            health = client.getresponse()
+            health.read()
+            assert health.status == 200
+            client.request("POST", CHAT_PATH, _chunk_body(f"http-{number}"), JSON)
+            reply = client.getresponse()
+            assert reply.status == 200, reply.read()
+            assert "chunk" in json.loads(reply.read())
+        clients[0].request("GET", "/metrics")
+        metrics = clients[0].getresponse().read().decode()
+        for client in clients:
+            client.close()
+        assert _metric(metrics, "derender_ws_connections") == 4
+        assert _metric(metrics, REFUSED) == refused_before + 1
+    # Once they are gone, the server takes WebSocket connections again.
+    _until_no_websockets(bounded)
+    with connect(url) as again:
+        again.send(_chunk_message("again").decode())
+        assert "chunk" in json.loads(again.recv(timeout=10))
