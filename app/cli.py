@@ -10,12 +10,15 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.bundled_qwen3 import BUNDLED_NAME
 from app.settings import Settings
 from app.tokenizer import BUNDLED
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
+
+if TYPE_CHECKING:
+    from app.metrics import Metrics
 
 _DEFAULTS = Settings()
 
@@ -30,6 +33,7 @@ class ServerOptions:
     header_timeout: float
     body_timeout: float
     max_connections: int
+    ws_max_connections: int
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -266,6 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="open streams one WebSocket connection may carry; one more is refused",
     )
     parser.add_argument(
+        "--ws-max-connections",
+        type=_positive_int,
+        default=256,
+        help="open WebSocket connections served at once, apart from --max-connections; "
+        "one more handshake is answered 503",
+    )
+    parser.add_argument(
         "--ws-idle-timeout",
         type=_positive_float,
         default=_DEFAULTS.ws_idle_timeout,
@@ -328,6 +339,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         args.header_timeout,
         args.body_timeout,
         args.max_connections,
+        args.ws_max_connections,
     )
 
 
@@ -355,13 +367,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     # pass walks only what requests have made since.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, **uvicorn_options(options))
+    uvicorn.run(app, **uvicorn_options(options, app.service.metrics))
 
 
-def uvicorn_options(options: ServerOptions) -> dict[str, Any]:
-    """How uvicorn serves the app (bench/echo_app.py serves its floors the same way)."""
+def uvicorn_options(options: ServerOptions, metrics: Metrics) -> dict[str, Any]:
+    """How uvicorn serves the app, its connections counted in ``metrics``
+    (bench/echo_app.py serves its floors the same way)."""
     from app.connections import limited_http
+    from app.socket_connections import fair_websockets
 
+    settings = options.settings
+    websockets = fair_websockets(options.ws_max_connections, options.body_timeout, metrics)
     return {
         "host": options.host,
         "port": options.port,
@@ -373,9 +389,12 @@ def uvicorn_options(options: ServerOptions) -> dict[str, Any]:
         "loop": "uvloop",
         # A frame over the request limit is refused by the app as one stream's error
         # (the connection stays); uvicorn's own limit, beyond it, closes the connection.
-        "ws_max_size": options.settings.max_request_bytes + 1024 * 1024,
+        "ws_max_size": settings.max_request_bytes + 1024 * 1024,
         # A chunk's message is a few hundred bytes: deflating it cost more CPU than the
         # rest of its answer (profiled, bench/README.md).
         "ws_per_message_deflate": False,
-        "http": limited_http(options.header_timeout, options.body_timeout, options.max_connections),
+        "ws": websockets,
+        "http": limited_http(
+            options.header_timeout, options.body_timeout, options.max_connections, websockets.opened
+        ),
     }

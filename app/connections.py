@@ -14,6 +14,7 @@ and they leave together (bench/README.md: about 5% of a chunk's server CPU).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sized
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -66,12 +67,13 @@ class _LimitedHttp(HttpToolsProtocol):
     header_timeout: float
     body_timeout: float
     max_connections: int
+    websockets: Sized  # the open connections that are WebSockets: they have their own cap
     _deadline: asyncio.TimerHandle | None = None
     _headers_done = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
+        if len(self.connections) - len(self.websockets) > self.max_connections:
             message = f"over the server's {self.max_connections} connections; retry later"
             transport.write(_plain_response(b"503 Service Unavailable", message))
             transport.close()
@@ -122,9 +124,10 @@ class _LimitedHttp(HttpToolsProtocol):
 
 
 def limited_http(
-    header_timeout: float, body_timeout: float, max_connections: int
+    header_timeout: float, body_timeout: float, max_connections: int, websockets: Sized
 ) -> type[HttpToolsProtocol]:
-    """uvicorn's ``http`` protocol class with these limits."""
+    """uvicorn's ``http`` protocol class with these limits; ``max_connections`` counts
+    the open connections but ``websockets``."""
     return type(
         "LimitedHttp",
         (_LimitedHttp,),
@@ -132,5 +135,6 @@ def limited_http(
             "header_timeout": header_timeout,
             "body_timeout": body_timeout,
             "max_connections": max_connections,
+            "websockets": websockets,
         },
     )

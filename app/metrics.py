@@ -107,6 +107,31 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.ws_connections = Gauge(
+            "derender_ws_connections",
+            "Open WebSocket connections (their cap is --ws-max-connections).",
+            registry=self.registry,
+        )
+        self.ws_refused = Counter(
+            "derender_ws_connections_refused",
+            "WebSocket handshakes answered 503: --ws-max-connections were open.",
+            registry=self.registry,
+        )
+        self.ws_closed = Counter(
+            "derender_ws_closed",
+            "WebSocket connections the server closed for what the client sent, by reason: "
+            "ping_flood, fragment_flood, message_timeout (1008); invalid_utf8 (1007), "
+            "message_too_big (1009), protocol_error (1002).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.ws_backpressure = Counter(
+            "derender_ws_backpressure",
+            "Reads a WebSocket connection sent faster than it was served: what was left "
+            "unparsed waited in the socket, its reading paused.",
+            registry=self.registry,
+        )
+
         self.redis_hits = Counter(
             "derender_redis_hits",
             "Parsed chunks whose session was restored from a Redis snapshot.",

@@ -89,7 +89,10 @@ class SocketConnection:
                 text = message.get("text")
                 body = text.encode() if text is not None else message.get("bytes") or b""
                 reply = await self.answer(body)
-                await send({"type": "websocket.send", "text": reply.decode()})
+                try:
+                    await send({"type": "websocket.send", "text": reply.decode()})
+                except OSError:  # the client went away before its reply
+                    break
             tasks.cancel_scope.cancel()
 
     async def _close_when_idle(self, send: Send, connection: anyio.CancelScope) -> None:

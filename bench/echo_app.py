@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 
 from app.cli import parse_options, uvicorn_options
+from app.metrics import Metrics
 
 Message = dict[str, Any]
 
@@ -55,7 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.echo_app")
     parser.add_argument("--port", type=int, required=True)
     options = parse_options(["--port", str(parser.parse_args().port), "--log-level", "warning"])
-    uvicorn.run(app, **uvicorn_options(options), lifespan="off")
+    uvicorn.run(app, **uvicorn_options(options, Metrics()), lifespan="off")
 
 
 if __name__ == "__main__":
