@@ -132,6 +132,27 @@ def exposing(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def as_user(
+    uid: int, argv: list[str], env: dict[str, str], cwd: Path, reach: list[Path]
+) -> list[str]:
+    """The command that runs ``argv`` as ``uid`` (no groups, only ``env``) in ``cwd``, able
+    to reach this interpreter, its site-packages and ``reach`` and nothing more."""
+    interpreter = Path(os.path.realpath(sys.executable))
+    needed = [interpreter, Path(sys.base_prefix), *map(Path, site.getsitepackages()), *reach]
+    script = "\n".join(
+        [
+            "set -e",
+            exposing(needed),
+            f"cd {shlex.quote(str(cwd))}",
+            f"exec setpriv --reuid {uid} --regid {uid} --clear-groups -- "
+            f"env -i {' '.join(shlex.quote(f'{k}={v}') for k, v in env.items())} "
+            f"{shlex.join(argv)}",
+        ]
+    )
+    # unshare, the shell, setpriv and env each exec the next: one pid.
+    return ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script]
+
+
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     """A scratch root another uid may enter (pytest's tmp_path is private to root)."""
@@ -223,23 +244,11 @@ def test_the_image_builds_as_root_and_serves_as_its_user(scratch: Path) -> None:
         "HOME": "/nonexistent",  # the image's user has no home
         **env,
     }
-    interpreter = Path(os.path.realpath(sys.executable))
-    needed = [interpreter, Path(sys.base_prefix), *map(Path, site.getsitepackages()), root]
-    script = "\n".join(
-        [
-            "set -e",
-            exposing(needed),
-            f"cd {shlex.quote(str(under(root, image.workdir)))}",
-            f"exec setpriv --reuid {uid} --regid {uid} --clear-groups -- "
-            f"env -i {' '.join(shlex.quote(f'{k}={v}') for k, v in run_env.items())} "
-            f"{shlex.join(argv)}",
-        ]
-    )
+    command = as_user(uid, argv, run_env, cwd=under(root, image.workdir), reach=[root])
     log = scratch / "server.log"
     with log.open("w") as sink:
         server = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],
-            stdout=sink, stderr=subprocess.STDOUT,
+            command, stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
             url = f"http://127.0.0.1:{port}"
@@ -268,7 +277,6 @@ def test_the_image_builds_as_root_and_serves_as_its_user(scratch: Path) -> None:
             assert reply.status_code == 200, reply.text
             delta = reply.json()["chunk"]["choices"][0]["delta"]
             assert delta["content"] == "Hello! How can I help", delta
-            # unshare, the shell, setpriv and env each exec the next: one pid.
             status = Path(f"/proc/{server.pid}/status").read_text()
             assert re.search(rf"^Uid:\s+{uid}\s+{uid}\s+{uid}\s+{uid}$", status, re.M)
         finally:
@@ -278,3 +286,29 @@ def test_the_image_builds_as_root_and_serves_as_its_user(scratch: Path) -> None:
     # The tokenizer the build made is the one served: nothing is built at start.
     assert "building the bundled" not in text, text
     assert "model: qwen3" in text, text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="builds as root and runs as another uid: root only")
+def test_a_tokenizer_another_user_cannot_read_is_named_with_the_uid(scratch: Path) -> None:
+    """What an image built before the fix said: 'scripts/install installs the package',
+    for a directory its user could not read."""
+    cache = scratch / "cache"
+    env = {"DERENDER_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
+    build = subprocess.run(
+        [sys.executable, "-c", "from app.tokenizer import BUNDLED; BUNDLED['deepseek']()"],
+        cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    built = cache / "deepseek-v1"
+    assert stat.S_IMODE(built.stat().st_mode) == 0o755
+    built.chmod(0o700)  # as the build left it before
+    argv = [sys.executable, "-m", "app", "--model", "deepseek", "--port", str(free_port())]
+    run_env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "PYTHONPATH": str(ROOT), **env}
+    refused = subprocess.run(
+        as_user(10001, argv, run_env, cwd=scratch, reach=[ROOT, scratch]),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    error = refused.stderr.strip().splitlines()[-1]
+    assert f"permission denied on {built / 'tokenizer.json'} for uid 10001" in error, error
+    assert "DERENDER_CACHE_DIR" in error and "scripts/install" not in error
