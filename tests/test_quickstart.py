@@ -14,16 +14,27 @@ import sys
 
 import pytest
 
-from app.examples.__main__ import main
+from app.examples.__main__ import main, run
 from app.examples.families import ANSWER, ARGUMENTS, EXAMPLES, REASONING
 from app.tokenizer import BUNDLED
 from tests.support.processes import ROOT, serving
+from tests.support.tokenizers import bundled_tokenizer
 
 
-def printed(name: str, *flags: str) -> str:
+def printed(name: str) -> str:
+    """What the quick start prints, run in process (tokenizers loaded once per session)."""
+    example = EXAMPLES[name]
     out = io.StringIO()
-    main([name, *flags], out=out)
+    run(example, None, 4, out, bundled_tokenizer(example.model))
     return out.getvalue()
+
+
+def test_without_a_family_it_lists_each_with_its_server_command() -> None:
+    out = io.StringIO()
+    main([], out=out)
+    for name, example in EXAMPLES.items():
+        assert f"{name} " in out.getvalue()
+        assert f"scripts/serve {' '.join(example.flags)}\n" in out.getvalue()
 
 
 def parts(output: str, kind: str) -> str:
@@ -59,7 +70,9 @@ def test_a_quick_start_streams_through_a_running_server_as_the_readme_says() -> 
 
 def test_the_readme_names_every_quick_start_and_bundled_tokenizer() -> None:
     readme = (ROOT / "README.md").read_text()
-    rows = {line.split("|")[1].strip() for line in readme.splitlines() if line.startswith("| ")}
+    table = readme.split("### Model families", 1)[1].split("\n\n\u1d43", 1)[0]
+    rows = {line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")}
+    assert len(rows) > 10
     for name, example in EXAMPLES.items():
         assert example.family in rows, f"{example.family} is not a row of the family table"
         assert f"`{name}`" in readme, name

@@ -40,10 +40,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> None:
     run(EXAMPLES[args.family], args.url, args.chunk_tokens, out)
 
 
-def run(example: Example, url: str | None, chunk_tokens: int, out: TextIO) -> None:
-    """Tokenize the example's prompt and output, stream the output ``chunk_tokens`` ids
-    a chunk, and print every delta, then the calls the stream made."""
-    tokenizer = load_tokenizer(example.model)
+def run(
+    example: Example,
+    url: str | None,
+    chunk_tokens: int,
+    out: TextIO,
+    tokenizer: Tokenizer | None = None,
+) -> None:
+    """Tokenize the example's prompt and output (with ``tokenizer``, else the bundled one
+    loaded here), stream the output ``chunk_tokens`` ids a chunk, and print every delta,
+    then the calls the stream made."""
+    tokenizer = tokenizer or load_tokenizer(example.model)
     prompt_ids = tokenizer.encode(example.prompt)
     output_ids = tokenizer.encode(example.output)
     print(f"{example.family}: {len(output_ids)} output token ids", file=out)
