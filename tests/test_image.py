@@ -175,10 +175,14 @@ def build(image: Image, root: Path) -> tuple[Path, dict[str, str]]:
     """The Dockerfile's COPY and RUN steps as root into ``root``: the virtualenv that
     stands for the base image's Python, and the environment the steps ran with."""
     python = root / "usr" / "local"
-    subprocess.run([sys.executable, "-m", "venv", str(python)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(python)], check=True)
     [site_packages] = python.glob("lib/python*/site-packages")
-    # The dependencies, already installed for the tests (not installed again).
+    # The dependencies, already installed for the tests (not installed again), pip among
+    # them: the base image's `pip` is this one, run by the virtualenv's Python.
     (site_packages / "test-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    pip = python / "bin" / "pip"
+    pip.write_text(f'#!/bin/sh\nexec {python / "bin" / "python"} -m pip "$@"\n')
+    pip.chmod(0o755)
     workdir = under(root, image.workdir)
     workdir.mkdir(parents=True)
     for sources, target in image.copies:
@@ -312,3 +316,13 @@ def test_a_tokenizer_another_user_cannot_read_is_named_with_the_uid(scratch: Pat
     error = refused.stderr.strip().splitlines()[-1]
     assert f"permission denied on {built / 'tokenizer.json'} for uid 10001" in error, error
     assert "DERENDER_CACHE_DIR" in error and "scripts/install" not in error
+
+
+def test_the_deploy_readme_builds_and_runs_the_image_this_test_plays() -> None:
+    readme = (ROOT / "deploy" / "README.md").read_text()
+    image = read_dockerfile(DOCKERFILE)
+    assert "docker build -f deploy/Dockerfile -t derender-server:0.1.0 .\n" in readme
+    assert "docker build -f deploy/Dockerfile -t derender-server ." in DOCKERFILE.read_text()
+    assert f"(`{' '.join(image.cmd)}`)" in readme
+    assert f"uid {image.user}" in readme
+    assert image.env["DERENDER_CACHE_DIR"] in readme
