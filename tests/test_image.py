@@ -112,23 +112,29 @@ def blocked_ancestor(path: Path) -> Path | None:
 
 def exposing(paths: list[Path]) -> str:
     """Shell lines (for a private mount namespace) that let another uid reach ``paths``:
-    a blocked directory above one is covered by an empty world-readable tmpfs, and the
-    folder under it that leads to the path is bound back in."""
-    lines = []
-    for index, path in enumerate(sorted(set(paths))):
+    a blocked directory above them is covered by an empty world-readable tmpfs, and the
+    folders under it that lead to them are bound back in (each set aside first)."""
+    children: dict[Path, set[Path]] = {}
+    for path in paths:
         blocked = blocked_ancestor(path)
-        if blocked is None:
-            continue
-        child = blocked / path.relative_to(blocked).parts[0]
-        stash = f"/tmp/.derender-image-stash-{os.getpid()}-{index}"
-        lines += [
-            f"mkdir -p {stash}",
-            f"mount --bind {shlex.quote(str(child))} {stash}",
-            f"mountpoint -q {shlex.quote(str(blocked))} || mount -t tmpfs -o mode=755 none "
-            f"{shlex.quote(str(blocked))}",
-            f"mkdir -p {shlex.quote(str(child))}",
-            f"mount --bind {stash} {shlex.quote(str(child))}",
+        if blocked is not None:
+            children.setdefault(blocked, set()).add(blocked / path.relative_to(blocked).parts[0])
+    lines = []
+    for number, (blocked, kept) in enumerate(sorted(children.items())):
+        aside = [
+            (f"/tmp/.derender-image-{os.getpid()}-{number}-{i}", c)
+            for i, c in enumerate(sorted(kept))
         ]
+        for stash, child in aside:
+            lines += [f"mkdir -p {stash}", f"mount --bind {shlex.quote(str(child))} {stash}"]
+        lines.append(f"mount -t tmpfs -o mode=755 none {shlex.quote(str(blocked))}")
+        for stash, child in aside:
+            lines += [
+                f"mkdir {shlex.quote(str(child))}",
+                f"mount --bind {stash} {shlex.quote(str(child))}",
+                f"umount {stash}",
+                f"rmdir {stash}",
+            ]
     return "\n".join(lines)
 
 
