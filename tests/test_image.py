@@ -12,7 +12,8 @@ What it does not prove, and why:
 - The base image is this machine's Python, not `python:3.11-slim`. The package's
   dependencies are not installed again (that would take minutes): the virtualenv sees
   the test's own site-packages through a `.pth` line, so `pip install .` finds them
-  satisfied and installs the package alone, built from the copied sources.
+  satisfied and installs the package alone, built from the copied sources (its
+  isolated build fetches setuptools from PyPI, as `docker build` would).
 - The `useradd` step is not run (it would add a user to this machine); the test checks
   that it creates the USER's uid, and runs the server as that uid with no passwd entry.
 - This machine's interpreter may live under a directory the uid cannot enter (a Python
