@@ -39,6 +39,9 @@ def built_once(name: str, version: int, build: Callable[[Path], None]) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{name}-build-", dir=target.parent))
+    # mkdtemp makes a private directory (0700). A tokenizer is public data that another
+    # user may have to read: an image builds it as root and runs as an unprivileged user.
+    staging.chmod(0o755)
     # The first start spends its time here; say so rather than sit silent.
     logger.info("building the bundled %s tokenizer in %s (first start only)", name, target)
     started = time.monotonic()

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import platform
 import tracemalloc
+from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    Info,
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -19,7 +25,11 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._exposed = _WithoutCreated(self.registry)
         self._observed: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        Info("derender_build", "The server's version and Python.", registry=self.registry).info(
+            {"version": _version(), "python": platform.python_version()}
+        )
         # process_resident_memory_bytes and friends: what the byte bounds are about.
         ProcessCollector(registry=self.registry)
         if tracemalloc.is_tracing():  # PYTHONTRACEMALLOC=1: what Python objects hold
@@ -106,6 +116,11 @@ class Metrics:
             "Bytes the kept sessions keep alive (each measured when it is kept).",
             registry=self.registry,
         )
+        self.cache_max_bytes = Gauge(
+            "derender_cache_max_bytes",
+            "The bound on derender_cache_bytes (--stream-cache-max-bytes).",
+            registry=self.registry,
+        )
 
         self.ws_connections = Gauge(
             "derender_ws_connections",
@@ -185,4 +200,26 @@ class Metrics:
         series[1].observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self._exposed)
+
+
+class _WithoutCreated(Collector):
+    """A registry's series without the ``*_created`` ones: each counter and histogram
+    child would add a creation timestamp that no dashboard or rule reads, doubling the
+    series a replica exports (prometheus_client turns them off only process-wide)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            created = family.name + "_created"
+            family.samples = [s for s in family.samples if s.name != created]
+            yield family
+
+
+def _version() -> str:
+    try:
+        return version("derender-server")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"

@@ -55,6 +55,7 @@ class DerenderService:
         self.parsed_stream = ParsedStreamDerenderer(tokenizer)
         self.sessions = SessionBuilder(tokenizer, self.parsers, template_defaults)
         self.metrics = Metrics()
+        self.metrics.cache_max_bytes.set(settings.stream_cache_max_bytes)
         self.store = SessionStore(settings, self.metrics)
         parser_settings = (
             settings.tool_call_parser,

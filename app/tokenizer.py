@@ -155,6 +155,12 @@ def resolve_model_dir(name: str) -> Path:
     if bundled is not None:
         try:
             return bundled()
+        except PermissionError as exc:
+            raise TokenizerLoadError(
+                f"cannot build or read the bundled {name!r} tokenizer: {_permission_problem(exc)} "
+                "Make the cache readable (and writable, to build in it) by this user, or set "
+                "DERENDER_CACHE_DIR to a directory it owns."
+            ) from exc
         except (ImportError, RuntimeError, OSError) as exc:  # a missing or changed package
             raise TokenizerLoadError(
                 f"cannot build the bundled {name!r} tokenizer: {exc}. scripts/install "
@@ -183,20 +189,45 @@ def load_tokenizer(model: str, tokenizer: str | None = None) -> Tokenizer:
 
     try:
         hf = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+        config = _read_json(model_dir / "config.json")
+        generation = _read_json(model_dir / "generation_config.json")
     except (OSError, ValueError) as exc:
+        denied = _permission_cause(exc)
+        if denied is not None:
+            raise TokenizerLoadError(
+                f"cannot load a tokenizer from {tokenizer_dir}: {_permission_problem(denied)} "
+                "Make the directory readable by this user."
+            ) from exc
         raise TokenizerLoadError(f"cannot load a tokenizer from {tokenizer_dir}: {exc}") from exc
     if getattr(hf, "backend_tokenizer", None) is None:
         raise TokenizerLoadError(
             f"{tokenizer_dir} has no fast tokenizer (tokenizer.json); derender-server needs one."
         )
-    config = _read_json(model_dir / "config.json")
-    generation = _read_json(model_dir / "generation_config.json")
     eos = generation.get("eos_token_id", config.get("eos_token_id"))
     eos_ids = [eos] if isinstance(eos, int) else [e for e in eos or () if isinstance(e, int)]
     return Tokenizer(
         hf,
         default_max_model_len=_default_max_model_len(config, hf),
         model_eos_token_ids=eos_ids,
+    )
+
+
+def _permission_cause(exc: BaseException) -> PermissionError | None:
+    """The PermissionError behind ``exc``, if any (transformers wraps what it reads)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, PermissionError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _permission_problem(exc: PermissionError) -> str:
+    """Which path this process may not use, and who it runs as: a directory built by
+    another user (root, at an image's build) is the usual cause, not a missing package."""
+    return (
+        f"permission denied on {exc.filename or 'a file in it'} for uid {os.geteuid()} "
+        f"(gid {os.getegid()})."
     )
 
 

@@ -26,7 +26,13 @@ from app.settings import Settings
 from app.websocket import SOCKET_SUFFIX
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
-CUSTOM_KINDS = {"Gateway", "HTTPRoute", "BackendTrafficPolicy", "ClientTrafficPolicy"}
+CUSTOM_KINDS = {
+    "Gateway",
+    "HTTPRoute",
+    "BackendTrafficPolicy",
+    "ClientTrafficPolicy",
+    "PodMonitor",
+}
 WS_PATHS = {CHAT_PATH + SOCKET_SUFFIX, COMPLETIONS_PATH + SOCKET_SUFFIX}
 # The server's --ws-idle-timeout default: a balancer that cut an idle WebSocket sooner
 # would close it before the server's own 1001.
