@@ -15,7 +15,7 @@ answered ``stream_state_required``, so the client resumes it with its full state
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
@@ -97,13 +97,28 @@ class OpenStream:
     model: str | None = None
     prompt_tokens: int | None = None
     held: Held | None = None
+    _size: int = field(default=0, init=False)
+    # The session's history length when it was last measured (0 for a plain stream).
+    _measured_at: int | None = field(default=None, init=False)
 
     def size(self) -> int:
         """Bytes the stream keeps alive (its reply's state is not kept: the next message
-        is answered from the session or request itself)."""
-        if self.session is not None:
-            return _OPEN_STREAM_BYTES + self.session.size(b"")
-        return _OPEN_STREAM_BYTES + deep_size(self.request)
+        is answered from the session or request itself). Measured when it opens, then
+        again whenever a session's history has grown by a sixteenth (at least 16
+        tokens), so a message seldom pays for it; a plain stream's does not grow."""
+        session = self.session
+        if session is None:
+            if self._measured_at is None:
+                self._size = _OPEN_STREAM_BYTES + deep_size(self.request)
+                self._measured_at = 0
+            return self._size
+        tokens = len(session.output_token_ids)
+        last = self._measured_at
+        if last is None or tokens - last >= max(16, last // 16):
+            # The connection keeps no state bytes to compare: the session is its own.
+            self._size = _OPEN_STREAM_BYTES + session.size(b"")
+            self._measured_at = tokens
+        return self._size
 
     def evict(self) -> None:
         """The cache evicted the stream: let go of what it holds."""
@@ -142,11 +157,10 @@ class HeldStreams:
     def __contains__(self, key: StreamKey) -> bool:
         return key in self._streams
 
-    def continued(self, message: SocketMessage) -> OpenStream | None:
-        """The stream ``message`` continues; None when it opens one (it carries context,
-        or its stream is not open here). Raises ``StateRequired`` when the stream was
-        evicted and the message carries no context to resume it with."""
-        key = message.key
+    def continued(self, key: StreamKey, message: SocketMessage) -> OpenStream | None:
+        """The stream ``message`` (of stream ``key``) continues; None when it opens one
+        (it carries context, or its stream is not open here). Raises ``StateRequired``
+        when the stream was evicted and the message carries no context to resume it."""
         stream = self._streams.get(key)
         if stream is None or message.opens:
             return None
@@ -160,8 +174,10 @@ class HeldStreams:
         message, measured again; None: the key's stream is over."""
         current = self._streams.get(key)
         if stream is not None and stream is current:
-            if stream.held is not None:  # else evicted while its message was answered
+            if stream.held is not None:
                 self._cache.touch(stream.held, stream.size())
+            else:  # evicted while its message was answered: what it took up goes
+                stream.evict()
             return
         self.drop(key)
         if stream is None:
@@ -276,7 +292,8 @@ class PlainLane:
         check_history(request.stream_state)
         model = self._validated(request, received.view)
         reply, state = await self._derendered(request, model)
-        return self._held(reply, state, self._slimmed(request))
+        stream = OpenStream(model=request.model, prompt_tokens=request.prompt_tokens)
+        return self._held(reply, state, self._slimmed(request), stream)
 
     async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
         model, prompt_tokens = stream.advanced(message)
@@ -290,7 +307,7 @@ class PlainLane:
         # is held of it is what the derendering reads, which the checks need not see.
         own = "completion_request" if self.completions else "chat_request"
         checked = self._validated(msgspec.structs.replace(request, **{own: None}), BodyView())
-        return self._held(*await self._derendered(request, checked), request)
+        return self._held(*await self._derendered(request, checked), request, stream)
 
     def _slimmed(self, request: Any) -> Any:
         """The request without what no later message reads of it: the messages or the
@@ -323,14 +340,15 @@ class PlainLane:
         )
 
     @staticmethod
-    def _held(reply: Any, state: StreamState, request: Any) -> Answered:
-        """The reply, and unless its chunk ends the stream what the connection holds:
-        ``request`` with the reply's state and without its chunk (the next one's own)."""
-        held = None
-        if not _finished(request.generate_chunk):
-            kept = msgspec.structs.replace(request, generate_chunk=_NO_CHUNK, stream_state=state)
-            held = OpenStream(kept, model=request.model, prompt_tokens=request.prompt_tokens)
-        return reply, encoder.encode(state), held
+    def _held(reply: Any, state: StreamState, request: Any, stream: OpenStream) -> Answered:
+        """The reply, and unless its chunk ends the stream ``stream`` holding ``request``
+        with the reply's state and without its chunk (the next message's own)."""
+        if _finished(request.generate_chunk):
+            return reply, encoder.encode(state), None
+        stream.request = msgspec.structs.replace(
+            request, generate_chunk=_NO_CHUNK, stream_state=state
+        )
+        return reply, encoder.encode(state), stream
 
 
 class SocketReply(Struct):

@@ -141,7 +141,7 @@ class SocketConnection:
 
     async def _answer(self, body: bytes, message: SocketMessage) -> bytes:
         key = message.key
-        stream = self.streams.continued(message)
+        stream = self.streams.continued(key, message)
         if stream is not None:
             reply, carried, held = await self.lane.proceed(message, stream)
         else:

@@ -236,14 +236,15 @@ class SessionCache(Generic[S]):
         counted (evicted meanwhile, or now alone over the byte bound: evicted here)."""
         if not held.counted:
             return False
-        if size > self.max_bytes:
-            self._evict_held(held, Eviction.BYTES)
-            return False
-        self.bytes += size - held.size
-        held.size = size
         held.used = self._clock()
         self._held.move_to_end(held)
-        self._bound()
+        if size != held.size:  # most uses do not change what the holder measures
+            if size > self.max_bytes:
+                self._evict_held(held, Eviction.BYTES)
+                return False
+            self.bytes += size - held.size
+            held.size = size
+            self._bound()
         return True
 
     def unhold(self, held: Held) -> None:
