@@ -104,6 +104,64 @@ def test_a_sessions_accounted_size_is_what_it_costs(
     assert abs(accounted / measured - 1) <= 0.25
 
 
+def _socket_message(body: dict[str, Any], opens: bool) -> str:
+    """A chunk body as a WebSocket message: whole when it opens its stream, else its
+    generate chunk alone."""
+    return json.dumps(body if opens else {"generate_chunk": body["generate_chunk"]})
+
+
+# A chat request padded with a field derender ignores: what a held session must not copy.
+SHAPES_HELD = {
+    **SHAPES,
+    "4 MB ignored chat_request field": dict(
+        _variant(), chat_request=dict(_variant()["chat_request"], padding="p" * 4 * MiB)
+    ),
+}
+# (flags, shape, chunks): parsed sessions as over HTTP, and plain streams (no parser),
+# which hold their last request.
+HELD = [(FLAGS, shape, 1) for shape in SHAPES_HELD] + [
+    (FLAGS, shape, 30) for shape in ("small", "long prompt", "128 tools")
+]
+HELD += [([], shape, 1) for shape in ("long prompt", "2 MB of messages", "4 MB ignored field")]
+
+
+@pytest.mark.parametrize(
+    ("flags", "shape", "chunks"),
+    HELD,
+    ids=[f"{'parsed' if f else 'plain'} {s}-{n} chunk(s)" for f, s, n in HELD],
+)
+def test_a_connections_streams_count_what_they_cost(
+    make_app: AppFactory, flags: list[str], shape: str, chunks: int
+) -> None:
+    """As above for streams a WebSocket connection holds: the cache counts them, within
+    25% of what evicting them frees, and none keeps its first message or a copy of its
+    chat request's padding alive."""
+    app = make_app(flags)
+    cache = app.service.store.cache
+    streams = 4
+    with TestClient(app) as client, client.websocket_connect(CASE["endpoint"] + "/ws") as socket:
+        tracemalloc.start()
+        try:
+            for stream in range(streams):
+                for chunk in range(chunks):
+                    body = _first_chunk_body(SHAPES_HELD[shape], f"{shape}-{stream}", chunk)
+                    socket.send_text(_socket_message(body, chunk == 0))
+                    assert "chunk" in json.loads(socket.receive_text())
+            del body
+            gc.collect()
+            accounted = cache.bytes
+            held = tracemalloc.get_traced_memory()[0]
+            cache.clear()
+            gc.collect()
+            measured = held - tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+    print(f"{shape}, {chunks} chunk(s): accounted {accounted / streams:.0f} B/stream, "
+          f"measured {measured / streams:.0f} B/stream")  # fmt: skip
+    assert measured > 0 and len(cache) == 0
+    assert abs(accounted / measured - 1) <= 0.25
+
+
 def _metric(base: str, name: str) -> float:
     text = httpx.get(f"{base}/metrics").text
     return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
