@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.testclient import TestClient
+from websockets.sync.client import connect
 
 from tests.support.apps import AppFactory
 from tests.support.golden import load_cases, stream_body
@@ -219,3 +220,62 @@ def test_rss_stays_within_the_cache_cap_under_padded_bodies() -> None:
         assert cached() <= cap
         assert _metric(base, "derender_cache_evictions_total") > 0
         assert peak - start < cap + 150 * MiB
+
+
+def test_rss_stays_within_the_cache_cap_over_websocket() -> None:
+    """The same bound for streams WebSocket connections hold: first messages padded with
+    8 MiB, chat requests padded to near their limit, and plain (completion) streams of
+    12 MiB first messages cost what they keep, a few KiB; long-prompt streams past the
+    cap are evicted (the first one's next message gets stream_state_required), so RSS
+    grows by at most cap + 150 MiB and the cache's gauge counts held streams."""
+    cap = 256 * MiB
+    flags = ["--stream-cache-max-bytes", str(cap), "--ws-max-streams", "1000"]
+    # Without tracemalloc: its record of each of a long prompt's int objects would cost
+    # more than the int. A pinned body would show in RSS (large buffers are mapped apart).
+    with serving(*FLAGS, *flags) as base:
+        socket_url = "ws" + base.removeprefix("http") + CASE["endpoint"] + "/ws"
+        completions_url = socket_url.replace("/chat/completions/", "/completions/")
+        with connect(socket_url) as chat, connect(completions_url) as plain:
+
+            def send(socket: Any, body: dict[str, Any], opens: bool = True) -> dict[str, Any]:
+                socket.send(_socket_message(body, opens))
+                reply: dict[str, Any] = json.loads(socket.recv(timeout=60))
+                return reply
+
+            rss = lambda: _metric(base, "process_resident_memory_bytes")  # noqa: E731
+            cached = lambda: _metric(base, "derender_cache_bytes")  # noqa: E731
+            assert "chunk" in send(chat, _first_chunk_body(_variant(), "warm-up"))
+            start = rss()
+
+            padded = dict(_variant(padding=8 * MiB), chat_request=dict(
+                _variant()["chat_request"], padding="p" * (8 * MiB - 16384)))  # fmt: skip
+            for i in range(PADDED):
+                assert "chunk" in send(chat, _first_chunk_body(padded, f"padded-{i}"))
+            for i in range(PADDED):
+                body = _first_chunk_body(_variant(), f"plain-{i}")
+                del body["chat_request"]
+                body["completion_request"] = {"prompt": "x" * 12 * MiB}
+                assert "chunk" in send(plain, body)
+            # A connection's loop holds its last message until the next one: a small one.
+            assert "chunk" in send(chat, _first_chunk_body(_variant(), "small"))
+            small = _first_chunk_body(_variant(), "small")
+            del small["chat_request"]
+            assert "chunk" in send(plain, dict(small, completion_request={"prompt": "x"}))
+            kept, grown = cached(), rss() - start
+            print(f"{PADDED} parsed streams from 16 MiB messages, {PADDED} plain ones from "
+                  f"12 MiB: RSS +{grown / MiB:.0f} MiB, counted {kept / MiB:.1f} MiB")  # fmt: skip
+            assert 0 < kept < 2 * PADDED * 65536  # counted, and none of the padding
+            assert grown < 64 * MiB  # they pinned 560 MiB of messages before
+
+            long = _variant(prompt=32000)  # about 1.2 MiB a session
+            for i in range(300):  # about 360 MiB: past the cap, the oldest go
+                assert "chunk" in send(chat, _first_chunk_body(long, f"long-{i}"))
+            peak = rss()
+            print(f"300 long-prompt streams: RSS +{(peak - start) / MiB:.0f} MiB over the "
+                  f"start, accounted {cached() / MiB:.0f} MiB (cap {cap / MiB:.0f})")  # fmt: skip
+            assert cap / 2 < cached() <= cap
+            assert _metric(base, "derender_cache_evictions_total") > 0
+            assert peak - start < cap + 150 * MiB
+            evicted = send(chat, _first_chunk_body(long, "padded-0", 1), opens=False)
+            assert evicted["error"]["code"] == "stream_state_required"
+            assert "chunk" in send(chat, _first_chunk_body(long, "long-299", 1), opens=False)
