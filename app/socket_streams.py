@@ -133,8 +133,9 @@ class OpenStream:
         return self.model, self.prompt_tokens
 
 
-# The stream object and its model and digest strings (measured with tracemalloc).
-_OPEN_STREAM_BYTES = 300
+# What holding a stream costs besides its session or request: its count in the cache
+# and its place in the LRU (measured with tracemalloc, tests/test_memory.py).
+_OPEN_STREAM_BYTES = 150
 EVICTED = (
     "the stream cache evicted this stream's session (--stream-cache-max-bytes, "
     "--stream-cache-size, --stream-cache-ttl)"
