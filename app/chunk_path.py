@@ -191,7 +191,8 @@ class ParsedChunks:
         chunk = request.generate_chunk
         key, fingerprint = found.key, found.fingerprint
         reply, state, session = await self.derendered(request, model, found)
-        carried = self.carried(state, session, fingerprint if compact else None)
+        context = fingerprint.digest if compact and fingerprint is not None else None
+        carried = self.carried(state, session, context)
         if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
                 await self.store.drop(key, fingerprint, Eviction.FINISHED)
@@ -218,14 +219,14 @@ class ParsedChunks:
 
     @staticmethod
     def carried(
-        state: StreamState, session: StreamSession | None, compact_under: Fingerprint | None
+        state: StreamState, session: StreamSession | None, compact_under: bytes | None
     ) -> bytes:
         """The encoded state a reply carries: the full one, its history from the
-        session's ready JSON (never encoded again), or with ``compact_under`` the
-        compact one, its history named under that fingerprint."""
+        session's ready JSON (never encoded again), or with ``compact_under`` (a
+        fingerprint's digest) the compact one, its history named under it."""
         if compact_under is not None:
             if session is None:  # a usage-only chunk
-                return encoder.encode(compact_of(state, compact_under.digest))
+                return encoder.encode(compact_of(state, compact_under))
             return encoder.encode(session.compact_state(state, compact_under))
         if session is not None:
             ids, lens = session.history_json()

@@ -194,13 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--stream-cache-size",
         type=int,
         default=_DEFAULTS.stream_cache_size,
-        help="live stream sessions kept between chunks (0: none, every chunk replays)",
+        help="live stream sessions kept between chunks, on WebSocket connections too "
+        "(0: none, every chunk replays)",
     )
     parser.add_argument(
         "--stream-cache-max-bytes",
         type=_positive_int,
         default=_DEFAULTS.stream_cache_max_bytes,
-        help="bytes the kept sessions may keep alive (each measured when it is kept)",
+        help="bytes the kept sessions, WebSocket connections' included, may keep alive "
+        "(each measured when it is kept)",
     )
     parser.add_argument(
         "--stream-cache-ttl",

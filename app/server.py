@@ -104,7 +104,11 @@ class DerenderApp:
             await receive()  # the handshake
             await send(refuse_socket())
             return
-        await SocketConnection(self.service, lane).serve(receive, send)
+        connection = SocketConnection(self.service, lane)
+        try:
+            await connection.serve(receive, send)
+        finally:
+            connection.close()
 
     async def _respond(
         self, scope: Scope, receive: Receive, send: Send, endpoint: str, handle: Handler

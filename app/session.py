@@ -188,12 +188,12 @@ class StreamSession:
         match). The history is counted from its lengths; what is walked (the request
         parts once, the parser state whenever the history has grown by a quarter since
         it was last walked) costs amortized O(1) per token, never a walk per chunk."""
-        assert self.fingerprint is not None and self.answered is not None
+        assert self.answered is not None
         if self._fixed_bytes is None:
             seen: set[int] = set()
             self._fixed_bytes = (
                 _OBJECTS_BYTES
-                + deep_size(self.fingerprint, seen)
+                + (deep_size(self.fingerprint, seen) if self.fingerprint is not None else 0)
                 + deep_size(self.chat_request, seen)
                 + deep_size(self.parser.options, seen)
                 + int_list_bytes(self.prompt_token_ids)
@@ -217,6 +217,13 @@ class StreamSession:
             + self._history.size()
             + (self._dumps_history.size() if self._dumps_history is not None else 0)
         )
+
+    def leave_store(self) -> None:
+        """The session leaves the store for a holder that names it by its digest (a
+        WebSocket connection): it lets go of the request bytes a kept session is compared
+        with (up to the body limit), and is measured again without them."""
+        self.fingerprint = None
+        self._fixed_bytes = None
 
     def snapshot(self) -> bytes:
         window = self.detokenizer.window
@@ -281,10 +288,11 @@ class StreamSession:
         ids, lens = self._history.arrays()
         return Raw(ids), Raw(lens)
 
-    def compact_state(self, state: StreamState, fingerprint: Fingerprint) -> CompactStreamState:
+    def compact_state(self, state: StreamState, context: bytes) -> CompactStreamState:
         """``state`` (this session's, after its last chunk) as a compact state: its
-        history named by the session's digest under ``fingerprint``."""
-        return compact(state, self._digest, fingerprint.digest)
+        history named by the session's digest under ``context`` (the digest of its
+        fingerprint)."""
+        return compact(state, self._digest, context)
 
     def _dumps(self) -> HistoryJson:
         """The history as ``json.dumps`` writes it: built at the first call (a client

@@ -5,13 +5,17 @@ full ``stream_state``) opens its stream, as an HTTP chunk of the full protocol w
 answered; the connection then holds what the next chunk continues, so a later message is
 its generate chunk alone. A parsed chat stream is held as its session (taken out of the
 store for good: the connection is the only one to continue it), a plain stream as its
-last request with the state its reply carried.
+last request with the state its reply carried, without what no later message reads.
+
+What a connection holds counts against the stream cache's bounds like a session kept
+between HTTP chunks (``HeldStreams``): when the cache evicts a held stream, the
+connection lets its session go, and the stream's next message without context is
+answered ``stream_state_required``, so the client resumes it with its full state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
@@ -21,6 +25,7 @@ from app.body import Received, decode_body
 from app.chunk_path import Found, ParsedChunks
 from app.compact import is_compact
 from app.errors import BadRequest, StateRequired
+from app.memsize import deep_size
 from app.protocol import (
     BodyView,
     ChatStreamDerenderRequest,
@@ -30,7 +35,7 @@ from app.protocol import (
     encoder,
 )
 from app.service import DerenderService
-from app.session import Fingerprint, StreamSession
+from app.session import StreamSession, kept_chat_request
 from app.session_store import Acquired, Source, StreamKey
 from app.validation import (
     check_chunk,
@@ -43,8 +48,10 @@ from app.validation import (
     validate_chat_stream,
     validate_completion_stream,
 )
+from cache.sessions import Held, SessionCache
 
 _NULL = Raw(b"null")
+_NO_CHUNK = GenerateChunk(choices=[], request_id="")
 
 
 class SocketMessage(Struct):
@@ -77,17 +84,45 @@ class SocketMessage(Struct):
         return chunk.request_id, chunk.choices[0].index if chunk.choices else 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class OpenStream:
     """A stream a connection holds: a plain stream's last request (its context and
-    state), or a parsed chat stream's session and the fingerprint that names it; and the
-    ``model`` and ``prompt_tokens`` its messages last said."""
+    state), or a parsed chat stream's session and the digest of the fingerprint that
+    names it; the ``model`` and ``prompt_tokens`` its messages last said; and its count
+    in the stream cache (None once evicted: it then holds nothing)."""
 
     request: Any = None
     session: StreamSession | None = None
-    fingerprint: Fingerprint | None = None
+    context: bytes = b""
     model: str | None = None
     prompt_tokens: int | None = None
+    held: Held | None = None
+    _size: int = field(default=0, init=False)
+    # The session's history length when it was last measured (0 for a plain stream).
+    _measured_at: int | None = field(default=None, init=False)
+
+    def size(self) -> int:
+        """Bytes the stream keeps alive (its reply's state is not kept: the next message
+        is answered from the session or request itself). Measured when it opens, then
+        again whenever a session's history has grown by a sixteenth (at least 16
+        tokens), so a message seldom pays for it; a plain stream's does not grow."""
+        session = self.session
+        if session is None:
+            if self._measured_at is None:
+                self._size = _OPEN_STREAM_BYTES + deep_size(self.request)
+                self._measured_at = 0
+            return self._size
+        tokens = len(session.output_token_ids)
+        last = self._measured_at
+        if last is None or tokens - last >= max(16, last // 16):
+            # The connection keeps no state bytes to compare: the session is its own.
+            self._size = _OPEN_STREAM_BYTES + session.size(b"")
+            self._measured_at = tokens
+        return self._size
+
+    def evict(self) -> None:
+        """The cache evicted the stream: let go of what it holds."""
+        self.held = self.request = self.session = None
 
     def advanced(self, message: SocketMessage) -> tuple[str | None, int | None]:
         """The ``model`` and ``prompt_tokens`` of ``message``: its own, else the stream's."""
@@ -96,6 +131,73 @@ class OpenStream:
         if message.prompt_tokens is not None:
             self.prompt_tokens = message.prompt_tokens
         return self.model, self.prompt_tokens
+
+
+# What holding a stream costs besides its session or request: its count in the cache
+# and its place in the LRU (measured with tracemalloc, tests/test_memory.py).
+_OPEN_STREAM_BYTES = 150
+EVICTED = (
+    "the stream cache evicted this stream's session (--stream-cache-max-bytes, "
+    "--stream-cache-size, --stream-cache-ttl)"
+)
+
+
+class HeldStreams:
+    """A connection's open streams, each counted in the stream cache while it is held,
+    so they share one bound (entries, bytes, idle time) with the sessions kept between
+    HTTP chunks. An evicted stream stays known, holding nothing, until its next message:
+    without context, it is answered ``stream_state_required``."""
+
+    def __init__(self, cache: SessionCache[StreamSession]) -> None:
+        self._cache = cache
+        self._streams: dict[StreamKey, OpenStream] = {}
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def __contains__(self, key: StreamKey) -> bool:
+        return key in self._streams
+
+    def continued(self, key: StreamKey, message: SocketMessage) -> OpenStream | None:
+        """The stream ``message`` (of stream ``key``) continues; None when it opens one
+        (it carries context, or its stream is not open here). Raises ``StateRequired``
+        when the stream was evicted and the message carries no context to resume it."""
+        stream = self._streams.get(key)
+        if stream is None or message.opens:
+            return None
+        if stream.held is None:
+            del self._streams[key]
+            raise StateRequired(EVICTED)
+        return stream
+
+    def put(self, key: StreamKey, stream: OpenStream | None) -> None:
+        """Hold ``stream`` (the one the key's message continued or opened) for the next
+        message, measured again; None: the key's stream is over."""
+        current = self._streams.get(key)
+        if stream is not None and stream is current:
+            if stream.held is not None:
+                self._cache.touch(stream.held, stream.size())
+            else:  # evicted while its message was answered: what it took up goes
+                stream.evict()
+            return
+        self.drop(key)
+        if stream is None:
+            return
+        self._streams[key] = stream
+        stream.held = self._cache.hold(stream.size(), stream.evict)
+        if stream.held is None:  # the cache keeps nothing this large (or nothing at all)
+            stream.evict()
+
+    def drop(self, key: StreamKey) -> None:
+        """The key's stream leaves the connection (it failed, or is opened anew)."""
+        stream = self._streams.pop(key, None)
+        if stream is not None and stream.held is not None:
+            self._cache.unhold(stream.held)
+
+    def close(self) -> None:
+        """The connection is gone: its streams stop counting."""
+        for key in list(self._streams):
+            self.drop(key)
 
 
 # A chunk's reply, the state it carries (encoded) and what the connection holds after it
@@ -142,16 +244,17 @@ class ParsedChatLane:
         if found.acquired.source is Source.HIT:
             self.chunks.store.release(found.key, fingerprint)
         reply, state, session = await self.chunks.derendered(request, model, found)
-        carried = self.chunks.carried(state, session, fingerprint)
+        context = fingerprint.digest
+        carried = self.chunks.carried(state, session, context)
         held = None
         if session is not None and not _finished(request.generate_chunk):
-            detached = fingerprint.detached()
-            held = OpenStream(None, session, detached, request.model, request.prompt_tokens)
+            session.leave_store()
+            held = OpenStream(None, session, context, request.model, request.prompt_tokens)
         return reply, carried, held
 
     async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
-        session, fingerprint = stream.session, stream.fingerprint
-        assert session is not None and fingerprint is not None
+        session, context = stream.session, stream.context
+        assert session is not None
         chunk = message.generate_chunk
         requested, prompt_tokens = stream.advanced(message)
         model = check_model(requested, self.limits)
@@ -166,9 +269,10 @@ class ParsedChatLane:
             raise BadRequest(problem)
         request = session.request_for(chunk, requested, prompt_tokens)
         key = (chunk.request_id, chunk.choices[0].index)
-        found = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
+        # No fingerprint: the session is the connection's, none of the store's to drop.
+        found = Found(key, None, Acquired(session, Source.HIT), delta)
         reply, state, _ = await self.chunks.derendered(request, model, found)
-        carried = self.chunks.carried(state, session, fingerprint)
+        carried = self.chunks.carried(state, session, context)
         return reply, carried, None if _finished(chunk) else stream
 
 
@@ -187,7 +291,10 @@ class PlainLane:
     async def open(self, received: Received) -> Answered:
         request: Any = decode_body(received.body, self.kind)
         check_history(request.stream_state)
-        return await self._answer(request, received)
+        model = self._validated(request, received.view)
+        reply, state = await self._derendered(request, model)
+        stream = OpenStream(model=request.model, prompt_tokens=request.prompt_tokens)
+        return self._held(reply, state, self._slimmed(request), stream)
 
     async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
         model, prompt_tokens = stream.advanced(message)
@@ -197,26 +304,52 @@ class PlainLane:
             model=model,
             prompt_tokens=prompt_tokens,
         )
-        return await self._answer(request, None)
+        # The chat or completion request passed its checks when the stream opened; what
+        # is held of it is what the derendering reads, which the checks need not see.
+        own = "completion_request" if self.completions else "chat_request"
+        checked = self._validated(msgspec.structs.replace(request, **{own: None}), BodyView())
+        return self._held(*await self._derendered(request, checked), request, stream)
 
-    async def _answer(self, request: Any, received: Received | None) -> Answered:
-        limits, plain = self.service.limits, self.service.plain_stream
-        derender: Callable[[Any, str], tuple[Any, StreamState]]
+    def _slimmed(self, request: Any) -> Any:
+        """The request without what no later message reads of it: the messages or the
+        prompt (raw views that would keep the whole first message alive), and the chat
+        request's tools and template fields."""
         if self.completions:
-            model = validate_completion_stream(request, limits)
-            derender = plain.completion
-        else:
-            view = received.view if received is not None else BodyView()
-            model = validate_chat_stream(request, view, limits)
-            check_state_ids(request.stream_state, limits)
-            derender = plain.chat
-        chunk = request.generate_chunk
-        reply, state = await self.service.run(chunk_tokens(chunk), derender, request, model)
-        held = None
-        if not _finished(chunk):
-            kept = msgspec.structs.replace(request, stream_state=state)
-            held = OpenStream(kept, model=request.model, prompt_tokens=request.prompt_tokens)
-        return reply, encoder.encode(state), held
+            options = request.completion_request
+            if options is not None:
+                options = msgspec.structs.replace(options, prompt=_NULL, prompt_embeds=_NULL)
+            return msgspec.structs.replace(request, completion_request=options)
+        chat_request = request.chat_request
+        if chat_request is not None:
+            chat_request = kept_chat_request(chat_request)
+        return msgspec.structs.replace(request, chat_request=chat_request)
+
+    def _validated(self, request: Any, view: BodyView) -> str:
+        """The request checked; returns the reply's model name."""
+        limits = self.service.limits
+        if self.completions:
+            return validate_completion_stream(request, limits)
+        model = validate_chat_stream(request, view, limits)
+        check_state_ids(request.stream_state, limits)
+        return model
+
+    async def _derendered(self, request: Any, model: str) -> tuple[Any, StreamState]:
+        plain = self.service.plain_stream
+        derender = plain.completion if self.completions else plain.chat
+        return await self.service.run(
+            chunk_tokens(request.generate_chunk), derender, request, model
+        )
+
+    @staticmethod
+    def _held(reply: Any, state: StreamState, request: Any, stream: OpenStream) -> Answered:
+        """The reply, and unless its chunk ends the stream ``stream`` holding ``request``
+        with the reply's state and without its chunk (the next message's own)."""
+        if _finished(request.generate_chunk):
+            return reply, encoder.encode(state), None
+        stream.request = msgspec.structs.replace(
+            request, generate_chunk=_NO_CHUNK, stream_state=state
+        )
+        return reply, encoder.encode(state), stream
 
 
 class SocketReply(Struct):

@@ -23,7 +23,7 @@ from app.failures import failure
 from app.protocol import ErrorInfo, encoder
 from app.service import DerenderService
 from app.session_store import StreamKey
-from app.socket_streams import Lane, OpenStream, SocketMessage, SocketReply
+from app.socket_streams import HeldStreams, Lane, SocketMessage, SocketReply
 
 SOCKET_SUFFIX = "/ws"
 # The close code the server sends when it goes away (on the idle timeout).
@@ -72,8 +72,12 @@ class SocketConnection:
     def __init__(self, service: DerenderService, lane: Lane) -> None:
         self.service = service
         self.lane = lane
-        self.streams: dict[StreamKey, OpenStream] = {}
+        self.streams = HeldStreams(service.store.cache)
         self._last_message = time.monotonic()
+
+    def close(self) -> None:
+        """The connection is gone: the streams it held stop counting in the cache."""
+        self.streams.close()
 
     async def serve(self, receive: Receive, send: Send) -> None:
         if (await receive())["type"] != "websocket.connect":
@@ -117,7 +121,7 @@ class SocketConnection:
         except Exception as exc:
             key = key or _named_stream(body)
             if key is not None:
-                self.streams.pop(key, None)
+                self.streams.drop(key)
             error = failure(exc, self.service.metrics, self.lane.endpoint, body)
             status = error.status
             request_id, index = key if key is not None else (None, None)
@@ -140,19 +144,21 @@ class SocketConnection:
 
     async def _answer(self, body: bytes, message: SocketMessage) -> bytes:
         key = message.key
-        stream = self.streams.pop(key, None)
-        if stream is not None and not message.opens:
+        stream = self.streams.continued(key, message)
+        if stream is not None:
             reply, carried, held = await self.lane.proceed(message, stream)
         else:
-            if stream is None and len(self.streams) >= self.service.settings.ws_max_streams:
+            if (
+                key not in self.streams
+                and len(self.streams) >= self.service.settings.ws_max_streams
+            ):
                 raise BadRequest(
                     f"this connection already carries {len(self.streams)} open streams "
                     "(--ws-max-streams): finish one, or open another connection."
                 )
             view = received(body, self.lane.endpoint, None, compact=True)
             reply, carried, held = await self.lane.open(view)
-        if held is not None:
-            self.streams[key] = held
+        self.streams.put(key, held)
         return encoder.encode(SocketReply(key[0], key[1], reply, msgspec.Raw(carried)))
 
 

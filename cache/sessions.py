@@ -15,6 +15,11 @@ ordered dict below is the whole LRU.
 A key holds up to ``variants`` sessions of different fingerprints, so streams that
 share a request id (by accident or on purpose) do not evict each other's sessions; a
 lookup compares the request's fingerprint with at most that many.
+
+A holder that keeps a session itself between chunks (a WebSocket connection) counts it
+here as ``Held``: its size and last use, in the same LRU and byte count as the kept
+entries, so one bound covers every session alive. Evicted, the holder is told to let
+the session go; it never costs a lookup.
 """
 
 from __future__ import annotations
@@ -61,6 +66,18 @@ class Entry(Generic[S]):
     used: float
 
 
+@dataclass(slots=True, eq=False)
+class Held:
+    """A session its holder keeps (see the module's docstring): what it costs, when it
+    was last used, and how its holder lets it go when it is evicted. ``counted`` is
+    False once it has left the cache (evicted, or let go by the holder)."""
+
+    size: int
+    used: float
+    let_go: Callable[[], None]
+    counted: bool = True
+
+
 # An entry's place: the stream key and a serial number telling its variants apart.
 _Slot = tuple[Hashable, int]
 
@@ -90,6 +107,7 @@ class SessionCache(Generic[S]):
         self._slots: dict[Hashable, list[_Slot]] = {}  # a key's variants, oldest first
         self._out: dict[Hashable, list[object]] = {}  # fingerprints checked out, by key
         self._serials = itertools.count()
+        self._held: OrderedDict[Held, None] = OrderedDict()  # least recently used first
         self.bytes = 0
 
     @property
@@ -97,7 +115,7 @@ class SessionCache(Generic[S]):
         return self.max_entries > 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._held)
 
     def entries(self) -> list[Entry[S]]:
         """The kept entries, least recently used first, for inspection (the live
@@ -198,7 +216,47 @@ class SessionCache(Generic[S]):
         slots.append(slot)
         self._entries[slot] = Entry(session, fingerprint, state, size, self._clock())
         self.bytes += size
-        while len(self._entries) > self.max_entries:
+        self._bound()
+
+    def hold(self, size: int, let_go: Callable[[], None]) -> Held | None:
+        """Count a session its holder keeps, of ``size`` bytes, as the most recently
+        used, then enforce the bounds (older sessions may go). None when it cannot be
+        kept: caching is off, or it alone is over the byte bound."""
+        if not self.enabled or size > self.max_bytes:
+            return None
+        held = Held(size, self._clock(), let_go)
+        self._held[held] = None
+        self.bytes += size
+        self._bound()
+        return held
+
+    def touch(self, held: Held, size: int) -> bool:
+        """The holder used its session again, which now costs ``size``: it becomes the
+        most recently used, then the bounds are enforced. False when it is no longer
+        counted (evicted meanwhile, or now alone over the byte bound: evicted here)."""
+        if not held.counted:
+            return False
+        held.used = self._clock()
+        self._held.move_to_end(held)
+        if size != held.size:  # most uses do not change what the holder measures
+            if size > self.max_bytes:
+                self._evict_held(held, Eviction.BYTES)
+                return False
+            self.bytes += size - held.size
+            held.size = size
+            self._bound()
+        return True
+
+    def unhold(self, held: Held) -> None:
+        """The holder let its session go (the stream finished or failed, or the holder
+        closed): it stops counting, and ``let_go`` is not called."""
+        if held.counted:
+            del self._held[held]
+            self.bytes -= held.size
+            held.counted = False
+
+    def _bound(self) -> None:
+        while len(self) > self.max_entries:
             self._evict_oldest(Eviction.CAPACITY)
         while self.bytes > self.max_bytes:
             self._evict_oldest(Eviction.BYTES)
@@ -210,17 +268,18 @@ class SessionCache(Generic[S]):
         """
         now = self._clock()
         dropped = 0
-        while self._entries:
-            entry = next(iter(self._entries.values()))
-            if now - entry.used <= self.ttl:
-                break
+        while (used := self._oldest_use()) is not None and now - used > self.ttl:
             self._evict_oldest(Eviction.TTL)
             dropped += 1
         return dropped
 
     def clear(self) -> None:
+        """Forget every session: kept ones are dropped, held ones let go by their holders."""
         self._entries.clear()
         self._slots.clear()
+        for held in list(self._held):
+            self.unhold(held)
+            held.let_go()
         self.bytes = 0
 
     def _remove(self, slot: _Slot) -> Entry[S]:
@@ -233,6 +292,28 @@ class SessionCache(Generic[S]):
             del self._slots[key]
         return entry
 
+    def _oldest_use(self) -> float | None:
+        """When the least recently used session, kept or held, was last used."""
+        uses = [
+            next(iter(self._entries.values())).used if self._entries else None,
+            next(iter(self._held)).used if self._held else None,
+        ]
+        return min((used for used in uses if used is not None), default=None)
+
     def _evict_oldest(self, reason: Eviction) -> None:
-        self._remove(next(iter(self._entries)))
+        """Evict the least recently used session, kept or held (each LRU is in order of
+        use, so it is the older of their heads)."""
+        held = next(iter(self._held), None)
+        if self._entries:
+            entry = next(iter(self._entries.items()))
+            if held is None or entry[1].used < held.used:
+                self._remove(entry[0])
+                self._on_evict(reason)
+                return
+        assert held is not None  # only called while a session is over a bound
+        self._evict_held(held, reason)
+
+    def _evict_held(self, held: Held, reason: Eviction) -> None:
+        self.unhold(held)
+        held.let_go()
         self._on_evict(reason)

@@ -94,6 +94,47 @@ def test_idle_sessions_expire() -> None:
     assert evicted.count(Eviction.TTL) == 3
 
 
+def test_held_sessions_share_the_lru_and_the_bounds_with_kept_ones() -> None:
+    """A holder's session (a WebSocket stream) counts like a kept one: the least
+    recently used of either kind goes first, and its holder is told to let it go."""
+    cache, evicted, clock = make_cache()
+    gone: list[str] = []
+    first = cache.hold(100, lambda: gone.append("first"))
+    clock.now = 1
+    cache.checkin("kept", "kept", b"fp", b"s", 100)
+    clock.now = 2
+    second = cache.hold(100, lambda: gone.append("second"))
+    assert first is not None and second is not None
+    assert (len(cache), cache.bytes) == (3, 300)
+    clock.now = 3
+    assert cache.touch(first, 150)  # now the most recently used
+    assert cache.bytes == 350
+    cache.checkin("new", "new", b"fp", b"s", 100)  # one over the count: "kept" goes
+    assert cache.checkout("kept", b"fp", b"s") == (None, Miss.ABSENT)
+    assert gone == [] and evicted == [Eviction.CAPACITY]
+    assert cache.touch(first, 850)  # over the bytes: the oldest, "second", goes
+    assert gone == ["second"] and not second.counted and not cache.touch(second, 10)
+    assert cache.bytes == 950 and evicted[-1] == Eviction.BYTES
+    assert not cache.touch(first, 5000)  # alone over the bound: evicted itself
+    assert gone == ["second", "first"] and cache.bytes == 100 and len(cache) == 1
+
+
+def test_a_let_go_or_idle_held_session_stops_counting() -> None:
+    cache, evicted, clock = make_cache()
+    gone: list[str] = []
+    held = cache.hold(100, lambda: gone.append("held"))
+    idle = cache.hold(100, lambda: gone.append("idle"))
+    assert held is not None and idle is not None
+    cache.unhold(held)
+    assert (len(cache), cache.bytes, gone) == (1, 100, [])
+    assert not cache.touch(held, 100)
+    clock.now = 11
+    assert cache.sweep() == 1 and gone == ["idle"] and evicted == [Eviction.TTL]
+    assert (len(cache), cache.bytes) == (0, 0)
+    assert cache.hold(5000, lambda: None) is None  # alone over the bound
+    assert make_cache(max_entries=0)[0].hold(10, lambda: None) is None
+
+
 def test_disabled_cache_keeps_nothing() -> None:
     cache, _, _ = make_cache(max_entries=0)
     cache.checkin("k", "session", b"fp", b"s", 10)

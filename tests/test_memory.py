@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.testclient import TestClient
+from websockets.sync.client import connect
 
 from tests.support.apps import AppFactory
 from tests.support.golden import load_cases, stream_body
@@ -104,6 +105,64 @@ def test_a_sessions_accounted_size_is_what_it_costs(
     assert abs(accounted / measured - 1) <= 0.25
 
 
+def _socket_message(body: dict[str, Any], opens: bool) -> str:
+    """A chunk body as a WebSocket message: whole when it opens its stream, else its
+    generate chunk alone."""
+    return json.dumps(body if opens else {"generate_chunk": body["generate_chunk"]})
+
+
+# A chat request padded with a field derender ignores: what a held session must not copy.
+SHAPES_HELD = {
+    **SHAPES,
+    "4 MB ignored chat_request field": dict(
+        _variant(), chat_request=dict(_variant()["chat_request"], padding="p" * 4 * MiB)
+    ),
+}
+# (flags, shape, chunks): parsed sessions as over HTTP, and plain streams (no parser),
+# which hold their last request.
+HELD = [(FLAGS, shape, 1) for shape in SHAPES_HELD] + [
+    (FLAGS, shape, 30) for shape in ("small", "long prompt", "128 tools")
+]
+HELD += [([], shape, 1) for shape in ("long prompt", "2 MB of messages", "4 MB ignored field")]
+
+
+@pytest.mark.parametrize(
+    ("flags", "shape", "chunks"),
+    HELD,
+    ids=[f"{'parsed' if f else 'plain'} {s}-{n} chunk(s)" for f, s, n in HELD],
+)
+def test_a_connections_streams_count_what_they_cost(
+    make_app: AppFactory, flags: list[str], shape: str, chunks: int
+) -> None:
+    """As above for streams a WebSocket connection holds: the cache counts them, within
+    25% of what evicting them frees, and none keeps its first message or a copy of its
+    chat request's padding alive."""
+    app = make_app(flags)
+    cache = app.service.store.cache
+    streams = 16  # a held stream is a few KiB: more of them average the heap's noise out
+    with TestClient(app) as client, client.websocket_connect(CASE["endpoint"] + "/ws") as socket:
+        tracemalloc.start()
+        try:
+            for stream in range(streams):
+                for chunk in range(chunks):
+                    body = _first_chunk_body(SHAPES_HELD[shape], f"{shape}-{stream}", chunk)
+                    socket.send_text(_socket_message(body, chunk == 0))
+                    assert "chunk" in json.loads(socket.receive_text())
+            del body
+            gc.collect()
+            accounted = cache.bytes
+            held = tracemalloc.get_traced_memory()[0]
+            cache.clear()
+            gc.collect()
+            measured = held - tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+    print(f"{shape}, {chunks} chunk(s): accounted {accounted / streams:.0f} B/stream, "
+          f"measured {measured / streams:.0f} B/stream")  # fmt: skip
+    assert measured > 0 and len(cache) == 0
+    assert abs(accounted / measured - 1) <= 0.25
+
+
 def _metric(base: str, name: str) -> float:
     text = httpx.get(f"{base}/metrics").text
     return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
@@ -161,3 +220,62 @@ def test_rss_stays_within_the_cache_cap_under_padded_bodies() -> None:
         assert cached() <= cap
         assert _metric(base, "derender_cache_evictions_total") > 0
         assert peak - start < cap + 150 * MiB
+
+
+def test_rss_stays_within_the_cache_cap_over_websocket() -> None:
+    """The same bound for streams WebSocket connections hold: first messages padded with
+    8 MiB, chat requests padded to near their limit, and plain (completion) streams of
+    12 MiB first messages cost what they keep, a few KiB; long-prompt streams past the
+    cap are evicted (the first one's next message gets stream_state_required), so RSS
+    grows by at most cap + 150 MiB and the cache's gauge counts held streams."""
+    cap = 256 * MiB
+    flags = ["--stream-cache-max-bytes", str(cap), "--ws-max-streams", "1000"]
+    # Without tracemalloc: its record of each of a long prompt's int objects would cost
+    # more than the int. A pinned body would show in RSS (large buffers are mapped apart).
+    with serving(*FLAGS, *flags) as base:
+        socket_url = "ws" + base.removeprefix("http") + CASE["endpoint"] + "/ws"
+        completions_url = socket_url.replace("/chat/completions/", "/completions/")
+        with connect(socket_url) as chat, connect(completions_url) as plain:
+
+            def send(socket: Any, body: dict[str, Any], opens: bool = True) -> dict[str, Any]:
+                socket.send(_socket_message(body, opens))
+                reply: dict[str, Any] = json.loads(socket.recv(timeout=60))
+                return reply
+
+            rss = lambda: _metric(base, "process_resident_memory_bytes")  # noqa: E731
+            cached = lambda: _metric(base, "derender_cache_bytes")  # noqa: E731
+            assert "chunk" in send(chat, _first_chunk_body(_variant(), "warm-up"))
+            start = rss()
+
+            padded = dict(_variant(padding=8 * MiB), chat_request=dict(
+                _variant()["chat_request"], padding="p" * (8 * MiB - 16384)))  # fmt: skip
+            for i in range(PADDED):
+                assert "chunk" in send(chat, _first_chunk_body(padded, f"padded-{i}"))
+            for i in range(PADDED):
+                body = _first_chunk_body(_variant(), f"plain-{i}")
+                del body["chat_request"]
+                body["completion_request"] = {"prompt": "x" * 12 * MiB}
+                assert "chunk" in send(plain, body)
+            # A connection's loop holds its last message until the next one: a small one.
+            assert "chunk" in send(chat, _first_chunk_body(_variant(), "small"))
+            small = _first_chunk_body(_variant(), "small")
+            del small["chat_request"]
+            assert "chunk" in send(plain, dict(small, completion_request={"prompt": "x"}))
+            kept, grown = cached(), rss() - start
+            print(f"{PADDED} parsed streams from 16 MiB messages, {PADDED} plain ones from "
+                  f"12 MiB: RSS +{grown / MiB:.0f} MiB, counted {kept / MiB:.1f} MiB")  # fmt: skip
+            assert 0 < kept < 2 * PADDED * 65536  # counted, and none of the padding
+            assert grown < 64 * MiB  # they pinned 560 MiB of messages before
+
+            long = _variant(prompt=32000)  # about 1.2 MiB a session
+            for i in range(300):  # about 360 MiB: past the cap, the oldest go
+                assert "chunk" in send(chat, _first_chunk_body(long, f"long-{i}"))
+            peak = rss()
+            print(f"300 long-prompt streams: RSS +{(peak - start) / MiB:.0f} MiB over the "
+                  f"start, accounted {cached() / MiB:.0f} MiB (cap {cap / MiB:.0f})")  # fmt: skip
+            assert cap / 2 < cached() <= cap
+            assert _metric(base, "derender_cache_evictions_total") > 0
+            assert peak - start < cap + 150 * MiB
+            evicted = send(chat, _first_chunk_body(long, "padded-0", 1), opens=False)
+            assert evicted["error"]["code"] == "stream_state_required"
+            assert "chunk" in send(chat, _first_chunk_body(long, "long-299", 1), opens=False)

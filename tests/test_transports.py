@@ -307,6 +307,95 @@ def test_a_connection_refuses_a_stream_past_its_bound(make_app: AppFactory) -> N
         assert "chunk" in json.loads(socket.receive_text())
 
 
+def _metric(text: str, name: str) -> float:
+    line = next(line for line in text.splitlines() if line.startswith(name + " "))
+    return float(line.split()[1])
+
+
+def test_streams_a_connection_holds_count_in_the_stream_cache(make_app: AppFactory) -> None:
+    """Held streams count in the cache's gauges beside kept HTTP sessions, the oldest
+    is evicted past the bound (its next message gets stream_state_required, its full
+    re-send resumes it), and a closed connection's streams stop counting."""
+    app = make_app([*PARSED, "--stream-cache-size", "2"])
+    cache = app.service.store.cache
+    with TestClient(app) as http:
+        assert http.post(CHAT_PATH, json=_body("kept", 0)).status_code == 200
+        with http.websocket_connect(CHAT_PATH + "/ws") as socket:
+            socket.send_text(_socket_message("a", 0, True))
+            assert "chunk" in json.loads(socket.receive_text())
+            metrics = http.get("/metrics").text
+            assert _metric(metrics, "derender_cache_sessions") == 2
+            assert _metric(metrics, "derender_cache_bytes") == cache.bytes > 0
+            socket.send_text(_socket_message("a", 1, False))
+            assert "chunk" in json.loads(socket.receive_text())
+            socket.send_text(_socket_message("b", 0, True))  # "kept" goes
+            assert "chunk" in json.loads(socket.receive_text())
+            assert len(cache) == 2 and cache.entries() == []
+            socket.send_text(_socket_message("c", 0, True))  # "a" goes
+            assert "chunk" in json.loads(socket.receive_text())
+            socket.send_text(_socket_message("a", 1, False))
+            error = json.loads(socket.receive_text())
+            assert error["request_id"] == "a"
+            assert error["error"]["code"] == "stream_state_required"
+            assert "evicted" in error["error"]["message"]
+            # The full re-send of step 1 continues the state step 0's reply carried.
+            full = json.loads(_socket_message("a", 1, True))
+            full["stream_state"] = http.post(CHAT_PATH, json=_body("a", 0)).json()["stream_state"]
+            socket.send_text(json.dumps(full))
+            resumed = json.loads(socket.receive_text())
+            assert resumed["chunk"]["choices"] == _http_replies(http, "a")[1]["choices"]
+        assert (len(cache), cache.bytes) == (0, 0)  # the connection is gone
+
+
+def _http_replies(http: TestClient, request_id: str) -> list[Any]:
+    return [json.loads(body)["chunk"] for body in _full_replies(http, request_id)]
+
+
+def test_a_plain_stream_evicted_from_a_connection_is_not_restarted(make_app: AppFactory) -> None:
+    """Without a parser a chunk alone could open a stream; an evicted one's next chunk
+    is refused instead, so no reply ever starts a live stream over."""
+    with (
+        TestClient(make_app(["--stream-cache-size", "1"])) as http,
+        http.websocket_connect(CHAT_PATH + "/ws") as socket,
+    ):
+        for name in ("a", "b"):
+            socket.send_text(_socket_message(name, 0, True))
+            assert "chunk" in json.loads(socket.receive_text())
+        socket.send_text(_socket_message("a", 1, False))
+        assert json.loads(socket.receive_text())["error"]["code"] == "stream_state_required"
+        socket.send_text(_socket_message("b", 1, False))
+        assert "chunk" in json.loads(socket.receive_text())
+
+
+def test_the_client_resumes_streams_the_cache_evicts_from_its_connection() -> None:
+    """Two streams interleaved on one connection with room for one session: every
+    chunk after the first finds its stream evicted, and app/client.py re-sends it in
+    full; the replies are the full protocol's."""
+    with serving(*PARSED, "--stream-cache-size", "1") as base:
+        with DerenderClient(base) as client:
+            expected = {
+                name: [without_created(reply.body) for reply in _send_all(
+                    client.stream(name, chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS))]
+                for name in ("x", "y")
+            }  # fmt: skip
+        with DerenderClient(base, "websocket") as client:
+            streams = {
+                name: client.stream(name, chat_request=CHAT, prompt_token_ids=DEMO_PROMPT_IDS)
+                for name in expected
+            }
+            got: dict[str, list[Any]] = {name: [] for name in expected}
+            for step, chunk in enumerate(CHUNKS):
+                finish = "stop" if step == len(CHUNKS) - 1 else None
+                for name, stream in streams.items():
+                    got[name].append(json.loads(stream.send(chunk, finish).body)["chunk"])
+            # The last stream's final chunk finds it held: the other's ended before.
+            assert client.resends == len(expected) * (len(CHUNKS) - 1) - 1
+    for name, bodies in expected.items():
+        assert [chunk | {"created": 0} for chunk in got[name]] == [
+            json.loads(body)["chunk"] | {"created": 0} for body in bodies
+        ]
+
+
 def test_an_oversized_message_is_refused_on_its_own(make_app: AppFactory) -> None:
     http = TestClient(make_app([*PARSED, "--max-request-bytes", "2000"]))
     with http, http.websocket_connect(CHAT_PATH + "/ws") as socket:
