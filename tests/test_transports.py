@@ -10,13 +10,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from starlette.testclient import TestClient
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
+from app.errors import StateRequired
 from app.session import StreamSession
+from app.socket_streams import HeldStreams, OpenStream, SocketMessage
+from cache.sessions import SessionCache
 from tests.support.apps import AppFactory, internal_errors
 from tests.support.processes import redis_server, serving
 from tests.support.replies import without_created
@@ -365,6 +369,26 @@ def test_a_plain_stream_evicted_from_a_connection_is_not_restarted(make_app: App
         assert json.loads(socket.receive_text())["error"]["code"] == "stream_state_required"
         socket.send_text(_socket_message("b", 1, False))
         assert "chunk" in json.loads(socket.receive_text())
+
+
+def test_a_stream_evicted_while_its_message_is_answered_is_let_go_after_it() -> None:
+    """A long chunk is answered on a worker thread while other streams come and go: if
+    the cache evicts its stream meanwhile, the reply still goes out, but the connection
+    keeps nothing of the stream, and its next message gets stream_state_required."""
+    cache: SessionCache[StreamSession] = SessionCache(4, 1 << 20, 300.0)
+    streams = HeldStreams(cache)
+    key = ("r", 0)
+    streams.put(key, OpenStream(request={"held": "x" * 1000}))
+    message = msgspec.json.decode(_socket_message("r", 1, False), type=SocketMessage)
+    stream = streams.continued(key, message)
+    assert stream is not None and len(cache) == 1 and cache.bytes > 1000
+    cache.clear()  # an eviction while the message is answered
+    stream.request = {"held": "the reply's state"}  # as a plain lane ends its message
+    streams.put(key, stream)
+    assert stream.request is None and len(cache) == 0 and cache.bytes == 0
+    with pytest.raises(StateRequired, match="evicted"):
+        streams.continued(key, message)
+    assert len(streams) == 0
 
 
 def test_the_client_resumes_streams_the_cache_evicts_from_its_connection() -> None:
