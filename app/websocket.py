@@ -15,7 +15,7 @@ import time
 import anyio
 import msgspec
 from msgspec import Struct
-from starlette.types import Receive, Send
+from starlette.types import Message, Receive, Send
 
 from app.body import decode_body, received, too_large
 from app.errors import BadRequest
@@ -85,19 +85,26 @@ class SocketConnection:
         await send({"type": "websocket.accept"})
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._close_when_idle, send, tasks.cancel_scope)
-            while True:
-                message = await receive()
-                self._last_message = time.monotonic()
-                if message["type"] == "websocket.disconnect":
-                    break
-                text = message.get("text")
-                body = text.encode() if text is not None else message.get("bytes") or b""
-                reply = await self.answer(body)
-                try:
-                    await send({"type": "websocket.send", "text": reply.decode()})
-                except OSError:  # the client went away before its reply
-                    break
+            # Each message is answered in a call of its own, so nothing of it (its text,
+            # body and reply: a few times a large message's size) stays alive while the
+            # connection waits for the next one.
+            while await self._serve_one(await receive(), send):
+                pass
             tasks.cancel_scope.cancel()
+
+    async def _serve_one(self, message: Message, send: Send) -> bool:
+        """Answer one ASGI message; False once the connection is over."""
+        self._last_message = time.monotonic()
+        if message["type"] == "websocket.disconnect":
+            return False
+        text = message.get("text")
+        body = text.encode() if text is not None else message.get("bytes") or b""
+        reply = await self.answer(body)
+        try:
+            await send({"type": "websocket.send", "text": reply.decode()})
+        except OSError:  # the client went away before its reply
+            return False
+        return True
 
     async def _close_when_idle(self, send: Send, connection: anyio.CancelScope) -> None:
         """Close the connection once it has gone ``--ws-idle-timeout`` seconds without a
