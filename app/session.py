@@ -81,9 +81,15 @@ class Fingerprint:
 
 class SessionSnapshot(msgspec.Struct, array_like=True):
     """A session's state besides what the request carries (prompt, history): plain
-    data, so it travels as msgpack bytes and restores without replaying anything."""
+    data, so it travels as msgpack bytes and restores without replaying anything.
+
+    Nothing in it grows with the stream: the parser state leaves out what a restore
+    rebuilds (``ChatStreamState.for_snapshot``), ``history_tail`` of the carried
+    history's last ids included, so writing one per chunk costs the same at any length.
+    """
 
     parser: ChatStreamState
+    history_tail: int
     prev_tokens: list[str]
     prefix_offset: int
     read_offset: int
@@ -100,6 +106,8 @@ class SessionSnapshot(msgspec.Struct, array_like=True):
         """
         if self.parser.output_tokens != len(history):
             return "the parser consumed another history"
+        if not 0 <= self.history_tail <= len(history):
+            return "the parser's part of the history is longer than the history"
         window = len(self.prev_tokens)
         if window > len(history) + min(len(prompt_token_ids), SEED_IDS):
             return "the decode window is longer than the ids it comes from"
@@ -220,8 +228,9 @@ class StreamSession:
 
     def snapshot(self) -> bytes:
         window = self.detokenizer.window
+        parser, tail = self.parser.state.for_snapshot()
         saved = SessionSnapshot(
-            self.parser.state, window.prev_tokens, window.prefix_offset, window.read_offset
+            parser, tail, window.prev_tokens, window.prefix_offset, window.read_offset
         )
         return msgspec.msgpack.encode(saved)
 
@@ -304,12 +313,14 @@ class StreamSession:
         (app/state_json.py); the rest of it and the arrays are compared apart.
         """
         if history is None:
-            return sent == kept or sent == self.json_dumps_echo()
+            return sent == kept or (_dumps_like(sent) and sent == self.json_dumps_echo())
         assert self.answered is not None and self.answered.stream_state is not None
         state = self.answered.stream_state
         # A one-chunk history reads the same in both encodings: try both.
         if self._history.holds(history) and sent == compact_lifted(state):
             return True
+        if not _dumps_like(sent):
+            return False
         dumps = self._dumps()
         return dumps.holds(history) and sent == json_dumps_echo(state, PLACEHOLDER, PLACEHOLDER)
 
@@ -318,6 +329,15 @@ class StreamSession:
         ``json.dumps`` defaults sends it back."""
         assert self.answered is not None and self.answered.stream_state is not None
         return json_dumps_echo(self.answered.stream_state, *self._dumps().arrays())
+
+
+def _dumps_like(sent: bytes) -> bool:
+    """Whether ``sent`` may be a ``json.dumps`` echo, which separates a state's items
+    with ``", "``: our encoding never writes that (no spaces outside strings, and a
+    string escapes its quotes). Checked before the echo's history is built, which costs
+    O(history) the first time: a session a chunk behind (another replica answered the
+    last chunk) is asked once, then replaced."""
+    return b', "' in sent
 
 
 class SessionBuilder:
@@ -368,8 +388,11 @@ class SessionBuilder:
             return None, Outcome.CORRUPT
         state = request.stream_state or StreamState()
         assert request.prompt_token_ids is not None
-        if saved.problem(self.tokenizer, request.prompt_token_ids, state.output_token_ids):
+        history = state.output_token_ids
+        if saved.problem(self.tokenizer, request.prompt_token_ids, history):
+            return None, Outcome.OUT_OF_RANGE
+        if not saved.parser.restored(history, saved.history_tail):
             return None, Outcome.OUT_OF_RANGE
         session = self.new(request, saved.parser)
-        session.resume(saved, state.output_token_ids, state.output_chunk_lens)
+        session.resume(saved, history, state.output_chunk_lens)
         return session, None

@@ -11,7 +11,7 @@ as the original would.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Self, runtime_checkable
 
 import msgspec
 from msgspec import Struct
@@ -98,6 +98,49 @@ class ChatStreamState(Struct):
     forced_announced: bool = False
     required: RequiredState | None = None
     harmony: HarmonyState | None = None
+
+    def for_snapshot(self) -> tuple[ChatStreamState, int]:
+        """A copy of this state as a snapshot keeps it, and how many of the output
+        history's last ids it leaves out: what grows with the stream but a restore
+        rebuilds (``restored``) stays out, so a snapshot's size does not grow with it.
+
+        Harmony's open message is the history's last ids (its reader keeps every id it
+        takes until the message ends or is refused); a tool parser leaves out calls it
+        is done with (``Settling``).
+        """
+        tools = self.tools.for_snapshot() if isinstance(self.tools, Settling) else self.tools
+        harmony, tail = self.harmony, 0
+        if harmony is not None:
+            tail = len(harmony.message_tokens)
+            harmony = msgspec.structs.replace(harmony, message_tokens=[])
+        return msgspec.structs.replace(self, tools=tools, harmony=harmony), tail
+
+    def restored(self, history: Sequence[int], tail: int) -> bool:
+        """Make a state a snapshot kept whole again, in place, from the carried
+        ``history`` it continues; False when its counts do not fit that history."""
+        if isinstance(self.tools, Settling) and not self.tools.restored(len(history)):
+            return False
+        if self.harmony is None:
+            return tail == 0
+        if not 0 <= tail <= len(history) or self.harmony.message_tokens:
+            return False
+        self.harmony.message_tokens = list(history[len(history) - tail :])
+        return True
+
+
+@runtime_checkable
+class Settling(Protocol):
+    """A parser state that keeps what it is done with (only counted from then on): a
+    snapshot leaves it out, and a restore puts stand-ins back in its place."""
+
+    def for_snapshot(self) -> Self:
+        """A copy without what no step reads again."""
+        ...
+
+    def restored(self, history_tokens: int) -> bool:
+        """Put the stand-ins back, in place; False when the counts cannot be right for
+        a history of ``history_tokens`` ids."""
+        ...
 
 
 class ChatStream:
