@@ -83,13 +83,12 @@ class SessionSnapshot(msgspec.Struct, array_like=True):
     """A session's state besides what the request carries (prompt, history): plain
     data, so it travels as msgpack bytes and restores without replaying anything.
 
-    Nothing in it grows with the stream: the parser state leaves out what a restore
-    rebuilds (``ChatStreamState.for_snapshot``), ``history_tail`` of the carried
-    history's last ids included, so writing one per chunk costs the same at any length.
+    The parser state leaves out what grows with the stream but a restore rebuilds
+    (``ChatStreamState.for_snapshot``), so writing one per chunk costs the same at any
+    length.
     """
 
     parser: ChatStreamState
-    history_tail: int
     prev_tokens: list[str]
     prefix_offset: int
     read_offset: int
@@ -106,8 +105,6 @@ class SessionSnapshot(msgspec.Struct, array_like=True):
         """
         if self.parser.output_tokens != len(history):
             return "the parser consumed another history"
-        if not 0 <= self.history_tail <= len(history):
-            return "the parser's part of the history is longer than the history"
         window = len(self.prev_tokens)
         if window > len(history) + min(len(prompt_token_ids), SEED_IDS):
             return "the decode window is longer than the ids it comes from"
@@ -228,9 +225,11 @@ class StreamSession:
 
     def snapshot(self) -> bytes:
         window = self.detokenizer.window
-        parser, tail = self.parser.state.for_snapshot()
         saved = SessionSnapshot(
-            parser, tail, window.prev_tokens, window.prefix_offset, window.read_offset
+            self.parser.state.for_snapshot(),
+            window.prev_tokens,
+            window.prefix_offset,
+            window.read_offset,
         )
         return msgspec.msgpack.encode(saved)
 
@@ -388,11 +387,10 @@ class SessionBuilder:
             return None, Outcome.CORRUPT
         state = request.stream_state or StreamState()
         assert request.prompt_token_ids is not None
-        history = state.output_token_ids
-        if saved.problem(self.tokenizer, request.prompt_token_ids, history):
+        if saved.problem(self.tokenizer, request.prompt_token_ids, state.output_token_ids):
             return None, Outcome.OUT_OF_RANGE
-        if not saved.parser.restored(history, saved.history_tail):
+        if not saved.parser.restored(len(state.output_token_ids)):
             return None, Outcome.OUT_OF_RANGE
         session = self.new(request, saved.parser)
-        session.resume(saved, history, state.output_chunk_lens)
+        session.resume(saved, state.output_token_ids, state.output_chunk_lens)
         return session, None

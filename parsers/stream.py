@@ -99,33 +99,18 @@ class ChatStreamState(Struct):
     required: RequiredState | None = None
     harmony: HarmonyState | None = None
 
-    def for_snapshot(self) -> tuple[ChatStreamState, int]:
-        """A copy of this state as a snapshot keeps it, and how many of the output
-        history's last ids it leaves out: what grows with the stream but a restore
-        rebuilds (``restored``) stays out, so a snapshot's size does not grow with it.
+    def for_snapshot(self) -> ChatStreamState:
+        """A copy of this state as a snapshot keeps it: what grows with the stream but a
+        restore rebuilds (``restored``) stays out, so a snapshot's size does not grow
+        with it. A tool parser leaves out the calls it is done with (``Settling``)."""
+        if not isinstance(self.tools, Settling):
+            return self
+        return msgspec.structs.replace(self, tools=self.tools.for_snapshot())
 
-        Harmony's open message is the history's last ids (its reader keeps every id it
-        takes until the message ends or is refused); a tool parser leaves out calls it
-        is done with (``Settling``).
-        """
-        tools = self.tools.for_snapshot() if isinstance(self.tools, Settling) else self.tools
-        harmony, tail = self.harmony, 0
-        if harmony is not None:
-            tail = len(harmony.message_tokens)
-            harmony = msgspec.structs.replace(harmony, message_tokens=[])
-        return msgspec.structs.replace(self, tools=tools, harmony=harmony), tail
-
-    def restored(self, history: Sequence[int], tail: int) -> bool:
-        """Make a state a snapshot kept whole again, in place, from the carried
-        ``history`` it continues; False when its counts do not fit that history."""
-        if isinstance(self.tools, Settling) and not self.tools.restored(len(history)):
-            return False
-        if self.harmony is None:
-            return tail == 0
-        if not 0 <= tail <= len(history) or self.harmony.message_tokens:
-            return False
-        self.harmony.message_tokens = list(history[len(history) - tail :])
-        return True
+    def restored(self, history_tokens: int) -> bool:
+        """Make a state a snapshot kept whole again, in place, for a carried history of
+        ``history_tokens`` ids; False when its counts do not fit that history."""
+        return not isinstance(self.tools, Settling) or self.tools.restored(history_tokens)
 
 
 @runtime_checkable

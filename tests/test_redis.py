@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from app.session import SessionSnapshot, StreamSession
+from app.tokenizer import Tokenizer
 from cache.redis_tier import (
     KEY_PREFIX,
     MAC_BYTES,
@@ -36,12 +37,12 @@ from cache.redis_tier import (
     RedisTier,
     envelope_mac,
 )
+from parsers.hermes import HermesState
 from parsers.stream import ChatStreamState
 from tests.support.apps import AppFactory, build_app
 from tests.support.golden import load_cases, stream_body, tokenizer_of
 from tests.support.processes import RedisServer, redis_server, serving
 from tests.support.streams import factory_for, options, stream
-from tests.support.tokenizers import bundled_tokenizer
 
 TIMEOUT_MS = 200  # well under the 2 s faults, well over a loaded machine's Redis round trip
 # Replicas that share a Redis share the key of its snapshots' MAC.
@@ -431,58 +432,50 @@ def test_a_snapshot_corrupted_in_place(make_app: AppFactory, private_redis: Redi
 
 # ----------------------------------------------------------------------------- snapshot size
 
-# Outputs whose parser state grows with the stream unless a snapshot leaves it out: a
-# hermes turn of many calls (each done call was kept), and a gpt-oss analysis message
-# still open (its tokens were kept).
+# A hermes turn of many calls: the parser keeps each call it is done with, which a
+# snapshot leaves out (only their count is read again).
 HERMES_CALL = (
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lisbon"}}\n</tool_call>\n'
 )
 HERMES_TURN = "<think>\nA short thought.\n</think>\n\n" + HERMES_CALL * 300
-OPEN_ANALYSIS = "<|channel|>analysis<|message|>" + "We weigh the fares and the weather. " * 800
-SNAPSHOT_GROWTH = {
-    "qwen3 + hermes, many calls": ("qwen3", "hermes", "qwen3", HERMES_TURN),
-    "gpt-oss, one long open message": ("gpt-oss", "openai", "openai_gptoss", OPEN_ANALYSIS),
-}
 
 
-@pytest.mark.parametrize("name", list(SNAPSHOT_GROWTH))
-def test_a_snapshot_does_not_grow_with_the_stream_and_restores_identically(name: str) -> None:
-    model, tool, reasoning, output = SNAPSHOT_GROWTH[name]
-    tokenizer = bundled_tokenizer(model)
-    factory = factory_for(tokenizer, tool, reasoning)
-    ids = tokenizer.encode(output)
+def test_a_snapshot_does_not_grow_with_the_stream_and_restores_identically(
+    tokenizer: Tokenizer,
+) -> None:
+    factory = factory_for(tokenizer, "hermes", "qwen3")
+    ids = tokenizer.encode(HERMES_TURN)
     assert len(ids) > 4000
     chunks = [ids[i : i + 4] for i in range(0, len(ids), 4)]
     session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), [])
-    sizes = {}
+    sizes = []
     for i, chunk in enumerate(chunks):
         session.feed(chunk, chunk, None)
         if i + 1 in (250, len(chunks) - 1):
-            sizes[i + 1] = len(session.snapshot())
-    early, late = sizes.values()
-    assert late <= 1.5 * early, sizes
-    # Restored (from the carried history) at the end and at a point in between, the
-    # stream goes on as if it had never been snapshotted.
+            sizes.append(len(session.snapshot()))
+    assert sizes[1] <= 1.5 * sizes[0], sizes
+    # Restored in between and at the end, the stream goes on as if it had never been
+    # snapshotted (the calls' indices and ids included).
     expected = stream(tokenizer, factory, options(), chunks)
     for at in (len(chunks) // 3, len(chunks) - 1):
         assert stream(tokenizer, factory, options(), chunks, restore_at=at) == expected
 
 
-def test_a_snapshot_whose_counts_do_not_fit_the_history_is_refused() -> None:
-    tokenizer = bundled_tokenizer("gpt-oss")
-    factory = factory_for(tokenizer, "openai", "openai_gptoss")
-    ids = tokenizer.encode(OPEN_ANALYSIS)[:40]
+def test_a_snapshot_whose_counts_do_not_fit_the_history_is_refused(
+    tokenizer: Tokenizer,
+) -> None:
+    factory = factory_for(tokenizer, "hermes", "qwen3")
+    ids = tokenizer.encode(HERMES_TURN)[:200]
     session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), [])
     session.feed(ids, ids, None)
+    live = session.parser.state.tools
+    assert isinstance(live, HermesState) and live.done_regions > 0
     saved = StreamSession.load_snapshot(session.snapshot())
-    assert saved is not None and saved.history_tail > 0
-    assert saved.problem(tokenizer, [], ids) is None
-    longer = msgspec.structs.replace(saved, history_tail=len(ids) + 1)
-    assert longer.problem(tokenizer, [], ids) is not None
-    assert not saved.parser.restored(ids[:-1], len(ids))  # more than the history holds
-    assert saved.parser.restored(ids, saved.history_tail)
-    assert saved.parser.harmony is not None
-    assert saved.parser.harmony.message_tokens == ids[-saved.history_tail :]
+    assert saved is not None and isinstance(saved.parser.tools, HermesState)
+    assert len(saved.parser.tools.regions) == len(live.regions) - live.done_regions  # left out
+    assert not msgspec.structs.replace(saved.parser.tools, done_regions=201).restored(200)
+    assert saved.parser.restored(200)
+    assert len(saved.parser.tools.regions) == len(live.regions)
 
 
 # ----------------------------------------------------------------------------- forgeries
@@ -537,9 +530,11 @@ def _reset(saved: SessionSnapshot) -> SessionSnapshot:
     return msgspec.structs.replace(saved, parser=ChatStreamState())
 
 
-def _longer_tail(saved: SessionSnapshot) -> SessionSnapshot:
-    """A history tail for a parser that takes none (still within the history)."""
-    return msgspec.structs.replace(saved, history_tail=saved.history_tail + 1)
+def _done_calls_beyond_the_history(saved: SessionSnapshot) -> SessionSnapshot:
+    tools = saved.parser.tools
+    assert isinstance(tools, HermesState)
+    tools = msgspec.structs.replace(tools, done_regions=10**9)
+    return msgspec.structs.replace(saved, parser=msgspec.structs.replace(saved.parser, tools=tools))
 
 
 FORGERIES = {
@@ -558,8 +553,8 @@ FORGERIES = {
         "out_of_range",
     ),
     "reset parser state, signed": (_forge(_reset, key_of_mac=SECRET.encode()), "out_of_range"),
-    "a history tail the parser does not take, signed": (
-        _forge(_longer_tail, key_of_mac=SECRET.encode()),
+    "more done calls than the history has tokens, signed": (
+        _forge(_done_calls_beyond_the_history, key_of_mac=SECRET.encode()),
         "out_of_range",
     ),
 }
@@ -578,24 +573,13 @@ def test_a_forged_snapshot_is_a_counted_miss_never_a_different_reply(
     assert f'derender_redis_misses_total{{reason="{reason}"}} 1.0' in metrics
 
 
-class _SnapshotV4(msgspec.Struct, array_like=True):
-    """A snapshot as release 4 of the format wrote it: the whole parser state, no tail."""
-
-    parser: ChatStreamState
-    prev_tokens: list[str]
-    prefix_offset: int
-    read_offset: int
-
-
 def _previous_version(server: RedisServer) -> None:
-    """Rewrite the stream's snapshot as a replica of the previous release wrote it (the
-    format's version 4, signed with the shared secret), as in a rolling upgrade."""
+    """Rewrite the stream's snapshot as a replica of the previous release writes it (the
+    format's previous version, signed with the shared secret), as in a rolling upgrade."""
     client = server.client()
     (key,) = client.keys(KEY_PREFIX + "*")
     envelope = msgspec.msgpack.decode(client.get(key)[MAC_BYTES:], type=Envelope)
-    saved = msgspec.msgpack.decode(envelope.snapshot, type=SessionSnapshot)
-    old = _SnapshotV4(saved.parser, saved.prev_tokens, saved.prefix_offset, saved.read_offset)
-    envelope = msgspec.structs.replace(envelope, version=4, snapshot=msgspec.msgpack.encode(old))
+    envelope = msgspec.structs.replace(envelope, version=SCHEMA_VERSION - 1)
     body = msgspec.msgpack.encode(envelope)
     client.set(key, envelope_mac(SECRET.encode(), key.decode(), body) + body)
 
@@ -603,7 +587,6 @@ def _previous_version(server: RedisServer) -> None:
 def test_a_snapshot_of_the_previous_version_is_a_clean_miss(
     make_app: AppFactory, private_redis: RedisServer
 ) -> None:
-    assert SCHEMA_VERSION == 5
     sources, _, metrics = _fault_stream(make_app, private_redis, {4: _previous_version})
     assert sources[4] == "miss" and sources[5:] == ["redis"] * len(sources[5:])
     assert 'derender_redis_misses_total{reason="version"} 1.0' in metrics

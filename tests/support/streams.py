@@ -67,7 +67,7 @@ def restored(
     assert saved is not None
     history = list(session.output_token_ids)
     assert saved.problem(tokenizer, session.prompt_token_ids, history) is None
-    assert saved.parser.restored(history, saved.history_tail)
+    assert saved.parser.restored(len(history))
     parser = factory.stream_for_request(opts, "seed", saved.parser)
     restored = StreamSession(tokenizer, parser, session.prompt_token_ids)
     restored.resume(saved, history, session.output_chunk_lens)
