@@ -81,7 +81,12 @@ class Fingerprint:
 
 class SessionSnapshot(msgspec.Struct, array_like=True):
     """A session's state besides what the request carries (prompt, history): plain
-    data, so it travels as msgpack bytes and restores without replaying anything."""
+    data, so it travels as msgpack bytes and restores without replaying anything.
+
+    The parser state leaves out what grows with the stream but a restore rebuilds
+    (``ChatStreamState.for_snapshot``), so writing one per chunk costs the same at any
+    length.
+    """
 
     parser: ChatStreamState
     prev_tokens: list[str]
@@ -228,7 +233,10 @@ class StreamSession:
     def snapshot(self) -> bytes:
         window = self.detokenizer.window
         saved = SessionSnapshot(
-            self.parser.state, window.prev_tokens, window.prefix_offset, window.read_offset
+            self.parser.state.for_snapshot(),
+            window.prev_tokens,
+            window.prefix_offset,
+            window.read_offset,
         )
         return msgspec.msgpack.encode(saved)
 
@@ -312,12 +320,14 @@ class StreamSession:
         (app/state_json.py); the rest of it and the arrays are compared apart.
         """
         if history is None:
-            return sent == kept or sent == self.json_dumps_echo()
+            return sent == kept or (_dumps_like(sent) and sent == self.json_dumps_echo())
         assert self.answered is not None and self.answered.stream_state is not None
         state = self.answered.stream_state
         # A one-chunk history reads the same in both encodings: try both.
         if self._history.holds(history) and sent == compact_lifted(state):
             return True
+        if not _dumps_like(sent):
+            return False
         dumps = self._dumps()
         return dumps.holds(history) and sent == json_dumps_echo(state, PLACEHOLDER, PLACEHOLDER)
 
@@ -326,6 +336,15 @@ class StreamSession:
         ``json.dumps`` defaults sends it back."""
         assert self.answered is not None and self.answered.stream_state is not None
         return json_dumps_echo(self.answered.stream_state, *self._dumps().arrays())
+
+
+def _dumps_like(sent: bytes) -> bool:
+    """Whether ``sent`` may be a ``json.dumps`` echo, which separates a state's items
+    with ``", "``: our encoding never writes that (no spaces outside strings, and a
+    string escapes its quotes). Checked before the echo's history is built, which costs
+    O(history) the first time: a session a chunk behind (another replica answered the
+    last chunk) is asked once, then replaced."""
+    return b', "' in sent
 
 
 class SessionBuilder:
@@ -377,6 +396,8 @@ class SessionBuilder:
         state = request.stream_state or StreamState()
         assert request.prompt_token_ids is not None
         if saved.problem(self.tokenizer, request.prompt_token_ids, state.output_token_ids):
+            return None, Outcome.OUT_OF_RANGE
+        if not saved.parser.restored(len(state.output_token_ids)):
             return None, Outcome.OUT_OF_RANGE
         session = self.new(request, saved.parser)
         session.resume(saved, state.output_token_ids, state.output_chunk_lens)

@@ -89,6 +89,9 @@ MODES: tuple[Mode, ...] = (
     # cache-on's server, the transports of docs/transports.md
     Mode("compact", "compact state", ours(), wire="compact"),
     Mode("websocket", "WebSocket", ours(), wire="websocket"),
+    # one process writing every kept chunk's snapshot to Redis, on a wire that does not
+    # grow with the stream: what keeping snapshots costs a chunk, and nothing else
+    Mode("compact-redis", "compact + Redis", replicas_sharing_redis(1), "compact", redis=True),
     # the echo app, sent what the two transports send: what they cost before any
     # derender work, the least their server CPU can be
     Mode("compact-floor", "compact floor", echo_floor, wire="compact-echo"),
@@ -127,4 +130,4 @@ def started(mode: Mode, setup: Setup) -> Iterator[Target]:
             setup = dataclasses.replace(setup, redis_url=redis.url)
             redis_pids.append(redis.process.pid)
         target = stack.enter_context(running(mode.commands(setup)))
-        yield Target(target.bases, [*target.pids, *redis_pids])
+        yield Target(target.bases, [*target.pids, *redis_pids], setup.redis_url)

@@ -41,6 +41,16 @@ class Target:
 
     bases: Sequence[str]
     pids: Sequence[int]
+    redis_url: str | None = None  # the Redis the replicas share, if any
+
+
+def redis_bytes_in(target: Target) -> int | None:
+    """Bytes the replicas have written to their Redis so far (its network input: the
+    snapshots, and the few bytes of each take); None without a Redis."""
+    if target.redis_url is None:
+        return None
+    with redis.Redis.from_url(target.redis_url, socket_timeout=5) as client:
+        return int(client.info("stats")["total_net_input_bytes"])
 
 
 def family(pid: int) -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
 from bench.modes import BASELINE, Mode, Setup, by_name, colour, started
 from bench.report import machine, progress, table, write
-from bench.servers import TICK_S, Target, cpu_seconds
+from bench.servers import TICK_S, Target, cpu_seconds, redis_bytes_in
 from bench.stats import AtPosition, MeanAt, by_position, checkpoints, means_by_position
 from bench.workload import chat_output, prompt_ids, qwen3
 
@@ -39,6 +40,31 @@ class AtLength(msgspec.Struct):
     request_bytes: int
     prompt_share: float  # of request bytes: the re-sent prompt_token_ids
     history_share: float  # of request bytes: the echoed stream_state
+    chunks: int = 0
+    redis_bytes: int | None = None  # written to the mode's Redis (None: it has none)
+
+
+class PerChunk(msgspec.Struct):
+    """What one chunk costs between two checkpoints (``tokens`` the later one)."""
+
+    tokens: int
+    cpu_ms: float
+    redis_bytes: float | None
+
+
+def per_chunk(r: StreamRun) -> list[PerChunk]:
+    """Server CPU and Redis bytes written per chunk, over the chunks between each
+    checkpoint and the one before it: the cost of a chunk at that length."""
+    rows = []
+    for before, after in itertools.pairwise(r.by_length):
+        chunks = after.chunks - before.chunks
+        if chunks <= 0:
+            continue
+        written = None
+        if after.redis_bytes is not None and before.redis_bytes is not None:
+            written = (after.redis_bytes - before.redis_bytes) / chunks
+        rows.append(PerChunk(after.tokens, 1e3 * (after.cpu_s - before.cpu_s) / chunks, written))
+    return rows
 
 
 class StreamRun(msgspec.Struct):
@@ -88,7 +114,12 @@ def measure(
     """Stream ``output`` through ``target`` once, sampling server CPU at checkpoints."""
     marks = checkpoints(len(output))
     start = cpu_seconds(target)
+    written = redis_bytes_in(target)
     lengths: list[AtLength] = []
+
+    def written_since() -> int | None:
+        now = redis_bytes_in(target)
+        return None if now is None or written is None else now - written
 
     def sample(position: int, record: StreamRecord) -> None:
         """At the first chunk ending at or past the next checkpoint, counted as there."""
@@ -101,6 +132,8 @@ def measure(
                     record.bytes_sent,
                     record.prompt_bytes / sent,
                     record.history_bytes / sent,
+                    len(record.positions),
+                    written_since(),
                 )
             )
             progress(f"  {mode.label}, chunk {size}: token {position}/{len(output)}")
@@ -219,6 +252,18 @@ def render(runs: Sequence[StreamRun]) -> str:
         "CPU and times are this machine's"
     )
     lengths = [point.tokens for point in runs[0].by_length if point.tokens >= shown[0]]
+    chunk_costs = table(
+        ["mode", "chunk", "prompt", *(f"{n} tok" for n in lengths)],
+        [
+            [by_name(r.mode).label, str(r.chunk_size), str(r.prompt_tokens)]
+            + [
+                f"{p.cpu_ms:.2f}" + ("" if p.redis_bytes is None else f" / {p.redis_bytes:,.0f}")
+                for p in per_chunk(r)
+                if p.tokens in lengths
+            ]
+            for r in runs
+        ],
+    )
     by_length = table(
         ["mode", "chunk", "prompt", *(f"{n} tok" for n in lengths)],
         [
@@ -241,6 +286,11 @@ def render(runs: Sequence[StreamRun]) -> str:
             "the prompt and history)",
             "",
             by_length,
+            "",
+            "a chunk's server CPU ms (and, with Redis, bytes written to Redis) over the chunks "
+            "since the previous column's length",
+            "",
+            chunk_costs,
             "",
             *ratios(runs),
         ]
@@ -283,6 +333,17 @@ def ratios(runs: Sequence[StreamRun]) -> list[str]:
             f"  {by_name(r.mode).label}, chunk {r.chunk_size}, prompt {r.prompt_tokens}: "
             f"{cpu_text}, p99 x{p99:.3g}, bytes/chunk x{late_bytes(r) / late_bytes(base):.3g}"
         )
+    growth = [
+        f"{by_name(r.mode).label} (chunk {r.chunk_size}, prompt {r.prompt_tokens}) x{value:.3g}"
+        for r in runs
+        if (value := chunk_growth(r, "cpu_ms")) is not None
+    ]
+    if growth:
+        lines += [
+            "",
+            "a chunk's server CPU at the end / at ~1k (a full-state wire grows with the history "
+            "it carries): " + ", ".join(growth),
+        ]
     verdicts = claims(runs)
     if verdicts:
         lines += ["", "issue 17's acceptance (same run):"]
@@ -300,6 +361,21 @@ def late_bytes(r: StreamRun) -> float:
     return r.bytes_per_chunk[-1].mean
 
 
+def chunk_growth(r: StreamRun, cost: str) -> float | None:
+    """A chunk's ``cost`` (``cpu_ms`` or ``redis_bytes``) at the stream's end over the
+    same at ~1,024 tokens (None when either is not measured)."""
+    rows = per_chunk(r)
+    if not rows:
+        return None
+    early: float | None = getattr(nearest_tokens(rows, 1024), cost)
+    late: float | None = getattr(rows[-1], cost)
+    return None if early is None or late is None or early <= 0 else late / early
+
+
+def nearest_tokens(rows: Sequence[PerChunk], tokens: int) -> PerChunk:
+    return min(rows, key=lambda row: abs(row.tokens - tokens))
+
+
 def flatness(r: StreamRun, base: StreamRun) -> float:
     """p50 per chunk at the stream's end over p50 at ~token 250 (``base`` unused)."""
     return r.latency[-1].p50_ms / nearest(r.latency, early_late(r.tokens)[0]).p50_ms
@@ -312,6 +388,7 @@ class Claim:
     bound: float
     ratio: Callable[[StreamRun, StreamRun], float | None]  # (run, baseline's run)
     floor: str | None = None  # the mode whose same ratio bounds this one from below
+    alone: bool = False  # judged on its own run: no baseline run is needed beside it
 
 
 CLAIMS = (
@@ -321,17 +398,29 @@ CLAIMS = (
     Claim("websocket", "server CPU / cache on's", 1 / 5, cpu_ratio, "websocket-floor"),
     Claim("compact", "p50 at the end / p50 at ~256", 1.2, flatness),
     Claim("websocket", "p50 at the end / p50 at ~256", 1.2, flatness),
+    *(
+        claim
+        for mode in ("redis-replicas", "compact-redis")
+        for claim in (
+            Claim(mode, "server CPU per chunk at the end / at ~1k", 1.5,
+                  lambda r, b: chunk_growth(r, "cpu_ms"), alone=True),
+            Claim(mode, "Redis bytes written per chunk at the end / at ~1k", 1.5,
+                  lambda r, b: chunk_growth(r, "redis_bytes"), alone=True),
+        )
+    ),
 )  # fmt: skip
 
 
 def claims(runs: Sequence[StreamRun]) -> list[Verdict]:
-    """Each claim on each run of its mode that has a baseline run beside it."""
+    """Each claim on each run of its mode that has a baseline run beside it (or needs
+    none)."""
     verdicts = []
     for claim in CLAIMS:
         for r in runs:
             base = baseline_of(r, runs)
-            if r.mode != claim.mode or base is None:
+            if r.mode != claim.mode or (base is None and not claim.alone):
                 continue
+            base = base or r  # a claim judged alone reads its own run only
             value = claim.ratio(r, base)
             holds = None if value is None else value <= claim.bound
             which = (r.mode, r.chunk_size, r.prompt_tokens)

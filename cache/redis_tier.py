@@ -37,7 +37,7 @@ logger = logging.getLogger("derender_server.redis")
 
 # Raised whenever what a snapshot holds changes meaning (a parser's state included), so a
 # replica of another release never restores it: the chunk replays instead.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 KEY_PREFIX = "derender:session:"
 MAC_BYTES = hashlib.sha256().digest_size
 # Room for the envelope's own fields around a snapshot of the largest size written.
@@ -53,6 +53,8 @@ class Outcome(StrEnum):
     FINGERPRINT = "fingerprint"
     HISTORY = "history"
     CORRUPT = "corrupt"
+    # Written by a release whose snapshots mean something else (a rolling upgrade).
+    VERSION = "version"
     FORGED = "forged"
     OVERSIZED = "oversized"
     # A snapshot its user found does not continue the request (reported by the user).
@@ -204,7 +206,7 @@ class RedisTier:
         except msgspec.DecodeError:
             return None, Outcome.CORRUPT
         if envelope.version != SCHEMA_VERSION:
-            return None, Outcome.CORRUPT
+            return None, Outcome.VERSION
         if envelope.fingerprint != fingerprint:
             return None, Outcome.FINGERPRINT
         if envelope.history_len != history_len or envelope.state_digest != _digest(state):

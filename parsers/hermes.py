@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import msgspec
 from msgspec import Struct, field
 
 from parsers.ids import opening_call_delta
@@ -162,6 +163,27 @@ class HermesState(Struct, tag="hermes"):
     regions: list[HermesRegion] = field(default_factory=list)
     calls: list[HermesCall] = field(default_factory=list)
     done_regions: int = 0
+
+    def for_snapshot(self) -> HermesState:
+        """A copy without the regions and calls that are done: no step reads them again
+        (only their count, ``done_regions``), so a snapshot does not grow with calls."""
+        done = self.done_regions
+        return msgspec.structs.replace(self, regions=self.regions[done:], calls=self.calls[done:])
+
+    def restored(self, history_tokens: int) -> bool:
+        """Put stand-ins back for the done regions and calls a snapshot left out; False
+        when there cannot be that many (each region takes a token at least)."""
+        done = self.done_regions
+        if not 0 <= done <= history_tokens:
+            return False
+        self.regions[:0] = [_DONE_REGION] * done
+        self.calls[:0] = [_DONE_CALL] * done
+        return True
+
+
+# What stands in, once restored, for a region and a call that are done (never read again).
+_DONE_REGION = HermesRegion(closed=True)
+_DONE_CALL = HermesCall()
 
 
 class HermesStream:

@@ -11,7 +11,7 @@ as the original would.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Self, runtime_checkable
 
 import msgspec
 from msgspec import Struct
@@ -98,6 +98,34 @@ class ChatStreamState(Struct):
     forced_announced: bool = False
     required: RequiredState | None = None
     harmony: HarmonyState | None = None
+
+    def for_snapshot(self) -> ChatStreamState:
+        """A copy of this state as a snapshot keeps it: what grows with the stream but a
+        restore rebuilds (``restored``) stays out, so a snapshot's size does not grow
+        with it. A tool parser leaves out the calls it is done with (``Settling``)."""
+        if not isinstance(self.tools, Settling):
+            return self
+        return msgspec.structs.replace(self, tools=self.tools.for_snapshot())
+
+    def restored(self, history_tokens: int) -> bool:
+        """Make a state a snapshot kept whole again, in place, for a carried history of
+        ``history_tokens`` ids; False when its counts do not fit that history."""
+        return not isinstance(self.tools, Settling) or self.tools.restored(history_tokens)
+
+
+@runtime_checkable
+class Settling(Protocol):
+    """A parser state that keeps what it is done with (only counted from then on): a
+    snapshot leaves it out, and a restore puts stand-ins back in its place."""
+
+    def for_snapshot(self) -> Self:
+        """A copy without what no step reads again."""
+        ...
+
+    def restored(self, history_tokens: int) -> bool:
+        """Put the stand-ins back, in place; False when the counts cannot be right for
+        a history of ``history_tokens`` ids."""
+        ...
 
 
 class ChatStream:

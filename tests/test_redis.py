@@ -25,20 +25,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from app.session import SessionSnapshot
+from app.session import SessionSnapshot, StreamSession
+from app.tokenizer import Tokenizer
 from cache.redis_tier import (
     KEY_PREFIX,
     MAC_BYTES,
+    SCHEMA_VERSION,
     CircuitBreaker,
     Envelope,
     Outcome,
     RedisTier,
     envelope_mac,
 )
+from parsers.hermes import HermesState
 from parsers.stream import ChatStreamState
 from tests.support.apps import AppFactory, build_app
 from tests.support.golden import load_cases, stream_body, tokenizer_of
 from tests.support.processes import RedisServer, redis_server, serving
+from tests.support.streams import factory_for, options, stream
 
 TIMEOUT_MS = 200  # well under the 2 s faults, well over a loaded machine's Redis round trip
 # Replicas that share a Redis share the key of its snapshots' MAC.
@@ -426,6 +430,54 @@ def test_a_snapshot_corrupted_in_place(make_app: AppFactory, private_redis: Redi
     assert 'derender_redis_rejected_total{reason="forged"} 1.0' in metrics
 
 
+# ----------------------------------------------------------------------------- snapshot size
+
+# A hermes turn of many calls: the parser keeps each call it is done with, which a
+# snapshot leaves out (only their count is read again).
+HERMES_CALL = (
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lisbon"}}\n</tool_call>\n'
+)
+HERMES_TURN = "<think>\nA short thought.\n</think>\n\n" + HERMES_CALL * 300
+
+
+def test_a_snapshot_does_not_grow_with_the_stream_and_restores_identically(
+    tokenizer: Tokenizer,
+) -> None:
+    factory = factory_for(tokenizer, "hermes", "qwen3")
+    ids = tokenizer.encode(HERMES_TURN)
+    assert len(ids) > 4000
+    chunks = [ids[i : i + 4] for i in range(0, len(ids), 4)]
+    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), [])
+    sizes = []
+    for i, chunk in enumerate(chunks):
+        session.feed(chunk, chunk, None)
+        if i + 1 in (250, len(chunks) - 1):
+            sizes.append(len(session.snapshot()))
+    assert sizes[1] <= 1.5 * sizes[0], sizes
+    # Restored in between and at the end, the stream goes on as if it had never been
+    # snapshotted (the calls' indices and ids included).
+    expected = stream(tokenizer, factory, options(), chunks)
+    for at in (len(chunks) // 3, len(chunks) - 1):
+        assert stream(tokenizer, factory, options(), chunks, restore_at=at) == expected
+
+
+def test_a_snapshot_whose_counts_do_not_fit_the_history_is_refused(
+    tokenizer: Tokenizer,
+) -> None:
+    factory = factory_for(tokenizer, "hermes", "qwen3")
+    ids = tokenizer.encode(HERMES_TURN)[:200]
+    session = StreamSession(tokenizer, factory.stream_for_request(options(), "seed"), [])
+    session.feed(ids, ids, None)
+    live = session.parser.state.tools
+    assert isinstance(live, HermesState) and live.done_regions > 0
+    saved = StreamSession.load_snapshot(session.snapshot())
+    assert saved is not None and isinstance(saved.parser.tools, HermesState)
+    assert len(saved.parser.tools.regions) == len(live.regions) - live.done_regions  # left out
+    assert not msgspec.structs.replace(saved.parser.tools, done_regions=201).restored(200)
+    assert saved.parser.restored(200)
+    assert len(saved.parser.tools.regions) == len(live.regions)
+
+
 # ----------------------------------------------------------------------------- forgeries
 
 
@@ -478,6 +530,13 @@ def _reset(saved: SessionSnapshot) -> SessionSnapshot:
     return msgspec.structs.replace(saved, parser=ChatStreamState())
 
 
+def _done_calls_beyond_the_history(saved: SessionSnapshot) -> SessionSnapshot:
+    tools = saved.parser.tools
+    assert isinstance(tools, HermesState)
+    tools = msgspec.structs.replace(tools, done_regions=10**9)
+    return msgspec.structs.replace(saved, parser=msgspec.structs.replace(saved.parser, tools=tools))
+
+
 FORGERIES = {
     # Without the secret: the MAC fails, whatever the forger recomputes.
     "recomputed unkeyed digest": (_forge(_injected, unkeyed=True), "forged"),
@@ -494,6 +553,10 @@ FORGERIES = {
         "out_of_range",
     ),
     "reset parser state, signed": (_forge(_reset, key_of_mac=SECRET.encode()), "out_of_range"),
+    "more done calls than the history has tokens, signed": (
+        _forge(_done_calls_beyond_the_history, key_of_mac=SECRET.encode()),
+        "out_of_range",
+    ),
 }
 
 
@@ -508,6 +571,26 @@ def test_a_forged_snapshot_is_a_counted_miss_never_a_different_reply(
     assert sources[4] == "miss" and sources[5] == "redis"
     assert f'derender_redis_rejected_total{{reason="{reason}"}} 1.0' in metrics
     assert f'derender_redis_misses_total{{reason="{reason}"}} 1.0' in metrics
+
+
+def _previous_version(server: RedisServer) -> None:
+    """Rewrite the stream's snapshot as a replica of the previous release writes it (the
+    format's previous version, signed with the shared secret), as in a rolling upgrade."""
+    client = server.client()
+    (key,) = client.keys(KEY_PREFIX + "*")
+    envelope = msgspec.msgpack.decode(client.get(key)[MAC_BYTES:], type=Envelope)
+    envelope = msgspec.structs.replace(envelope, version=SCHEMA_VERSION - 1)
+    body = msgspec.msgpack.encode(envelope)
+    client.set(key, envelope_mac(SECRET.encode(), key.decode(), body) + body)
+
+
+def test_a_snapshot_of_the_previous_version_is_a_clean_miss(
+    make_app: AppFactory, private_redis: RedisServer
+) -> None:
+    sources, _, metrics = _fault_stream(make_app, private_redis, {4: _previous_version})
+    assert sources[4] == "miss" and sources[5:] == ["redis"] * len(sources[5:])
+    assert 'derender_redis_misses_total{reason="version"} 1.0' in metrics
+    assert _metric(metrics, "derender_redis_rejected_total") == 0  # not taken for an attack
 
 
 def test_replicas_with_different_secrets_never_use_each_others_snapshots(

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from hypothesis import HealthCheck, settings
 
 from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
-from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec
 from tests.support.parity import Assembled
 
@@ -49,21 +47,31 @@ def stream(
     restore_at: int = -1,
 ) -> list[Delta | None]:
     """The deltas of one streamed choice. ``restore_at``: before that chunk the session
-    is snapshotted and restored (the parser state through msgpack, the decode window as
-    it was), as a replica restoring it from Redis would."""
+    is snapshotted and restored, as a replica restoring it from Redis would."""
     prompt = tokenizer.encode(PROMPT)
     session = StreamSession(tokenizer, factory.stream_for_request(opts, "seed"), prompt)
     deltas = []
     for i, chunk in enumerate(chunks):
         if i == restore_at:
-            state = msgspec.msgpack.decode(session.parser.snapshot(), type=ChatStreamState)
-            window = session.detokenizer.window
-            session = StreamSession(
-                tokenizer, factory.stream_for_request(opts, "seed", state), prompt
-            )
-            session.detokenizer.window = window
+            session = restored(tokenizer, factory, opts, session)
         deltas.append(session.feed(chunk, chunk, finish if i == len(chunks) - 1 else None)[0])
     return deltas
+
+
+def restored(
+    tokenizer: Tokenizer, factory: ParserFactory, opts: ParseOptions, session: StreamSession
+) -> StreamSession:
+    """``session`` through its snapshot's bytes, restored as a replica restores it from
+    Redis (app/session.py ``SessionBuilder.restored``) from the history it consumed."""
+    saved = StreamSession.load_snapshot(session.snapshot())
+    assert saved is not None
+    history = list(session.output_token_ids)
+    assert saved.problem(tokenizer, session.prompt_token_ids, history) is None
+    assert saved.parser.restored(len(history))
+    parser = factory.stream_for_request(opts, "seed", saved.parser)
+    restored = StreamSession(tokenizer, parser, session.prompt_token_ids)
+    restored.resume(saved, history, session.output_chunk_lens)
+    return restored
 
 
 def assemble(deltas: list[Delta | None]) -> Assembled:
