@@ -39,7 +39,13 @@ from parsers.engine import (
     Transition,
 )
 from parsers.engine_reasoning import ThinkMarkers
-from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, json_name
+from parsers.engine_tools import (
+    BodyTools,
+    CallSlot,
+    EngineToolState,
+    json_name,
+    name_and_arguments,
+)
 from parsers.hermes import KeyMatch
 from parsers.schema import coerce_arguments
 from parsers.types import DeltaToolCall, Vocabulary
@@ -182,7 +188,8 @@ class KimiSlot(CallSlot):
     hold: JsonHold = field(default_factory=JsonHold)
 
 
-class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"): ...
+class KimiToolState(EngineToolState[KimiSlot], tag="kimi_k2"):
+    made_ids: int = 0  # ids made for calls without a usable header (``functions.NAME:N``)
 
 
 class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
@@ -235,6 +242,18 @@ class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
             if parsed is not None:
                 slot.id, slot.name = parsed
         return None
+
+    def _ensure_id(self, index: int, slot: KimiSlot) -> None:
+        """A call without a usable header gets vLLM's Kimi id, ``functions.NAME:N``, N
+        counting the ids made so in this output (a Kimi K2 model's ``config.json`` says
+        ``model_type: kimi_k2``, which makes vLLM number them)."""
+        if slot.id:
+            return
+        name = slot.name.strip()
+        if not name and slot.args.strip():
+            name = name_and_arguments(slot.args)[0]
+        slot.id = f"functions.{name}:{self.state.made_ids}"
+        self.state.made_ids += 1
 
     def _body_arguments(self, slot: KimiSlot, name: str) -> str:
         return coerce_arguments(slot.args.strip(), self._properties(name))

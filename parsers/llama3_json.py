@@ -221,6 +221,26 @@ def _spoils(phase: str, char: str) -> bool:
     return after_item and char not in _NUMBER_CHARS and not char.isspace()
 
 
+# How a step read the current call, for ``remaining_arguments``: not at all (or it moved
+# on to the next call), again with partial_json_parser (``previous``), again only for
+# that (a muted call's name step: strings cut; openings only: whole), inside a string
+# value, or by the incremental reading.
+_NOT_READ, _READ_AGAIN, _READ_NAMED, _READ_NESTED = "", "again", "named", "nested"
+_READ_IN_STRING, _READ_INCREMENTALLY = "in string", "incrementally"
+
+
+def _rest(sent: str, settled: int, unsent: str, end: str) -> str:
+    """The rest after ``sent`` of a dump kept as a settled head of length ``settled``
+    (``unsent``: its part after ``sent``) and an ``end``; empty unless the dump extends
+    ``sent``."""
+    if len(sent) <= settled:
+        return unsent + end
+    over = len(sent) - settled
+    if over > len(end) or not sent.startswith(end[:over], settled):
+        return ""
+    return end[over:]
+
+
 class Llama3JsonStream:
     """Streamed calls, reading from the current call on.
 
@@ -239,29 +259,44 @@ class Llama3JsonStream:
     def __init__(self, id_seed: str, state: Llama3JsonState | None = None) -> None:
         self.id_seed = id_seed
         self.s = state if state is not None else Llama3JsonState()
+        # How the last step read the current call (see ``remaining_arguments``): the
+        # chunk's own business, never kept between chunks.
+        self._read_by = _NOT_READ
 
     def finish(self) -> Delta | None:
-        """Settle what the stream's steps left out, from the final text.
+        """Settle the complete calls the stream's steps left out, from the final text.
 
-        vLLM takes one step per chunk (start a call, name it, send argument text)
-        and jumps to the newest call when several appear at once, so a coarse
-        chunking loses names and arguments. Each call of the final text gets its
-        name and the rest of its arguments here.
+        vLLM takes one step per chunk (start a call, name it, send argument text) and
+        jumps to the newest call when several appear at once, so a coarse chunking loses
+        names and arguments. Here every complete call of the final text gets what one
+        step per token would have sent it: its name, and the rest of its arguments
+        unless they are empty (vLLM never streams ``{}``). An open call (the output cut
+        short) gets its name once that is complete, and no more of its arguments: vLLM's
+        steps stop at what two readings agree on, and the last one adds only what
+        ``remaining_arguments`` gives.
         """
         s = self.s
         if s.passthrough or not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
             return None
+        if self._read_open():
+            return None
         calls: list[DeltaToolCall] = []
-        for index, call in enumerate(self._final_calls()):
-            name, arguments = call.get("name"), call.get("arguments", {})
+        for index, (call, start, complete) in enumerate(self._final_calls()):
+            name = call.get("name")
+            if index not in s.named and not complete:
+                # An open call's name counts once its string is closed.
+                name = self._closed_name(start)
             if not isinstance(name, str) or not name:
                 break
             if index not in s.named:
                 calls.append(opening_call_delta(self.id_seed, index, name))
                 s.named.append(index)
-            text = json.dumps(arguments, ensure_ascii=False)
             if index == len(s.streamed):
                 s.streamed.append("")
+            arguments = call.get("arguments")
+            if not complete or not arguments:
+                continue
+            text = json.dumps(arguments, ensure_ascii=False)
             sent = s.streamed[index]
             if text.startswith(sent) and text != sent:
                 piece = text[len(sent) :]
@@ -269,8 +304,24 @@ class Llama3JsonStream:
                 self._sent(index, piece)
         return Delta(tool_calls=calls) if calls else None
 
-    def _final_calls(self) -> list[dict[str, Any]]:
-        """The calls of the final text, as far as they parse."""
+    def _read_open(self) -> bool:
+        """Whether the steps read the current call incrementally and it is still open,
+        or closed by a step that sent the rest of its arguments: every call before it
+        was settled by the step that moved past it, so nothing is left to settle."""
+        s = self.s
+        if s.scan is not None or s.nesting:
+            return True
+        r = s.reading
+        return (
+            r is not None
+            and s.read_call == s.current
+            and not (r.muted or r.dead)
+            and r.max_depth <= _SHALLOW
+        )
+
+    def _final_calls(self) -> list[tuple[dict[str, Any], int, bool]]:
+        """The calls of the final text, as far as they parse: each with where it starts
+        (-1 for the calls before the window) and whether its JSON is complete."""
         s = self.s
         text = s.text
         if s.last_start >= 0:
@@ -279,7 +330,7 @@ class Llama3JsonStream:
             except _UNPARSABLE:
                 return []
         start = self._window()
-        calls: list[dict[str, Any]] = list(s.finished)
+        calls = [(call, -1, True) for call in s.finished]
         while start < len(text):
             try:
                 obj, end = _loads_partial(text[start:], Allow.ALL)
@@ -287,11 +338,18 @@ class Llama3JsonStream:
                 break
             if not isinstance(obj, dict):
                 break
-            if "parameters" in obj and "arguments" not in obj:
-                obj["arguments"] = obj["parameters"]
-            calls.append(obj)
+            calls.append((_with_arguments(obj), start, _complete(text[start : start + end])))
             start += end + len(_SEPARATOR)
         return calls
+
+    def _closed_name(self, start: int) -> Any:
+        """The name of the open call at ``start`` as a step reads it before the name is
+        sent: an unfinished string is no name yet."""
+        try:
+            call = _loads_partial(self.s.text[start:], Allow.ALL & ~Allow.STR)[0]
+        except _UNPARSABLE:
+            return None
+        return call.get("name") if isinstance(call, dict) else None
 
     def _window(self) -> int:
         s = self.s
@@ -300,11 +358,54 @@ class Llama3JsonStream:
         return len(BOT_TOKEN) if s.text.startswith(BOT_TOKEN) else 0
 
     def remaining_arguments(self) -> str:
-        """Nothing: ``finish`` settles every call."""
-        return ""
+        """What vLLM's server adds to the last chunk when its step sent a call piece: the
+        rest of the current call's arguments as that step read them, where they extend
+        what was sent (``json.dumps`` of the reading, a string value as it is, ``{}``
+        when it has none yet). A step that moved on to a new call compares a reading
+        of the call before with what was sent for it, so it adds nothing.
+        """
+        s = self.s
+        read_by, self._read_by = self._read_by, _NOT_READ
+        if read_by == _NOT_READ or s.current < 0 or not s.name_sent:
+            return ""
+        sent = s.streamed[s.current]
+        rest: str | None = None
+        if read_by == _READ_IN_STRING:
+            rest = _rest(sent, s.head_len, s.unsent, s.tail_dump + s.closer)
+        elif read_by == _READ_INCREMENTALLY:
+            rest = self._rest_of_reading(sent)
+        if rest is None:
+            if read_by == _READ_AGAIN:
+                call = s.previous
+            else:
+                flags = Allow.ALL if read_by != _READ_NAMED else Allow.ALL & ~Allow.STR
+                try:
+                    call = _with_arguments(_loads_partial(s.text[self._window() :], flags)[0])
+                except _UNPARSABLE:
+                    return ""
+            arguments = call.get("arguments", {})
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            expected: str = arguments
+            rest = expected[len(sent) :] if expected.startswith(sent) else ""
+        self._sent(s.current, rest)
+        return rest
+
+    def _rest_of_reading(self, sent: str) -> str | None:
+        """``remaining_arguments`` from the incremental reading (None: read the call
+        again, for a string value whose text vLLM sends unquoted)."""
+        r = self.s.reading
+        assert r is not None
+        if not r.args_kept:
+            return "{}"[len(sent) :] if "{}".startswith(sent) else ""
+        first = sent[:1] or r.unsent[:1] or r.volatile[:1]
+        if first == '"':
+            return None
+        return _rest(sent, r.settled_len, r.unsent, r.volatile)
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s
+        self._read_by = _NOT_READ
         if s.passthrough:
             return Delta(content=text)
         whole, s.text = s.text, ""  # the only reference: += grows it in place
@@ -474,6 +575,7 @@ class Llama3JsonStream:
                 unsent = unsent[len(piece) :]
         r.read_named, r.read_args_depth = named, r.args_max_depth
         r.unsent, r.volatile, r.truthy = unsent, volatile, truthy
+        self._read_by = _READ_INCREMENTALLY
         return False, delta
 
     def _stop(self) -> Delta | None:
@@ -512,6 +614,7 @@ class Llama3JsonStream:
         if s.name_sent or not r.name:
             return None
         s.name_sent = True
+        self._read_by = _READ_NAMED
         return Delta(tool_calls=[opening_call_delta(self.id_seed, s.current, r.name)])
 
     def _leave_reading(self, before: int) -> None:
@@ -571,6 +674,7 @@ class Llama3JsonStream:
             s.current += 1
             s.name_sent = False
             s.streamed.append("")
+            self._read_by = _NOT_READ
             return Delta(tool_calls=finished) if finished else None
         delta = None
         if not s.name_sent:
@@ -595,6 +699,7 @@ class Llama3JsonStream:
                     delta = Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
                     self._sent(s.current, piece)
         s.previous = call
+        self._read_by = _READ_AGAIN
         if s.name_sent and s.window_index == s.current:
             self._enter_string(call, starts[at])
             self._enter_nest(call, starts[at])
@@ -669,10 +774,12 @@ class Llama3JsonStream:
             return
         head, closer = split
         tail_dump = dump_content(raw[cut:end])
-        sent = len(s.streamed[s.current])
-        if head + tail_dump + closer != dump or sent > len(head):
+        sent = s.streamed[s.current]
+        # Argument text the reading now contradicts (a key given twice) is read again:
+        # the last chunk then adds nothing (``remaining_arguments``).
+        if head + tail_dump + closer != dump or not head.startswith(sent):
             return
-        s.scan, s.head_len, s.unsent, s.closer = scanner.s, len(head), head[sent:], closer
+        s.scan, s.head_len, s.unsent, s.closer = scanner.s, len(head), head[len(sent) :], closer
         s.raw_tail, s.tail_dump = raw[cut:], tail_dump
 
     def _enter_nest(self, call: dict[str, Any], start: int) -> None:
@@ -736,6 +843,7 @@ class Llama3JsonStream:
             return None
         piece, s.nest_unsent = s.nest_unsent, grown
         self._sent(s.current, piece)
+        self._read_by = _READ_NESTED
         return Delta(tool_calls=[DeltaToolCall(index=s.current, arguments=piece)])
 
     def _leave_nest(self) -> None:
@@ -786,6 +894,7 @@ class Llama3JsonStream:
         s.unsent = ahead
         s.head_len += len(settled)
         s.raw_tail, s.tail_dump = raw[cut:], new_end[len(settled) :]
+        self._read_by = _READ_IN_STRING
         return delta
 
     def _advance(self, call: dict[str, Any], start: int, next_start: int) -> None:

@@ -588,7 +588,9 @@ class XlamStream:
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s
-        s.text += text
+        whole, s.text = s.text, ""  # the only reference: += grows it in place
+        whole += text
+        s.text = whole
         if s.hold_from < 0:
             window = s.tail + text
             base = len(s.text) - len(window)

@@ -9,8 +9,11 @@ server refuses it), so its parser is compared directly. Each output is fed one c
 per chunk to vLLM's ``Llama3JsonToolParser.extract_tool_calls_streaming`` and to our
 ``Llama3JsonStream.stream``; every step's delta (content, and each call piece's index,
 name and argument text; vLLM's random call ids only as present or not) must be equal.
-The stream's end is left out: there vLLM's server and ours settle the calls
-differently (docs/parity.md, llama3-json-lost-calls). Our parsers package needs only
+The last character ends the stream as each server ends it: vLLM's adds the current
+call's unstreamed arguments (``get_remaining_unstreamed_args``) to a last delta that
+carries a call piece; ours adds ``remaining_arguments`` there, then what ``finish``
+settles (docs/parity.md, llama3-json-lost-calls: nothing, one character at a time).
+Our parsers package needs only
 msgspec and partial-json-parser, which vLLM's environment has, so it is imported from
 the repository. Prints the number of outputs, steps and mismatches (the first few in
 full); the exit status is 1 on any mismatch.
@@ -91,9 +94,16 @@ def vllm_steps(text: str) -> list[Step]:
     parser = Llama3JsonToolParser(VocabularyOnly())
     steps = []
     previous = ""
-    for char in text:
+    for at, char in enumerate(text):
         current = previous + char
         delta = parser.extract_tool_calls_streaming(previous, current, char, [], [], [], None)
+        if at == len(text) - 1 and delta is not None and delta.tool_calls:
+            # vLLM's server on the last chunk (``_append_unstreamed_tool_args``).
+            last = delta.tool_calls[-1]
+            if last.function:
+                last.function.arguments = (
+                    last.function.arguments or ""
+                ) + parser.get_remaining_unstreamed_args()
         steps.append(None if delta is None else vllm_delta(delta))
         previous = current
     return steps
@@ -114,7 +124,20 @@ def vllm_delta(delta: Any) -> dict[str, Any]:
 
 def our_steps(text: str) -> list[Step]:
     stream = Llama3JsonStream("seed")
-    return [None if (d := stream.stream(char)) is None else our_delta(d) for char in text]
+    steps = []
+    for at, char in enumerate(text):
+        delta = stream.stream(char)
+        if at == len(text) - 1:
+            # The stream processor on the last chunk (parsers/stream.py ``_finish``).
+            if delta is not None and delta.tool_calls:
+                last = delta.tool_calls[-1]
+                last.arguments = (last.arguments or "") + stream.remaining_arguments()
+            settled = stream.finish()
+            if settled is not None:
+                delta = delta or Delta()
+                delta.tool_calls += settled.tool_calls
+        steps.append(None if delta is None else our_delta(delta))
+    return steps
 
 
 def our_delta(delta: Delta) -> dict[str, Any]:

@@ -123,6 +123,38 @@ def test_kimi_a_headerless_call_is_lost_and_keeps_its_index(kimi_tokenizer: Toke
     assert "".join(p[2] for p in pieces) == '{"tz": "UTC"}'
 
 
+@pytest.mark.parametrize(
+    ("calls", "ids"),
+    [
+        ("", [("functions.functions:0", "functions")]),
+        (
+            kimi_call("functions.get_weather:0", '{"city": "Paris"}'),
+            [("functions.get_weather:0", "get_weather"), ("functions.functions:0", "functions")],
+        ),
+        (
+            kimi_call("xyz", '{"name": "get_time", "tz": "UTC"}'),
+            [("functions.get_time:0", "get_time"), ("functions.functions:1", "functions")],
+        ),
+    ],
+)
+def test_kimi_a_call_without_a_usable_header_gets_vllms_kimi_id(
+    kimi_tokenizer: Tokenizer, calls: str, ids: list[tuple[str, str]]
+) -> None:
+    """vLLM 0.33.0 (its render server, ``model_type: kimi_k2``): output cut right after
+    ``<|tool_call_begin|>functions`` names a call ``functions`` with the id
+    ``functions.functions:N``, N counting the ids made so in the output (a header's own id
+    does not count), streamed in any chunking and one-shot alike."""
+    factory = ParserFactory("kimi_k2", "kimi_k2", True, kimi_tokenizer.vocabulary)
+    text = f"Plan.</think>{SECTION}{calls}{CALL}functions"
+    parsed = factory.for_request(options()).parse(text, None, "seed")
+    assert [(call.id, call.name) for call in parsed.tool_calls] == ids
+    tokens = kimi_tokenizer.encode(text)
+    for chunks in ([[i] for i in tokens], [tokens]):
+        deltas = stream(kimi_tokenizer, factory, options(), chunks, "length")
+        named = [(c.id, c.name) for d in deltas if d is not None for c in d.tool_calls if c.id]
+        assert named == ids
+
+
 def test_kimi_header_reading() -> None:
     assert header_id_and_name(" functions.get_weather:12 \n") == (
         "functions.get_weather:12",

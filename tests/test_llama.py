@@ -22,7 +22,7 @@ from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import Delta
 from tests.support.llama_tokenizers import llama_tokenizer_dir
 from tests.support.outputs import args, llama_output, text
-from tests.support.parity import chunked
+from tests.support.parity import Assembled, chunked
 from tests.support.processes import run_cli
 from tests.support.streams import PROMPT, PROPS, factory_for, options, run, stream
 from tests.support.tokenizers import bundled_tokenizer
@@ -237,7 +237,24 @@ def test_any_chunking_assembles_the_same_message(
     baseline, _ = run(tokenizer, factory, options(), [[i] for i in ids], finish)
     for chunking in (cuts, other, [10**6]):
         folded, _ = run(tokenizer, factory, options(), chunked(ids, chunking), finish)
+        if tool == "llama3_json":
+            baseline, folded = (
+                _as_every_chunking(baseline, finish),
+                _as_every_chunking(folded, finish),
+            )
         assert folded == baseline, (tokenizer.decode(ids), chunking)
+
+
+def _as_every_chunking(message: Assembled, finish: str) -> Assembled:
+    """What of a llama3_json stream every chunking assembles, as in vLLM: the last
+    chunk's step adds the current call's unstreamed arguments only when it carries a
+    call piece, so empty arguments arrive as ``{}`` or not at all, and a call cut short
+    ends where its readings last agreed, or flushed (its name and the calls before it
+    are the same)."""
+    calls = {i: [name, "" if args == "{}" else args] for i, (name, args) in message.calls.items()}
+    if calls and finish == "length":
+        calls[max(calls)][1] = ""
+    return Assembled(message.content, message.reasoning, calls)
 
 
 @PROPS
@@ -271,4 +288,7 @@ def test_well_formed_calls_stream_as_one_shot_finds_them(
     folded, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
     assert [name for name, _ in folded.calls.values()] == [c.name for c in parsed.tool_calls]
     for (_, streamed), call in zip(folded.calls.values(), parsed.tool_calls, strict=True):
-        assert json.loads(streamed) == json.loads(call.arguments)
+        # vLLM streams empty arguments (one-shot ``{}``) only with a name in the last chunk.
+        assert json.loads(streamed or "{}") == json.loads(call.arguments) or not (
+            streamed or json.loads(call.arguments)
+        )

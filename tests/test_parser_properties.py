@@ -193,4 +193,7 @@ def test_llama3_json_streams_the_one_shot_calls(output: str, cuts: list[int]) ->
     streamed = [folded.calls[index] for index in sorted(folded.calls)]
     assert [name for name, _ in streamed] == [c.name for c in parsed.tool_calls]
     for (_, arguments), call in zip(streamed, parsed.tool_calls, strict=True):
-        assert json.loads(arguments) == json.loads(call.arguments)
+        # As in vLLM, empty arguments (one-shot ``{}``) stream only with a name in the
+        # last chunk (docs/parity.md, llama3-json-cut-call).
+        expected = json.loads(call.arguments)
+        assert json.loads(arguments or "{}") == expected or not (arguments or expected)
