@@ -33,6 +33,7 @@ from parsers.engine import (
     MarkerEngine,
 )
 from parsers.engine_reasoning import hold_trailing_reasoning
+from parsers.growing_text import GrowingText
 from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
 from parsers.schema import coerce_arguments, coerce_string, schema_types
@@ -58,7 +59,7 @@ class CallSlot(Struct):
 
     id: str = ""
     name: str = ""
-    args: str = ""
+    args: GrowingText = field(default_factory=GrowingText)
     name_sent: bool = False
 
 
@@ -83,7 +84,7 @@ class ReasoningToolState(EngineToolState[SlotT]):
 class BodySlot(ToolSlot, Protocol):
     """A call whose body is kept as text, where a ``"name"`` key may name it."""
 
-    args: str
+    args: GrowingText
     json_name: KeyMatch
 
 
@@ -319,7 +320,7 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         return None
 
 
-def json_name(args: str, match: KeyMatch) -> str | None:
+def json_name(args: GrowingText, match: KeyMatch) -> str | None:
     """The first ``"name": "..."`` in a call body (None if empty), found incrementally."""
     match.advance(args, _NAME_KEY, want_value=True, empty_is_match=True)
     if match.phase != "done" or match.value_end == match.value_start:
@@ -374,8 +375,7 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
     def _grow(self, event: Event) -> BodySlotT:
         """The event's call, its body grown by the event's text."""
         slot = self._slot(event.call)
-        if event.value:
-            slot.args += event.value
+        slot.args.append(event.value)
         return slot
 
     @abstractmethod
@@ -409,7 +409,7 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
         if not slot.name and not slot.args:
             return None
         name = slot.name.strip()
-        raw = slot.args
+        raw = slot.args.text()
         if not name and raw.strip():
             name, arguments = name_and_arguments(raw)
             arguments = self._coerce(arguments, name)

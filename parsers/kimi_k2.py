@@ -200,7 +200,7 @@ class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
     def _take(self, index: int, slot: KimiSlot, text: str, calls: list[DeltaToolCall]) -> None:
         """Released argument text: sent after the name, or the name found with it."""
         start = len(slot.args)
-        slot.args += text
+        slot.args.append(text)
         if slot.name_sent:
             calls.append(DeltaToolCall(index=index, arguments=text))
             return
@@ -237,4 +237,4 @@ class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
         return None
 
     def _body_arguments(self, slot: KimiSlot, name: str) -> str:
-        return coerce_arguments(slot.args.strip(), self._properties(name))
+        return coerce_arguments(slot.args.text().strip(), self._properties(name))
