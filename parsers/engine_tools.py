@@ -256,6 +256,11 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
 
     # ------------------------------------------------------------------ events to deltas
 
+    def _name_grows(self, index: int, pieces: list[str]) -> None:
+        """Call ``index``'s name grows by ``pieces`` (then cleared)."""
+        self._slot(index).name += "".join(pieces)
+        pieces.clear()
+
     def _delta(self, events: list[Event], finished: bool) -> Delta | None:
         state = self.state
         if not events and not state.deferred_content:
@@ -265,6 +270,10 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         reasoning: list[str] = []
         carried = state.deferred_content
         in_calls = False
+        # A run of name text is joined once: a marker storm inside a call's name brings
+        # thousands of pieces in one delta, and adding them one by one copies the name.
+        naming: list[str] = []
+        naming_call = -1
         for event in events:
             kind = event.kind
             if kind == TEXT:
@@ -286,16 +295,21 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
                 continue
             else:
                 in_calls = True
+                if naming and (kind != CALL_NAME or event.call != naming_call):
+                    self._name_grows(naming_call, naming)
                 if kind == CALL_START:
                     self._slot(event.call)
                 elif kind == CALL_NAME:
-                    self._slot(event.call).name += event.value
+                    naming.append(event.value)
+                    naming_call = event.call
                 elif kind == CALL_ARGS:
                     self._arguments(event, calls)
                 elif kind == CALL_END:
                     self._end(event.call, calls)
                 else:
                     self._other(event, calls)
+        if naming:
+            self._name_grows(naming_call, naming)
         if len(calls) > 1:
             calls = coalesce_calls(calls)
         if state.deferred_content and (not in_calls or not calls):
