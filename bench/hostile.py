@@ -9,9 +9,9 @@ with the text before each step shows as time per token growing with the length.
 
 Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
 of the vocabulary's longest tokens (about a hundred characters each, where a copy of
-the text so far per chunk shows at once), and marker storms inside a Kimi K2 call's
-name. Their claim is per-token cost at the largest size at most 2.5 times that at the
-smallest, and no single streamed chunk over 50 ms.
+the text so far per chunk shows at once), and Kimi K2 call markers between long tokens
+inside a call's name. Their claim is per-token cost at the largest size at most 2.5
+times that at the smallest, and no single streamed chunk over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
@@ -393,6 +393,11 @@ def longest_tokens(tokenizer: Tokenizer, count: int = 16) -> list[int]:
     return [token_id for _, token_id in sorted(found)[:count]]
 
 
+def _with_long_token(markers: str) -> Callable[[Tokenizer], list[int]]:
+    """``markers``' ids, then the vocabulary's longest token that is plain text."""
+    return lambda tokenizer: tokenizer.encode(markers) + longest_tokens(tokenizer, 1)
+
+
 # Kimi K2's call openers and closers inside a call's name (a call opens only after the
 # section's opener or a closed call, so each marker after the first is name text).
 LONG_FAMILIES: dict[str, Family] = {
@@ -400,10 +405,16 @@ LONG_FAMILIES: dict[str, Family] = {
         _in_call('"'), _fixed(""), unit_ids=longest_tokens, applies=_has_call, modes=("stream",)
     ),
     "Kimi call openers in a name": Family(
-        _fixed(SECTION_BEGIN), _fixed(KIMI_CALL_BEGIN + "f"), applies=_kimi
+        _fixed(SECTION_BEGIN),
+        _fixed(""),
+        unit_ids=_with_long_token(KIMI_CALL_BEGIN),
+        applies=_kimi,
     ),
     "Kimi call markers in a name": Family(
-        _fixed(SECTION_BEGIN), _fixed(KIMI_CALL_BEGIN + KIMI_CALL_FINISH), applies=_kimi
+        _fixed(SECTION_BEGIN),
+        _fixed(""),
+        unit_ids=_with_long_token(KIMI_CALL_BEGIN + KIMI_CALL_FINISH),
+        applies=_kimi,
     ),
 }
 

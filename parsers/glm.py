@@ -176,15 +176,11 @@ class PairScan(Struct):
                 self.phase, self.cursor = _SEEK, at + len(VALUE_CLOSE_TAG)
 
     def open_key(self, raw: Text) -> str | None:
-        """The open pair's key, if a pair is open and its key is not empty."""
+        """The open pair's key, if a pair is open and its key is not empty (its value
+        so far runs from ``value_start`` to the end of the body)."""
         if self.phase != _VALUE:
             return None
         return raw[self.key_start : self.key_end].strip() or None
-
-    def open_pair(self, raw: Text) -> tuple[str, str] | None:
-        """The open pair (its key and value so far), if its key is not empty."""
-        key = self.open_key(raw)
-        return None if key is None else (key, raw[self.value_start :])
 
 
 def _escaped(text: str) -> str:
