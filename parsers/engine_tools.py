@@ -71,6 +71,11 @@ class EngineToolState(Struct, Generic[SlotT]):
     slots: list[SlotT] = field(default_factory=list)
     deferred_content: str = ""  # content held while calls may follow (whitespace, or in calls)
     content_has_nonws: bool = False
+    # Name text of call ``naming_call`` not yet added to its name: a run of it is joined
+    # once, when an event that may read the name comes (a marker storm inside a name
+    # brings a piece per marker, and adding each to the name would copy the name).
+    naming: list[str] = field(default_factory=list)
+    naming_call: int = -1
 
 
 class ReasoningToolState(EngineToolState[SlotT]):
@@ -256,10 +261,11 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
 
     # ------------------------------------------------------------------ events to deltas
 
-    def _name_grows(self, index: int, pieces: list[str]) -> None:
-        """Call ``index``'s name grows by ``pieces`` (then cleared)."""
-        self._slot(index).name += "".join(pieces)
-        pieces.clear()
+    def _name_grows(self) -> None:
+        """The name text held joins its call's name."""
+        state = self.state
+        self._slot(state.naming_call).name += "".join(state.naming)
+        state.naming = []
 
     def _delta(self, events: list[Event], finished: bool) -> Delta | None:
         state = self.state
@@ -270,10 +276,6 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         reasoning: list[str] = []
         carried = state.deferred_content
         in_calls = False
-        # A run of name text is joined once: a marker storm inside a call's name brings
-        # thousands of pieces in one delta, and adding them one by one copies the name.
-        naming: list[str] = []
-        naming_call = -1
         for event in events:
             kind = event.kind
             if kind == TEXT:
@@ -295,21 +297,21 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
                 continue
             else:
                 in_calls = True
-                if naming and (kind != CALL_NAME or event.call != naming_call):
-                    self._name_grows(naming_call, naming)
+                if state.naming and (kind != CALL_NAME or event.call != state.naming_call):
+                    self._name_grows()
                 if kind == CALL_START:
                     self._slot(event.call)
                 elif kind == CALL_NAME:
-                    naming.append(event.value)
-                    naming_call = event.call
+                    state.naming.append(event.value)
+                    state.naming_call = event.call
                 elif kind == CALL_ARGS:
                     self._arguments(event, calls)
                 elif kind == CALL_END:
                     self._end(event.call, calls)
                 else:
                     self._other(event, calls)
-        if naming:
-            self._name_grows(naming_call, naming)
+        if finished and state.naming:
+            self._name_grows()
         if len(calls) > 1:
             calls = coalesce_calls(calls)
         if state.deferred_content and (not in_calls or not calls):

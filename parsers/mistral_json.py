@@ -206,8 +206,9 @@ class _Feeder:
         if end == len(word) and any(lit.startswith(word) for lit in _LITERALS):
             held.append(text)
             return -1
-        self._literal(self._release(text[: end - len(held)]))
-        return end - len(held)
+        used = end - len(held)
+        self._literal(self._release(text[:used]))
+        return used
 
     def _release(self, rest: str) -> str:
         """The held token completed by ``rest`` (the reader then holds nothing)."""
