@@ -87,8 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--sizes", type=positive, nargs="+", default=list(hostile.SIZES), help="output lengths"
     )
+    h.add_argument(
+        "--long-sizes",
+        type=positive,
+        nargs="+",
+        default=list(hostile.LONG_SIZES),
+        help="output lengths of the long-token families",
+    )
     h.add_argument("--configs", nargs="+", choices=list(hostile.CONFIGS), help="default: all")
-    h.add_argument("--families", nargs="+", choices=list(hostile.FAMILIES), help="default: all")
+    h.add_argument(
+        "--families",
+        nargs="+",
+        choices=[*hostile.FAMILIES, *hostile.LONG_FAMILIES],
+        help="default: all",
+    )
     h.add_argument(
         "--check", action="store_true", help="exit 1 unless every row holds the linearity claim"
     )

@@ -7,6 +7,12 @@ through the server's derenderer in-process: one-shot (the whole output in one ca
 and streamed one token per chunk with the session kept. A parser whose cost grows
 with the text before each step shows as time per token growing with the length.
 
+Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
+of the vocabulary's longest tokens (about a hundred characters each, where a copy of
+the text so far per chunk shows at once), and Kimi K2 call markers between long tokens
+inside a call's name. Their claim is per-token cost at the largest size at most 2.5
+times that at the smallest, and no single streamed chunk over 50 ms.
+
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
 the bench. Times are the child's CPU seconds, robust to whatever else the machine
@@ -67,11 +73,15 @@ from parsers.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
 from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
 
 SIZES = (256, 1024, 4096, 16384)
+LONG_SIZES = (1024, 8192, 32768)
 MODES = ("one-shot", "stream")
 # The acceptance line: per-token cost may at most double from 1,024 to 16,384 tokens,
 # and no single request may take a second.
 GROWTH_LIMIT = 2.0
 REQUEST_LIMIT_S = 1.0
+# The long-token families' line (see the module's docstring).
+LONG_GROWTH_LIMIT = 2.5
+CHUNK_LIMIT_MS = 50.0
 DEADLINE_S = 60.0
 AFTER_REASONING = "Short thought.\n</think>\n\n"
 
@@ -250,6 +260,10 @@ CONFIGS: dict[str, Config] = {
 }
 
 
+def _always(config: Config) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Family:
     """An adversarial output: ``head`` once, then ``unit`` repeated to the length.
@@ -265,6 +279,11 @@ class Family:
     in_tools: bool = True
     # What ends the output, after the repeated unit (which then stops short of it).
     tail: str = ""
+    # The unit as token ids chosen from the vocabulary (instead of ``unit``'s text).
+    unit_ids: Callable[[Tokenizer], list[int]] | None = None
+    # The configurations it is measured for, and how.
+    applies: Callable[[Config], bool] = _always
+    modes: tuple[str, ...] = MODES
 
 
 def _fixed(text: str) -> Callable[[Config], str]:
@@ -339,6 +358,70 @@ FAMILIES: dict[str, Family] = {
     "Harmony marker storm in a message": Family(
         _fixed("<|channel|>final<|message|>"), _fixed("<|message|><|channel|><|constrain|>")
     ),
+    # Mistral: call markers back to back, and markers inside a call's arguments.
+    "[TOOL_CALLS] storm": Family(_fixed(""), _fixed("[TOOL_CALLS]")),
+    "[ARGS] and brace storm in a call": Family(_in_call(""), _fixed("[ARGS]{[TOOL_CALLS]")),
+}
+
+
+def _has_call(config: Config) -> bool:
+    return bool(config.call_open)
+
+
+def _kimi(config: Config) -> bool:
+    return config.tool == "kimi_k2"
+
+
+def _harmony(config: Config) -> bool:
+    return config.tool == "openai"
+
+
+# Characters that may end, escape or mark up a string value in some format.
+_NOT_IN_VALUES = frozenset("\"'\\<>[]{}|`")
+
+
+def longest_tokens(tokenizer: Tokenizer, count: int = 16) -> list[int]:
+    """The vocabulary's ``count`` longest tokens that are plain text inside a string
+    value of every format (printable, no quote, bracket, markup or escape character)."""
+    by_piece = sorted(
+        range(tokenizer.vocab_size), key=lambda i: len(tokenizer.piece(i) or ""), reverse=True
+    )
+    found: list[tuple[int, int]] = []
+    for token_id in by_piece[: 200 * count]:
+        text = tokenizer.token_text(token_id)
+        if (
+            token_id not in tokenizer.special_ids
+            and text.isprintable()
+            and _NOT_IN_VALUES.isdisjoint(text)
+            and "\ufffd" not in text
+        ):
+            found.append((-len(text), token_id))
+    return [token_id for _, token_id in sorted(found)[:count]]
+
+
+def _with_long_token(markers: str) -> Callable[[Tokenizer], list[int]]:
+    """``markers``' ids, then the vocabulary's longest token that is plain text."""
+    return lambda tokenizer: tokenizer.encode(markers) + longest_tokens(tokenizer, 1)
+
+
+# Kimi K2's call openers and closers inside a call's name (a call opens only after the
+# section's opener or a closed call, so each marker after the first is name text).
+LONG_FAMILIES: dict[str, Family] = {
+    "long tokens in a string argument": Family(
+        _in_call('"'), _fixed(""), unit_ids=longest_tokens, applies=_has_call, modes=("stream",)
+    ),
+    "Kimi call openers in a name": Family(
+        _fixed(SECTION_BEGIN),
+        _fixed(""),
+        unit_ids=_with_long_token(KIMI_CALL_BEGIN),
+        applies=_kimi,
+    ),
+    "Kimi call markers in a name": Family(
+        _fixed(SECTION_BEGIN),
+        _fixed(""),
+        unit_ids=_with_long_token(KIMI_CALL_BEGIN + KIMI_CALL_FINISH),
+        applies=_kimi,
+    ),
     # A header as long as the output, closed by one <|message|> near its end, the stream
     # going on in the message it opens: the header is read in the chunk that closes it.
     "Harmony long header, closed": Family(
@@ -346,11 +429,14 @@ FAMILIES: dict[str, Family] = {
         _fixed("<|channel|>x"),
         in_tools=False,
         tail="<|message|>" + SENTENCE + "<|end|><|start|>assistant<|channel|>final<|message|>Hi",
+        applies=_harmony,
     ),
-    # Mistral: call markers back to back, and markers inside a call's arguments.
-    "[TOOL_CALLS] storm": Family(_fixed(""), _fixed("[TOOL_CALLS]")),
-    "[ARGS] and brace storm in a call": Family(_in_call(""), _fixed("[ARGS]{[TOOL_CALLS]")),
 }
+
+
+def family_spec(name: str) -> Family:
+    """A family of either kind by its name."""
+    return FAMILIES[name] if name in FAMILIES else LONG_FAMILIES[name]
 
 
 def _ids(tokenizer: Tokenizer, text: str, spelled: bool) -> list[int]:
@@ -365,14 +451,16 @@ def invalid_byte_id(tokenizer: Tokenizer) -> int:
     return next(i for i in range(tokenizer.vocab_size) if tokenizer.decode([i]) == "\ufffd")
 
 
-def output_ids(tokenizer: Tokenizer, config: Config, family: str, tokens: int) -> list[int]:
+def output_ids(tokenizer: Tokenizer, config: Config, name: str, tokens: int) -> list[int]:
     """``tokens`` ids of the family's output for this configuration."""
-    spec = FAMILIES[family]
+    spec = family_spec(name)
     head = spec.head(config)
     if config.reasoning is not None and spec.in_tools:
         head = config.after_reasoning + head
-    if family == INVALID_BYTES:
+    if name == INVALID_BYTES:
         unit = [invalid_byte_id(tokenizer)]
+    elif spec.unit_ids is not None:
+        unit = spec.unit_ids(tokenizer)
     else:
         unit = _ids(tokenizer, spec.unit(config), spec.spelled)
     tail = tokenizer.encode(spec.tail) if spec.tail else []
@@ -483,33 +571,41 @@ def in_child(
         child.join()
 
 
-def measure(configs: list[str], families: list[str], sizes: list[int]) -> list[Measurement]:
+def measure(
+    configs: list[str], families: list[str], sizes: list[int], long_sizes: list[int]
+) -> list[Measurement]:
+    """Every family for every configuration it applies to, in each of its modes."""
     results: list[Measurement] = []
-    total = len(configs) * len(families) * len(MODES)
-    done = 0
-    for name in configs:
+    runs = [
+        (name, fam, mode)
+        for name in configs
+        for fam in families
+        if family_spec(fam).applies(CONFIGS[name])
+        for mode in family_spec(fam).modes
+    ]
+    current = ""
+    for done, (name, fam, mode) in enumerate(runs, 1):
         config = CONFIGS[name]
-        tokenizer = tokenizer_for(config.tool, name)
-        prompt = prompt_ids(tokenizer, 100)
-        derender = derenderer(tokenizer, config.tool, config.reasoning)
-        for family in families:
-            outputs = {size: output_ids(tokenizer, config, family, size) for size in sizes}
-            for mode in MODES:
-                done += 1
-                line = []
-                for size in sizes:
-                    outcome = in_child(derender, config, mode, outputs[size], prompt)
-                    if outcome is None:
-                        results.append(Measurement(name, family, mode, size, None))
-                        line.append(f"{size}: timeout")
-                        break
-                    cpu, worst = outcome
-                    chunk_ms = None if worst is None else 1e3 * worst
-                    results.append(Measurement(name, family, mode, size, cpu, chunk_ms))
-                    line.append(f"{size}: {1e6 * cpu / size:.1f}")
-                progress(
-                    f"[{done}/{total}] {name} / {family} / {mode}: µs per token " + ", ".join(line)
-                )
+        if name != current:
+            current = name
+            tokenizer = tokenizer_for(config.tool, name)
+            prompt = prompt_ids(tokenizer, 100)
+            derender = derenderer(tokenizer, config.tool, config.reasoning)
+        family_sizes = long_sizes if fam in LONG_FAMILIES else sizes
+        # Built per size: a family may end in a tail every size must have.
+        outputs = {size: output_ids(tokenizer, config, fam, size) for size in family_sizes}
+        line = []
+        for size in family_sizes:
+            outcome = in_child(derender, config, mode, outputs[size], prompt)
+            if outcome is None:
+                results.append(Measurement(name, fam, mode, size, None))
+                line.append(f"{size}: timeout")
+                break
+            cpu, worst = outcome
+            chunk_ms = None if worst is None else 1e3 * worst
+            results.append(Measurement(name, fam, mode, size, cpu, chunk_ms))
+            line.append(f"{size}: {1e6 * cpu / size:.1f}")
+        progress(f"[{done}/{len(runs)}] {name} / {fam} / {mode}: µs per token " + ", ".join(line))
     return results
 
 
@@ -541,7 +637,35 @@ def _groups(results: list[Measurement]) -> dict[tuple[str, str, str], list[Measu
     return groups
 
 
-def render(results: list[Measurement], sizes: list[int]) -> str:
+def render(results: list[Measurement], sizes: list[int], long_sizes: list[int]) -> str:
+    """The table of the families at ``sizes``, then that of the long-token families."""
+    standard = [r for r in results if r.family not in LONG_FAMILIES]
+    long = [r for r in results if r.family in LONG_FAMILIES]
+    parts = [render_standard(standard, sizes)] if standard else []
+    if long:
+        parts.append(render_long(long, long_sizes))
+    return "\n\n".join(parts)
+
+
+def _costs(group: list[Measurement], sizes: list[int]) -> list[str]:
+    costs = []
+    for size in sizes:
+        cost = _cost(group, size)
+        timed_out = any(r.tokens == size and r.cpu_s is None for r in group)
+        costs.append("timeout" if timed_out else "" if cost is None else f"{cost:.1f}")
+    return costs
+
+
+def _worst_chunk_ms(group: list[Measurement]) -> float | None:
+    """A streamed row's costliest single chunk, at any size (None for one-shot)."""
+    return max((r.max_chunk_ms for r in group if r.max_chunk_ms is not None), default=None)
+
+
+def _ms(value: float | None, digits: int) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def render_standard(results: list[Measurement], sizes: list[int]) -> str:
     small, large = (1024, max(sizes)) if 1024 in sizes else (min(sizes), max(sizes))
     columns = [
         "parsers",
@@ -550,27 +674,24 @@ def render(results: list[Measurement], sizes: list[int]) -> str:
         *(f"µs/token @{size}" for size in sizes),
         f"@{large} / @{small}",
         "worst request ms",
+        "worst chunk ms",
         "verdict",
     ]
     rows = []
     failures = 0
-    for (config, family, mode), group in _groups(results).items():
+    for (config, name, mode), group in _groups(results).items():
         growth, verdict = _row_verdict(group, small, large)
         failures += verdict != "ok"
-        costs = []
-        for size in sizes:
-            cost = _cost(group, size)
-            timed_out = any(r.tokens == size and r.cpu_s is None for r in group)
-            costs.append("timeout" if timed_out else "" if cost is None else f"{cost:.1f}")
         worst = max((r.cpu_s for r in group if r.cpu_s is not None), default=None)
         rows.append(
             [
                 config,
-                family,
+                name,
                 mode,
-                *costs,
+                *_costs(group, sizes),
                 "" if growth is None else f"{growth:.2f}",
-                "" if worst is None else f"{1e3 * worst:.0f}",
+                _ms(None if worst is None else 1e3 * worst, 0),
+                _ms(_worst_chunk_ms(group), 1),
                 verdict,
             ]
         )
@@ -583,6 +704,56 @@ def render(results: list[Measurement], sizes: list[int]) -> str:
         f"times are this machine's"
     )
     return "\n".join([title, "", table(columns, rows), "", summary])
+
+
+def _long_verdict(group: list[Measurement], small: int, large: int) -> tuple[float | None, str]:
+    """Growth of the per-token cost from ``small`` to ``large`` tokens, and its verdict."""
+    if any(r.cpu_s is None for r in group):
+        return None, "TIMEOUT"
+    early, late = _cost(group, small), _cost(group, large)
+    if early is None or late is None:
+        return None, "n/a"
+    growth = late / max(early, 1e-3)
+    chunk = _worst_chunk_ms(group) or 0.0
+    ok = growth <= LONG_GROWTH_LIMIT and chunk <= CHUNK_LIMIT_MS
+    return growth, "ok" if ok else "FAIL"
+
+
+def render_long(results: list[Measurement], sizes: list[int]) -> str:
+    small, large = min(sizes), max(sizes)
+    columns = [
+        "parsers",
+        "family",
+        "mode",
+        *(f"µs/token @{size}" for size in sizes),
+        f"@{large} / @{small}",
+        "worst chunk ms",
+        "verdict",
+    ]
+    rows = []
+    failures = 0
+    for (config, name, mode), group in _groups(results).items():
+        growth, verdict = _long_verdict(group, small, large)
+        failures += verdict != "ok"
+        rows.append(
+            [
+                config,
+                name,
+                mode,
+                *_costs(group, sizes),
+                "" if growth is None else f"{growth:.2f}",
+                _ms(_worst_chunk_ms(group), 1),
+                verdict,
+            ]
+        )
+    title = (
+        f"long tokens: CPU per token of outputs made of long tokens (a string argument of "
+        f"the vocabulary's longest tokens, streamed one per chunk) or of markers inside a "
+        f"call's name; the claim is @{large} / @{small} <= {LONG_GROWTH_LIMIT:g} and no "
+        f"streamed chunk over {CHUNK_LIMIT_MS:g} ms. {len(rows) - failures} of {len(rows)} "
+        f"rows hold; times are this machine's"
+    )
+    return "\n".join([title, "", table(columns, rows)])
 
 
 def render_summary(results: list[Measurement], small: int, large: int) -> str:
@@ -662,10 +833,11 @@ def draw(results: list[Measurement], out: Path) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the children are forked
-    sizes = sorted(args.sizes)
+    sizes, long_sizes = sorted(args.sizes), sorted(args.long_sizes)
     configs = args.configs or list(CONFIGS)
-    results = measure(configs, args.families or list(FAMILIES), sizes)
-    text = render(results, sizes)
+    families = args.families or [*FAMILIES, *LONG_FAMILIES]
+    results = measure(configs, families, sizes, long_sizes)
+    text = render(results, sizes, long_sizes)
     figure = draw(results, args.out)
     write(args.out, "hostile", {"machine": machine(), "results": results}, text, [figure])
     failed = "FAIL" in text or "TIMEOUT" in text

@@ -239,7 +239,7 @@ class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
 
     def _ending(self, index: int, slot: DsmlSlot, calls: list[DeltaToolCall]) -> str | None:
         stream = ArgsStream(slot.arguments, self.dialect, self._schema(slot.name))
-        return stream.final(slot.args)
+        return stream.final(slot.args.text())
 
     def _body_arguments(self, slot: DsmlSlot, name: str) -> str:
-        return arguments_json(slot.args, self.dialect, self._schema(name))
+        return arguments_json(slot.args.text(), self.dialect, self._schema(name))

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from msgspec import Struct, field
 
+from parsers.growing_text import Text
 from parsers.jsonscan import JsonScanner, JsonScanState
 from parsers.schema import coerce_value, schema_types
 
@@ -45,7 +46,7 @@ class Dialect(NamedTuple):
     param_close: str
 
 
-def _ends_inside(raw: str, at: int, literal: str) -> bool:
+def _ends_inside(raw: Text, at: int, literal: str) -> bool:
     """Whether ``raw`` from ``at`` on is a prefix of ``literal`` (so may still grow into it).
 
     Only a tail shorter than the literal is copied: slicing the whole rest at each
@@ -83,7 +84,7 @@ class ParamScan(Struct):
     json: JsonScanState = field(default_factory=JsonScanState)
     json_fed: int = 0
 
-    def advance(self, raw: str, dialect: Dialect) -> list[Param]:
+    def advance(self, raw: Text, dialect: Dialect) -> list[Param]:
         """The parameters ``raw`` completes since the last call."""
         found: list[Param] = []
         size = len(raw)
@@ -106,18 +107,27 @@ class ParamScan(Struct):
         """Where the open last parameter's value starts (-1: none is open)."""
         return self.value_start if self.phase == _VALUE else -1
 
-    def open_param(self, raw: str) -> tuple[Param, bool] | None:
-        """The open last parameter, and whether its text so far may be one JSON value."""
+    def open_head(self, raw: Text) -> tuple[str, bool, bool] | None:
+        """The open last parameter's name, whether it is a string, and whether its text
+        so far may be one JSON value (its text is not read)."""
         if self.phase != _VALUE:
             return None
         name, is_string = self._name_and_kind(raw)
-        return Param(name, is_string, raw[self.value_start :]), JsonScanner(self.json).complete
+        return name, is_string, JsonScanner(self.json).complete
 
-    def _name_and_kind(self, raw: str) -> tuple[str, bool]:
+    def open_param(self, raw: Text) -> tuple[Param, bool] | None:
+        """The open last parameter, and whether its text so far may be one JSON value."""
+        head = self.open_head(raw)
+        if head is None:
+            return None
+        name, is_string, complete = head
+        return Param(name, is_string, raw[self.value_start :]), complete
+
+    def _name_and_kind(self, raw: Text) -> tuple[str, bool]:
         is_string = self.string_start >= 0 and raw[self.string_start : self.string_end] == "true"
         return raw[self.name_start : self.name_end], is_string
 
-    def _seek(self, raw: str, dialect: Dialect) -> bool:
+    def _seek(self, raw: Text, dialect: Dialect) -> bool:
         literal = dialect.param_start
         at = raw.find(literal[0], self.pos)
         if at < 0:
@@ -136,7 +146,7 @@ class ParamScan(Struct):
     def _fail(self) -> None:
         self.phase, self.pos = _SEEK, self.start + 1
 
-    def _head(self, raw: str) -> None:
+    def _head(self, raw: Text) -> None:
         """One character of the head after its literal."""
         ch = raw[self.pos]
         step = self.step
@@ -177,7 +187,7 @@ class ParamScan(Struct):
         self.pos += 1
         return None
 
-    def _value(self, raw: str, dialect: Dialect) -> tuple[Param | None, bool]:
+    def _value(self, raw: Text, dialect: Dialect) -> tuple[Param | None, bool]:
         """Look on for the open value's end: (the completed parameter, waiting for text)."""
         size = len(raw)
         if self.start < 0:
@@ -208,7 +218,7 @@ class ParamScan(Struct):
         self.start, self.pos = -1, at + 1
         return None, False
 
-    def _complete(self, raw: str, value_end: int, resume: int) -> Param:
+    def _complete(self, raw: Text, value_end: int, resume: int) -> Param:
         name, is_string = self._name_and_kind(raw)
         self.phase, self.pos, self.start = _SEEK, resume, -1
         return Param(name, is_string, raw[self.value_start : value_end])
@@ -287,7 +297,7 @@ class Schema:
         return entry[:colon_end], False
 
 
-def arguments_json(raw: str, dialect: Dialect, schema: Schema) -> str:
+def arguments_json(raw: Text, dialect: Dialect, schema: Schema) -> str:
     """A finished body's arguments (one-shot, and at a call's end): closed parameters only."""
     keys: list[str] = []
     values: list[Any] = []
@@ -312,8 +322,9 @@ class ArgsState(Struct):
 
     Finished parameters are kept with their typed JSON entry, one per key (a
     repeated key keeps its first place and takes the last value). What was sent is
-    the entries it covers plus the head of the next one; ``stale`` counts covered
-    entries that no longer read as sent.
+    the entries it covers plus the head of the next one (and the pieces an open value
+    streamed past it, ``streamed``); ``stale`` counts covered entries that no longer
+    read as sent.
     """
 
     scan: ParamScan = field(default_factory=ParamScan)
@@ -322,6 +333,9 @@ class ArgsState(Struct):
     positions: dict[str, int] = field(default_factory=dict)
     sent_entries: list[str] = field(default_factory=list)
     sent_tail: str = ""
+    # Joined to sent_tail when it is next read (appending to a long string held by a
+    # struct copies it every time).
+    streamed: list[str] = field(default_factory=list)
     sent_length: int = 0
     stale: int = 0
     version: int = 0  # parameters completed so far
@@ -366,7 +380,7 @@ class ArgsStream:
         self.dialect = dialect
         self.schema = schema
 
-    def piece(self, raw: str, delta: str) -> str | None:
+    def piece(self, raw: Text, delta: str) -> str | None:
         """The arguments text that ``delta``, just appended to ``raw``, adds.
 
         As in vLLM, only a delta with a ``>`` in it converts the body again. A
@@ -381,18 +395,21 @@ class ArgsStream:
             # Only the text since the last piece is read (the open value is not copied).
             piece = _escaped(raw[s.streamed_to :])
             s.streamed_to = len(raw)
-            s.sent_tail += piece
+            if piece:
+                s.streamed.append(piece)
             s.sent_length += len(piece)
             return piece or None
-        opened = s.scan.open_param(raw)
+        # The open value's text is read only once the conversion is known to read it.
+        open_head = s.scan.open_head(raw)
         mode = 0
-        if opened is not None and (opened[0].is_string or opened[1]):
-            mode = 2 if opened[1] else 1
-        overlays = opened is not None and mode and opened[0].name in s.positions
+        if open_head is not None and (open_head[1] or open_head[2]):
+            mode = 2 if open_head[2] else 1
+        overlays = open_head is not None and mode and open_head[0] in s.positions
         if (s.version, start, mode) == (s.seen_version, s.seen_open, s.seen_mode) and not overlays:
             return None
         s.seen_version, s.seen_open, s.seen_mode = s.version, start, mode
-        view = self._view(opened if mode else None)
+        opened = s.scan.open_param(raw) if mode else None
+        view = self._view(opened)
         if len(view) == 0:
             return None
         last = len(view) - 1
@@ -416,14 +433,14 @@ class ArgsStream:
         s.streamed_to = len(raw)
         return extended or None
 
-    def final(self, raw: str) -> str | None:
+    def final(self, raw: Text) -> str | None:
         """What the finished object adds at the call's end (None if it does not extend)."""
         s = self.s
         text = arguments_json(raw, self.dialect, self.schema)
         if len(text) <= s.sent_length:
             return None
         if s.sent_length:
-            sent = "{" + "".join(e + ", " for e in s.sent_entries) + s.sent_tail
+            sent = "{" + "".join(e + ", " for e in s.sent_entries) + self._sent_tail()
             if not text.startswith(sent):
                 return None
         piece = text[s.sent_length :]
@@ -431,7 +448,15 @@ class ArgsStream:
         s.streaming_from = -1
         return piece
 
-    def _read(self, raw: str) -> None:
+    def _sent_tail(self) -> str:
+        """What was sent past the covered entries, the streamed pieces joined to it."""
+        s = self.s
+        if s.streamed:
+            s.sent_tail += "".join(s.streamed)
+            s.streamed = []
+        return s.sent_tail
+
+    def _read(self, raw: Text) -> None:
         """Keep the parameters the body completed since the last delta."""
         s = self.s
         found = s.scan.advance(raw, self.dialect)
@@ -492,9 +517,10 @@ class ArgsStream:
             if stale:
                 return None
             rest = "".join(view[i] + ", " for i in range(covered, size - 1)) + head
-            if not rest.startswith(s.sent_tail):
+            sent_tail = self._sent_tail()
+            if not rest.startswith(sent_tail):
                 return None
-            piece = rest[len(s.sent_tail) :]
+            piece = rest[len(sent_tail) :]
         else:
             piece = "{" + "".join(view[i] + ", " for i in range(size - 1)) + head
         s.sent_entries.extend(view[i] for i in range(covered, size - 1))

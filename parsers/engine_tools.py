@@ -33,6 +33,7 @@ from parsers.engine import (
     MarkerEngine,
 )
 from parsers.engine_reasoning import hold_trailing_reasoning
+from parsers.growing_text import GrowingText
 from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
 from parsers.schema import coerce_arguments, coerce_string, schema_types
@@ -58,7 +59,7 @@ class CallSlot(Struct):
 
     id: str = ""
     name: str = ""
-    args: str = ""
+    args: GrowingText = field(default_factory=GrowingText)
     name_sent: bool = False
 
 
@@ -70,6 +71,11 @@ class EngineToolState(Struct, Generic[SlotT]):
     slots: list[SlotT] = field(default_factory=list)
     deferred_content: str = ""  # content held while calls may follow (whitespace, or in calls)
     content_has_nonws: bool = False
+    # Name text of call ``naming_call`` not yet added to its name: a run of it is joined
+    # once, when an event that may read the name comes (a marker storm inside a name
+    # brings a piece per marker, and adding each to the name would copy the name).
+    naming: list[str] = field(default_factory=list)
+    naming_call: int = -1
 
 
 class ReasoningToolState(EngineToolState[SlotT]):
@@ -83,7 +89,7 @@ class ReasoningToolState(EngineToolState[SlotT]):
 class BodySlot(ToolSlot, Protocol):
     """A call whose body is kept as text, where a ``"name"`` key may name it."""
 
-    args: str
+    args: GrowingText
     json_name: KeyMatch
 
 
@@ -255,6 +261,12 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
 
     # ------------------------------------------------------------------ events to deltas
 
+    def _name_grows(self) -> None:
+        """The name text held joins its call's name."""
+        state = self.state
+        self._slot(state.naming_call).name += "".join(state.naming)
+        state.naming = []
+
     def _delta(self, events: list[Event], finished: bool) -> Delta | None:
         state = self.state
         if not events and not state.deferred_content:
@@ -285,16 +297,21 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
                 continue
             else:
                 in_calls = True
+                if state.naming and (kind != CALL_NAME or event.call != state.naming_call):
+                    self._name_grows()
                 if kind == CALL_START:
                     self._slot(event.call)
                 elif kind == CALL_NAME:
-                    self._slot(event.call).name += event.value
+                    state.naming.append(event.value)
+                    state.naming_call = event.call
                 elif kind == CALL_ARGS:
                     self._arguments(event, calls)
                 elif kind == CALL_END:
                     self._end(event.call, calls)
                 else:
                     self._other(event, calls)
+        if finished and state.naming:
+            self._name_grows()
         if len(calls) > 1:
             calls = coalesce_calls(calls)
         if state.deferred_content and (not in_calls or not calls):
@@ -319,7 +336,7 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         return None
 
 
-def json_name(args: str, match: KeyMatch) -> str | None:
+def json_name(args: GrowingText, match: KeyMatch) -> str | None:
     """The first ``"name": "..."`` in a call body (None if empty), found incrementally."""
     match.advance(args, _NAME_KEY, want_value=True, empty_is_match=True)
     if match.phase != "done" or match.value_end == match.value_start:
@@ -374,8 +391,7 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
     def _grow(self, event: Event) -> BodySlotT:
         """The event's call, its body grown by the event's text."""
         slot = self._slot(event.call)
-        if event.value:
-            slot.args += event.value
+        slot.args.append(event.value)
         return slot
 
     @abstractmethod
@@ -409,7 +425,7 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
         if not slot.name and not slot.args:
             return None
         name = slot.name.strip()
-        raw = slot.args
+        raw = slot.args.text()
         if not name and raw.strip():
             name, arguments = name_and_arguments(raw)
             arguments = self._coerce(arguments, name)

@@ -44,6 +44,7 @@ from parsers.engine import (
 )
 from parsers.engine_reasoning import ThinkMarkers
 from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, entry_head, json_name
+from parsers.growing_text import Text
 from parsers.hermes import KeyMatch
 from parsers.types import DeltaToolCall, Vocabulary
 
@@ -136,7 +137,7 @@ class PairScan(Struct):
     key_end: int = -1  # the candidate ``</arg_key>`` being checked (-1: none yet)
     value_start: int = 0
 
-    def advance(self, raw: str) -> list[tuple[str, str]]:
+    def advance(self, raw: Text) -> list[tuple[str, str]]:
         """The pairs ``raw`` completes since the last call."""
         found: list[tuple[str, str]] = []
         size = len(raw)
@@ -174,12 +175,12 @@ class PairScan(Struct):
                 found.append((key, raw[self.value_start : at]))
                 self.phase, self.cursor = _SEEK, at + len(VALUE_CLOSE_TAG)
 
-    def open_pair(self, raw: str) -> tuple[str, str] | None:
-        """The open pair (its key and value so far), if its key is not empty."""
+    def open_key(self, raw: Text) -> str | None:
+        """The open pair's key, if a pair is open and its key is not empty (its value
+        so far runs from ``value_start`` to the end of the body)."""
         if self.phase != _VALUE:
             return None
-        key = raw[self.key_start : self.key_end].strip()
-        return (key, raw[self.value_start :]) if key else None
+        return raw[self.key_start : self.key_end].strip() or None
 
 
 def _escaped(text: str) -> str:
@@ -190,7 +191,8 @@ class GlmSlot(CallSlot):
     """One call: name, raw body, its pairs as JSON entries, and what was sent of them.
 
     What was sent is ``{`` plus the covered entries (each followed by ``, ``) plus
-    ``sent_tail``; ``stale`` counts covered entries a repeated key has changed since.
+    ``sent_tail`` and ``streamed``; ``stale`` counts covered entries a repeated key has
+    changed since.
     """
 
     string_keys: list[str] | None = None
@@ -203,6 +205,9 @@ class GlmSlot(CallSlot):
     sent_any: bool = False
     sent_entries: list[str] = field(default_factory=list)
     sent_tail: str = ""
+    # Pieces an open value streamed past sent_tail, joined to it when it is next read
+    # (appending to a long string held by a struct copies it every time).
+    streamed: list[str] = field(default_factory=list)
     stale: int = 0
     # The open value's extender: live, whether its text is sent, the body's tail.
     extending: bool = False
@@ -217,6 +222,14 @@ class GlmSlot(CallSlot):
 
 
 class GlmToolState(ReasoningToolState[GlmSlot], tag="glm"): ...
+
+
+def _sent_tail(slot: GlmSlot) -> str:
+    """What was sent past the covered entries, the streamed pieces joined to it."""
+    if slot.streamed:
+        slot.sent_tail += "".join(slot.streamed)
+        slot.streamed = []
+    return slot.sent_tail
 
 
 class GlmTools(BodyTools[GlmSlot, GlmToolState]):
@@ -266,7 +279,8 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
                 if not slot.extends_sent:
                     return None
                 piece = _escaped(delta)
-                slot.sent_tail += piece
+                if piece:
+                    slot.streamed.append(piece)
                 return piece or None
             slot.extending = False
         elif slot.behind >= 0:
@@ -274,14 +288,16 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
                 return self._catch_up(slot, _escaped(delta))
             slot.behind = -1
         self._read(slot)
-        opened = slot.scan.open_pair(slot.args)
-        marker = (slot.version, slot.scan.value_start if opened is not None else -1)
+        scan = slot.scan
+        opened = scan.open_key(slot.args)
+        marker = (slot.version, scan.value_start if opened is not None else -1)
         if marker == slot.dead_at:
             return None  # converting again reads what the last conversion read
         slot.dead_at = marker
         entries, keys = slot.entries, slot.keys
+        sent_tail = _sent_tail(slot)
         if opened is not None:
-            key, value = opened
+            key, value = opened, slot.args[scan.value_start :]
             position = slot.positions.get(key)
             if position is not None and position < len(entries) - 1:
                 return None  # a repeated key open inside the object (docs/parity.md)
@@ -298,11 +314,11 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
             if len(lead) < covered or slot.stale:
                 return None
             rest = "".join(e + ", " for e in lead[covered:]) + head
-            if not rest.startswith(slot.sent_tail):
-                if opened is not None and streams and slot.sent_tail.startswith(rest):
+            if not rest.startswith(sent_tail):
+                if opened is not None and streams and sent_tail.startswith(rest):
                     slot.behind = len(rest)  # may catch up with what was sent
                 return None
-            piece = rest[len(slot.sent_tail) :]
+            piece = rest[len(sent_tail) :]
         else:
             piece = "{" + "".join(e + ", " for e in lead) + head
         slot.sent_any = True
@@ -317,7 +333,7 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
     def _catch_up(slot: GlmSlot, piece: str) -> str | None:
         """The open value grows by ``piece`` (escaped) while behind the text sent: once
         it passes that text the JSON extends it again, and the rest streams."""
-        sent, at = slot.sent_tail, slot.behind
+        sent, at = _sent_tail(slot), slot.behind
         left = len(sent) - at
         if len(piece) < left:
             slot.behind = at + len(piece) if sent.startswith(piece, at) else -1
@@ -340,10 +356,11 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
         covered = len(slot.sent_entries)
         if covered >= len(entries) or slot.stale:
             return None
+        sent_tail = _sent_tail(slot)
         rest = ", ".join(entries[covered:]) + "}"
-        if len(rest) <= len(slot.sent_tail) or not rest.startswith(slot.sent_tail):
+        if len(rest) <= len(sent_tail) or not rest.startswith(sent_tail):
             return None
-        piece = rest[len(slot.sent_tail) :]
+        piece = rest[len(sent_tail) :]
         slot.sent_entries = list(entries)
         slot.sent_tail = "}"
         return piece

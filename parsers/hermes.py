@@ -8,6 +8,7 @@ import re
 import msgspec
 from msgspec import Struct, field
 
+from parsers.growing_text import Text
 from parsers.ids import opening_call_delta
 from parsers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
@@ -70,7 +71,7 @@ class KeyMatch(Struct):
 
     def advance(
         self,
-        text: str,
+        text: Text,
         key: str,
         want_value: bool,
         *,
@@ -101,7 +102,9 @@ class KeyMatch(Struct):
         """Where the text this match may still read starts."""
         return self.search_from if self.start < 0 else self.start
 
-    def _step(self, text: str, base: int, end: int, want_value: bool, empty_is_match: bool) -> bool:
+    def _step(
+        self, text: Text, base: int, end: int, want_value: bool, empty_is_match: bool
+    ) -> bool:
         """Scan the candidate forward; False when the text runs out first."""
         while self.pos < end:
             ch = text[self.pos - base]

@@ -207,7 +207,7 @@ class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
     def _take(self, index: int, slot: KimiSlot, text: str, calls: list[DeltaToolCall]) -> None:
         """Released argument text: sent after the name, or the name found with it."""
         start = len(slot.args)
-        slot.args += text
+        slot.args.append(text)
         if slot.name_sent:
             calls.append(DeltaToolCall(index=index, arguments=text))
             return
@@ -250,10 +250,12 @@ class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
         if slot.id:
             return
         name = slot.name.strip()
-        if not name and slot.args.strip():
-            name = name_and_arguments(slot.args)[0]
+        if not name:
+            body = slot.args.text().strip()  # read once, when the call's id is made
+            if body:
+                name = name_and_arguments(body)[0]
         slot.id = f"functions.{name}:{self.state.made_ids}"
         self.state.made_ids += 1
 
     def _body_arguments(self, slot: KimiSlot, name: str) -> str:
-        return coerce_arguments(slot.args.strip(), self._properties(name))
+        return coerce_arguments(slot.args.text().strip(), self._properties(name))

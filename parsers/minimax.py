@@ -54,6 +54,7 @@ from parsers.engine import (
 )
 from parsers.engine_reasoning import PromptMarkers
 from parsers.engine_tools import EngineToolState
+from parsers.growing_text import Text
 from parsers.qwen3_coder import ParamSlot, ParamTools
 from parsers.types import Delta, ParseOptions, Vocabulary
 
@@ -302,7 +303,7 @@ class MiniMaxParamScan(Struct):
     name: str = ""
     name_end: int = 0  # the head's ``>``
 
-    def next_parameter(self, raw: str) -> tuple[str, str] | None:
+    def next_parameter(self, raw: Text) -> tuple[str, str] | None:
         """The next parameter ``raw`` completes (name, verbatim value); None when no more."""
         pos, size, tag = self.scanned, len(raw), self.tag
         while pos < size:
@@ -332,7 +333,7 @@ class MiniMaxParamScan(Struct):
         self.scanned = pos
         return None
 
-    def open_name(self, raw: str) -> str | None:
+    def open_name(self, raw: Text) -> str | None:
         """The name of the unterminated last parameter, if it has one."""
         return self.name if self.phase == _VALUE and self.name else None
 
@@ -340,7 +341,7 @@ class MiniMaxParamScan(Struct):
         """How far the scanned text is final: up to a tag still being spelled."""
         return self.tag.start if self.tag.start >= 0 else self.scanned
 
-    def _head(self, raw: str, pos: int) -> int:
+    def _head(self, raw: Text, pos: int) -> int:
         """Read the head from ``pos``: where to go on (the end of ``raw`` while it is open)."""
         size = len(raw)
         while pos < size:

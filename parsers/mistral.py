@@ -236,7 +236,7 @@ class MistralTools(EngineTools[MistralSlot, MistralToolState]):
     def _chunk(self, index: int, text: str, calls: list[DeltaToolCall]) -> None:
         """Argument text: the call opens with its name (even an empty one) and it."""
         slot = self._slot(index)
-        slot.args += text
+        slot.args.append(text)
         if slot.name_sent:
             calls.append(DeltaToolCall(index=index, arguments=text))
             return
@@ -259,7 +259,7 @@ class MistralTools(EngineTools[MistralSlot, MistralToolState]):
         if not slot.name and not slot.args:
             return None
         name = slot.name.strip()
-        arguments = first_json_value(slot.args)
+        arguments = first_json_value(slot.args.text())
         tool = self.options.tool(name) if self.options.tools and name else None
         if tool is not None:
             arguments = coerce_arguments(arguments, tool.properties())

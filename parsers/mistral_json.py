@@ -27,6 +27,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.growing_text import GrowingText
 from parsers.ids import mistral_tool_call_id
 from parsers.mistral import TOOL_CALLS_TOKEN
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
@@ -65,11 +66,14 @@ class JsonError(ValueError):
 
 
 class JsonEvents(Struct):
-    """An incremental JSON reader's state: the unfinished token and the open containers."""
+    """An incremental JSON reader's state: the unfinished token and the open containers.
 
-    partial: str = ""
-    scanned: int = 0
-    escape: bool = False
+    The unfinished token grows a chunk at a time (a long string argument: appending to
+    one string would copy it every chunk); only what a chunk adds to it is read.
+    """
+
+    partial: GrowingText = field(default_factory=GrowingText)
+    escape: bool = False  # the unfinished string ends inside an escape
     containers: list[str] = field(default_factory=list)  # "m" map, "a" array
     path: list[str | None] = field(default_factory=list)  # the first two levels
     expect: str = "value"
@@ -143,13 +147,11 @@ class _Feeder:
 
     def _feed(self, text: str) -> None:
         s = self.s
+        start = 0
         if s.partial:
-            text = s.partial + text
             start = self._resume(text)
             if start < 0:
                 return
-        else:
-            start = 0
         size = len(text)
         i = start
         while i < size:
@@ -159,60 +161,64 @@ class _Feeder:
             elif char == '"':
                 end, escape = _string_end(text, i + 1, False)
                 if end < 0:
-                    return self._hold(text[i:], size - i, escape)
+                    return self._hold(text[i:], escape)
                 self._string(text[i : end + 1])
                 i = end + 1
             elif char in _NUMBER_CHARS:
                 end = self._run_end(text, i, _NUMBER_CHARS)
                 if end == size:
-                    return self._hold(text[i:], size - i)
+                    return self._hold(text[i:])
                 self._number(text[i:end])
                 i = end
             elif char.isalpha():
                 end = self._alpha_end(text, i)
                 if end == size and any(lit.startswith(text[i:]) for lit in _LITERALS):
-                    return self._hold(text[i:], size - i)
+                    return self._hold(text[i:])
                 self._literal(text[i:end])
                 i = end
             else:
                 self._punctuation(char)
                 i += 1
-        s.partial = ""
-        s.scanned = 0
 
     def _resume(self, text: str) -> int:
-        """Finish the held token with the new text; where to go on (-1: still held)."""
+        """Finish the held token with the new text; where in it to go on (-1: still held)."""
         s = self.s
-        first = text[0]
-        size = len(text)
+        held = s.partial
+        first = held[0]
         if first == '"':
-            end, escape = _string_end(text, s.scanned, s.escape)
+            end, escape = _string_end(text, 0, s.escape)
+            s.escape = escape
             if end < 0:
-                self._hold(text, size, escape)
+                held.append(text)
                 return -1
-            s.partial = ""
-            self._string(text[: end + 1])
+            self._string(self._release(text[: end + 1]))
             return end + 1
         if first in _NUMBER_CHARS:
-            end = self._run_end(text, s.scanned, _NUMBER_CHARS)
-            if end == size:
-                self._hold(text, size)
+            end = self._run_end(text, 0, _NUMBER_CHARS)
+            if end == len(text):
+                held.append(text)
                 return -1
-            s.partial = ""
-            self._number(text[:end])
+            self._number(self._release(text[:end]))
             return end
-        end = self._alpha_end(text, s.scanned)
-        if end == size and any(lit.startswith(text) for lit in _LITERALS):
-            self._hold(text, size)
+        # A literal is held only while it may still become one: a few characters.
+        word = held.text() + text
+        end = self._alpha_end(word, len(held))
+        if end == len(word) and any(lit.startswith(word) for lit in _LITERALS):
+            held.append(text)
             return -1
-        s.partial = ""
-        self._literal(text[:end])
-        return end
+        used = end - len(held)
+        self._literal(self._release(text[:used]))
+        return used
 
-    def _hold(self, token: str, scanned: int, escape: bool = False) -> None:
+    def _release(self, rest: str) -> str:
+        """The held token completed by ``rest`` (the reader then holds nothing)."""
+        token = self.s.partial.text() + rest
+        self.s.partial = GrowingText()
+        return token
+
+    def _hold(self, token: str, escape: bool = False) -> None:
         s = self.s
-        s.partial = token
-        s.scanned = scanned
+        s.partial = GrowingText([token], len(token))
         s.escape = escape
 
     @staticmethod

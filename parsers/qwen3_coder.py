@@ -27,6 +27,7 @@ from parsers.engine import (
     Event,
 )
 from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, entry_head, json_name
+from parsers.growing_text import Text
 from parsers.hermes import KeyMatch
 from parsers.schema import coerce_arguments
 from parsers.types import DeltaToolCall
@@ -99,7 +100,7 @@ class ParamScan(Struct):
     name_start: int = 0
     name_end: int = 0  # the ``>`` after the name
 
-    def next_parameter(self, raw: str) -> tuple[str, str] | None:
+    def next_parameter(self, raw: Text) -> tuple[str, str] | None:
         """The next parameter ``raw`` completes (name, trimmed value); None when no more."""
         pos, size, tag = self.scanned, len(raw), self.tag
         while pos < size:
@@ -136,7 +137,7 @@ class ParamScan(Struct):
         self.scanned = pos
         return None
 
-    def open_name(self, raw: str) -> str | None:
+    def open_name(self, raw: Text) -> str | None:
         """The name of the unterminated last parameter, if it has one.
 
         Its value starts past ``name_end``; a whitespace name keeps its last character,
@@ -175,7 +176,7 @@ class OpenValue(Struct):
     sent: list[str] = field(default_factory=list)
 
 
-def read_value(value: OpenValue, raw: str, end: int, *, trim: bool = True) -> str:
+def read_value(value: OpenValue, raw: Text, end: int, *, trim: bool = True) -> str:
     """The JSON-escaped text ``raw[value.read_to:end]`` adds to the open value; with
     ``trim``, one leading newline dropped and a trailing one held (they may be the
     template's)."""
@@ -199,9 +200,9 @@ class ParamScanner(Protocol):
         """Where the open parameter's head ends (its value starts just past it)."""
         ...
 
-    def next_parameter(self, raw: str) -> tuple[str, str] | None: ...
+    def next_parameter(self, raw: Text) -> tuple[str, str] | None: ...
 
-    def open_name(self, raw: str) -> str | None: ...
+    def open_name(self, raw: Text) -> str | None: ...
 
     def settled(self) -> int: ...
 

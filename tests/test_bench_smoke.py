@@ -78,6 +78,30 @@ def test_hostile_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "hostile.png").stat().st_size > 0
 
 
+def test_hostile_long_token_families_smoke(tmp_path: Path) -> None:
+    """The long-token families run at their own sizes, each in its own modes, only for
+    the configurations they apply to; streamed rows report their worst chunk."""
+    argv = ["--long-sizes", "16", "48", "--configs", "qwen3", "glm47", "kimi_k2+kimi_k2"]
+    families = ["--families", "long tokens in a string argument", "Kimi call markers in a name"]
+    results = run(tmp_path, "hostile", *argv, *families)["results"]
+    rows = {(r["config"], r["family"], r["mode"], r["tokens"]) for r in results}
+    string, storm = "long tokens in a string argument", "Kimi call markers in a name"
+    assert rows == {
+        *(
+            (config, string, "stream", size)
+            for config in ("glm47", "kimi_k2+kimi_k2")
+            for size in (16, 48)
+        ),
+        *(
+            ("kimi_k2+kimi_k2", storm, mode, size)
+            for mode in ("one-shot", "stream")
+            for size in (16, 48)
+        ),
+    }
+    assert all((r["max_chunk_ms"] is not None) == (r["mode"] == "stream") for r in results)
+    assert "long tokens: CPU per token" in (tmp_path / "hostile.md").read_text()
+
+
 def test_stream_smoke(tmp_path: Path) -> None:
     done = bench("stream", "--tokens", "40", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]

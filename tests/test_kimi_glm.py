@@ -243,9 +243,9 @@ def test_glm_pair_scan_follows_vllms_pattern() -> None:
     raw = "<arg_key> a </arg_key> \n<arg_value>1</arg_value>"
     raw += "<arg_key>b</arg_key>x</arg_key><arg_value>2"
     assert scan.advance(raw) == [("a", "1")]
-    assert scan.open_pair(raw) == ("b</arg_key>x", "2")
+    assert (scan.open_key(raw), raw[scan.value_start :]) == ("b</arg_key>x", "2")
     assert scan.advance(raw + "</arg_value>") == [("b</arg_key>x", "2")]
-    assert scan.open_pair(raw + "</arg_value>") is None
+    assert scan.open_key(raw + "</arg_value>") is None
 
 
 # ------------------------------------------------------------------ generated outputs
