@@ -36,7 +36,6 @@ from cache.redis_tier import (
     Outcome,
     RedisTier,
     envelope_mac,
-    redis_key,
 )
 from parsers.hermes import HermesState
 from parsers.stream import ChatStreamState
@@ -142,39 +141,6 @@ def test_a_snapshot_damaged_in_place_is_refused(
         return seen
 
     assert asyncio.run(scenario()) == [(None, Outcome.FORGED), (None, Outcome.FORGED)]
-
-
-def test_a_snapshot_of_the_previous_schema_is_refused_as_a_miss(
-    shared_redis: RedisServer,
-) -> None:
-    """A replica of the previous release wrote it (parser states were encoded otherwise:
-    call bodies were one string): authentic, yet never restored."""
-    client = shared_redis.client()
-    stream, state = ("old-release", 0), b"state"
-    key = redis_key(stream, b"fp")
-    old_slot = msgspec.msgpack.encode({"id": "", "name": "f", "args": "{}", "name_sent": False})
-    body = msgspec.msgpack.encode(
-        Envelope(
-            SCHEMA_VERSION - 1, b"fp", 1, hashlib.blake2b(state, digest_size=16).digest(), old_slot
-        )
-    )
-    client.set(key, envelope_mac(SECRET.encode(), key, body) + body)
-
-    async def scenario() -> list[Any]:
-        tier = RedisTier(
-            shared_redis.url,
-            secret=SECRET.encode(),
-            ttl=60,
-            timeout=1.0,
-            max_snapshot_bytes=1 << 20,
-        )
-        try:
-            return [await tier.take(stream, b"fp", state, 1)]
-        finally:
-            await tier.close()
-            client.flushdb()
-
-    assert asyncio.run(scenario()) == [(None, Outcome.CORRUPT)]
 
 
 def test_the_breaker_stops_asking_a_dead_redis_and_tries_again_after_the_cooldown() -> None:
