@@ -36,12 +36,11 @@ from parsers.engine import (
     MarkerEngine,
     Transition,
 )
-from parsers.family import Family, Reasoning, Request, Tools, reuse
+from parsers.family import Family, ParserUnavailable, Reasoning, Request, Tools, reuse
 from parsers.ids import opening_call_delta
 from parsers.think import (
     THINK_END,
     THINK_START,
-    ParserUnavailable,
     ThinkTagReasoning,
     ThinkTagStream,
     ThinkTagStreamState,

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from parsers.think import ParserUnavailable
 from parsers.types import ParseOptions, Vocabulary
 
 if TYPE_CHECKING:
@@ -23,6 +22,11 @@ if TYPE_CHECKING:
     from parsers.stream import ReasoningStream, ToolStream
 
 __all__ = ["Family", "ParserUnavailable", "Reasoning", "Request", "Tools", "Whole", "reuse"]
+
+
+class ParserUnavailable(ValueError):
+    """The tokenizer lacks what this parser cannot work without."""
+
 
 G = TypeVar("G")  # what ``prepare`` makes of the tokenizer, once per server
 S = TypeVar("S")

@@ -149,7 +149,7 @@ def _whole_side(
     ]
     if mixed:
         raise ParserConfigError(
-            f"{' and '.join(mixed)} cannot be combined with {entry.family.title}'s parsers "
+            f"{' and '.join(mixed)} cannot be combined with the {entry.family.title} parsers "
             f"(--reasoning-parser {spec.reasoning}, --tool-call-parser {spec.tools})"
         )
     made = _prepare(_FLAGS[kind], entry, vocab)

@@ -74,8 +74,9 @@ def test_every_metric_the_readme_names_is_served(make_app: AppFactory) -> None:
 
 def family_table() -> list[list[str]]:
     """The cells of each row of the README's model family table."""
-    table = section("Flags").split("### Model families", 1)[1]
-    rows = [line for line in table.splitlines() if line.startswith("| ")][2:]
+    text = section("Flags").split("### Model families", 1)[1]
+    table = text[text.index("\n| ") :].split("\n\n", 1)[0]
+    rows = table.strip().splitlines()[2:]
     return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
 
 
