@@ -26,17 +26,15 @@ from app.parsed_stream import ParsedStreamDerenderer
 from app.protocol import ChatStreamDerenderRequest, StreamState
 from app.service import DerenderService
 from app.session import StreamSession
+from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 from tests.support.apps import build_app
 from tests.support.golden import GOLDEN_DIR, flags_of, load_cases, stream_body, tokenizer_of
 
 RECORD = GOLDEN_DIR / "parser-states.json.gz"
 CHUNKING = "#t1"
-# Every golden configuration with a parser.
-CONFIGS = (
-    *("C1", "C2", "C3", "C4", "C5", "C6"),
-    *("D1", "D2", "D3", "D4", "D5", "D6"),
-    *("G1", "M1", "M2", "M3", "L1", "L2", "L3", "S1", "S2", "K1", "Z1"),
-)
+# Every golden configuration with a parser, as the families declare them.
+ENTRIES = (*REASONING_PARSERS.values(), *TOOL_PARSERS.values())
+CONFIGS = tuple(sorted({config for entry in ENTRIES for config in entry.golden}))
 
 
 class CaseStates(msgspec.Struct):
