@@ -52,4 +52,3 @@ def _union(kinds: list[type]) -> Any:
 # by their tags).
 REASONING_STATES = _union([s for f in FAMILIES for p in f.reasoning for s in p.states])
 TOOL_STATES = _union([s for f in FAMILIES for p in f.tools for s in p.states])
-WHOLE_STATES = _union([s for f in FAMILIES if f.whole for s in f.whole.states])
