@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from app.bundled_qwen3 import BUNDLED_NAME
 from app.settings import Settings
 from app.tokenizer import BUNDLED
-from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
+from parsers.registry import REASONING_PARSERS, TOOL_PARSERS, listing
 
 if TYPE_CHECKING:
     from app.metrics import Metrics
@@ -70,6 +70,17 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action) or text
 
 
+class ListParsers(argparse.Action):
+    """``--list-parsers``: print every parser name served, with its family, and exit."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(listing())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-server",
@@ -112,14 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tool-call-parser",
         metavar="NAME",
-        help=f"tool-call parser, one of {', '.join(sorted(TOOL_PARSERS))}; it needs "
+        help=f"tool-call parser, one of {', '.join(TOOL_PARSERS)}; it needs "
         "--enable-auto-tool-choice, as in vLLM (default: none, tool calls stay content)",
     )
     parser.add_argument(
         "--reasoning-parser",
         metavar="NAME",
-        help=f"reasoning parser, one of {', '.join(sorted(REASONING_PARSERS))} "
+        help=f"reasoning parser, one of {', '.join(REASONING_PARSERS)} "
         "(default: none, reasoning stays content)",
+    )
+    parser.add_argument(
+        "--list-parsers",
+        action=ListParsers,
+        help="print every parser name served, with its model family, aliases, the "
+        "tokenizer it needs and its golden transcripts, and exit",
     )
     parser.add_argument(
         "--enable-auto-tool-choice",

@@ -39,7 +39,6 @@ from bench.workload import (
     prompt_ids,
     tokenizer_for,
 )
-from parsers.llama3_json import BOT_TOKEN
 from parsers.registry import TOOL_PARSERS, ParserFactory
 from parsers.types import Vocabulary
 
@@ -80,9 +79,13 @@ class Derender:
 
 def derenderer(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> Derender:
     vocab = tokenizer.vocabulary
-    if tool is not None and TOOL_PARSERS.get(tool) == "llama3_json":
-        # Qwen3's tokenizer has no <|python_tag|>; lend it one
-        tokens = {**vocab.token_ids, BOT_TOKEN: tokenizer.vocab_size}
+    needs = TOOL_PARSERS[tool].needs if tool is not None else ()
+    lent = [token for token in needs if vocab.id_of(token) is None]
+    if lent:
+        # Qwen3's tokenizer has no <|python_tag|> (llama3_json's marker); lend it one
+        tokens = {**vocab.token_ids}
+        for offset, token in enumerate(lent):
+            tokens[token] = tokenizer.vocab_size + offset
         vocab = Vocabulary(tokens, vocab.special_tokens, vocab.token_text)
     return Derender(tokenizer, ParserFactory(tool, reasoning, True, vocab))
 

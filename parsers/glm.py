@@ -42,11 +42,17 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import ThinkMarkers
+from parsers.engine_reasoning import (
+    EngineReasoning,
+    EngineReasoningState,
+    ThinkMarkers,
+    thinking_from_kwargs,
+)
 from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, entry_head, json_name
+from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.growing_text import Text
 from parsers.hermes import KeyMatch
-from parsers.types import DeltaToolCall, Vocabulary
+from parsers.types import DeltaToolCall, ParseOptions, Vocabulary
 
 KEY_OPEN_TAG = "<arg_key>"
 KEY_CLOSE_TAG = "</arg_key>"
@@ -384,3 +390,76 @@ class GlmTools(BodyTools[GlmSlot, GlmToolState]):
     def _body_arguments(self, slot: GlmSlot, name: str) -> str:
         self._read(slot)
         return "{" + ", ".join(slot.entries) + "}"
+
+
+# ---------------------------------------------------------------------------- the family
+# One declaration on the shared engine: the request's thinking switch picks the grammar.
+
+
+def _grammars(_: str, vocab: Vocabulary) -> GlmGrammars:
+    return GlmGrammars(vocab)
+
+
+def _thinking(options: ParseOptions) -> bool:
+    return thinking_from_kwargs(options.chat_template_kwargs)
+
+
+def _reasoning(grammars: GlmGrammars, request: Request) -> EngineReasoning:
+    return EngineReasoning(grammars.of(bool(request.thinking)), request.options)
+
+
+def _reasoning_stream(
+    grammars: GlmGrammars, request: Request, kept: object
+) -> tuple[EngineReasoning, EngineReasoningState]:
+    state = reuse(kept, EngineReasoningState)
+    markers = grammars.of(bool(request.thinking))
+    return EngineReasoning(markers, request.options, state), state
+
+
+def _tools(grammars: GlmGrammars, request: Request) -> GlmTools:
+    markers = grammars.of(bool(request.thinking))
+    return GlmTools(markers, request.options, reasoning_markup_is_text=not request.with_reasoning)
+
+
+def _tools_stream(
+    grammars: GlmGrammars, request: Request, kept: object
+) -> tuple[GlmTools, GlmToolState]:
+    state = reuse(kept, GlmToolState)
+    tools = GlmTools(
+        grammars.of(bool(request.thinking)),
+        request.options,
+        reasoning_markup_is_text=not request.with_reasoning,
+        id_seed=request.id_seed,
+        state=state,
+    )
+    return tools, state
+
+
+FAMILY = Family(
+    title="GLM-4.5, GLM-4.7",
+    tokenizer="model directory",
+    reasoning=(
+        Reasoning(
+            names=("glm45", "glm47"),
+            engine_based=True,
+            states=(EngineReasoningState,),
+            thinking=_thinking,
+            prepare=_grammars,
+            one_shot=_reasoning,
+            stream=_reasoning_stream,
+            golden=("Z1",),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("glm45", "glm47"),
+            engine_based=True,
+            states=(GlmToolState,),
+            thinking=_thinking,
+            prepare=_grammars,
+            one_shot=_tools,
+            stream=_tools_stream,
+            golden=("Z1",),
+        ),
+    ),
+)

@@ -47,6 +47,7 @@ from typing import Any
 from msgspec import Struct, field
 
 from parsers import budget
+from parsers.family import Family, ParserUnavailable, Whole, reuse
 from parsers.harmony_header import MessageHeader
 from parsers.harmony_reader import OPENED, TEXT, TOOK, Framing, HarmonyReader, ReaderState
 from parsers.ids import opening_call_delta
@@ -337,3 +338,37 @@ def _arguments(text: str, content_type: str | None) -> str:
         return json.dumps(json.loads(text))
     except (ValueError, RecursionError):
         return text
+
+
+# ---------------------------------------------------------------------------- the family
+
+
+def _grammar(vocab: Vocabulary) -> HarmonyGrammar:
+    try:
+        return HarmonyGrammar(vocab)
+    except HarmonyUnavailable as exc:
+        raise ParserUnavailable(str(exc)) from None
+
+
+def _stream(
+    grammar: HarmonyGrammar, reasoning: bool, tools: bool, id_seed: str, kept: object
+) -> tuple[HarmonyStream, HarmonyState]:
+    state = reuse(kept, HarmonyState)
+    stream = HarmonyStream(grammar, reasoning=reasoning, tools=tools, id_seed=id_seed, state=state)
+    return stream, state
+
+
+# One parser reads gpt-oss's whole output by token id: its two names combine only with
+# each other, and the tokenizer must be o200k_harmony (checked against its digest).
+FAMILY = Family(
+    title="gpt-oss (Harmony)",
+    tokenizer="bundled gpt-oss (quicktok-v1 package: o200k_harmony)",
+    whole=Whole(
+        reasoning="openai_gptoss",
+        tools="openai",
+        states=(HarmonyState,),
+        prepare=_grammar,
+        build=_stream,
+        golden=("G1",),
+    ),
+)

@@ -8,6 +8,7 @@ import re
 import msgspec
 from msgspec import Struct, field
 
+from parsers.family import Family, Request, Tools, reuse
 from parsers.growing_text import Text
 from parsers.ids import opening_call_delta
 from parsers.jsonscan import JsonScanner, JsonScanState
@@ -344,3 +345,29 @@ def _trim(region: HermesRegion, call: HermesCall) -> None:
     if keep > region.base:
         region.text = region.text[keep - region.base :]
         region.base = keep
+
+
+# ------------------------------------------------------------------ the family
+
+
+def _stream(_: None, request: Request, kept: object) -> tuple[HermesStream, HermesState]:
+    state = reuse(kept, HermesState)
+    return HermesStream(request.id_seed, state), state
+
+
+FAMILY = Family(
+    title="Hermes JSON calls (Qwen3, Qwen2.5, Hermes)",
+    tokenizer="any (the calls are text between <tool_call> tags)",
+    tools=(
+        Tools(
+            names=("hermes",),
+            aliases={"qwen3_json": "hermes"},
+            engine_based=False,
+            states=(HermesState,),
+            prepare=lambda name, vocab: None,
+            one_shot=lambda _, request: HermesTools(),
+            stream=_stream,
+            golden=("C1", "C2"),
+        ),
+    ),
+)

@@ -38,7 +38,12 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import ThinkMarkers
+from parsers.engine_reasoning import (
+    EngineReasoning,
+    EngineReasoningState,
+    ThinkMarkers,
+    thinking_from_kwargs,
+)
 from parsers.engine_tools import (
     BodyTools,
     CallSlot,
@@ -46,9 +51,10 @@ from parsers.engine_tools import (
     json_name,
     name_and_arguments,
 )
+from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.hermes import KeyMatch
 from parsers.schema import coerce_arguments
-from parsers.types import DeltaToolCall, Vocabulary
+from parsers.types import DeltaToolCall, ParseOptions, Vocabulary
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -259,3 +265,80 @@ class KimiK2Tools(BodyTools[KimiSlot, KimiToolState]):
 
     def _body_arguments(self, slot: KimiSlot, name: str) -> str:
         return coerce_arguments(slot.args.text().strip(), self._properties(name))
+
+
+# ---------------------------------------------------------------------------- the family
+# One declaration on the shared engine: the request's thinking switch picks the grammar.
+
+
+def _grammars(_: str, vocab: Vocabulary) -> KimiGrammars:
+    return KimiGrammars(vocab)
+
+
+def _thinking(options: ParseOptions) -> bool:
+    return thinking_from_kwargs(options.chat_template_kwargs)
+
+
+def _reasoning(grammars: KimiGrammars, request: Request) -> EngineReasoning:
+    return EngineReasoning(
+        grammars.of(bool(request.thinking)), request.options, last_tool_opener=True
+    )
+
+
+def _reasoning_stream(
+    grammars: KimiGrammars, request: Request, kept: object
+) -> tuple[EngineReasoning, EngineReasoningState]:
+    state = reuse(kept, EngineReasoningState)
+    markers = grammars.of(bool(request.thinking))
+    return EngineReasoning(markers, request.options, state, last_tool_opener=True), state
+
+
+def _tools(grammars: KimiGrammars, request: Request) -> KimiK2Tools:
+    markers = grammars.of(bool(request.thinking))
+    return KimiK2Tools(
+        markers, request.options, reasoning_markup_is_text=not request.with_reasoning
+    )
+
+
+def _tools_stream(
+    grammars: KimiGrammars, request: Request, kept: object
+) -> tuple[KimiK2Tools, KimiToolState]:
+    state = reuse(kept, KimiToolState)
+    tools = KimiK2Tools(
+        grammars.of(bool(request.thinking)),
+        request.options,
+        reasoning_markup_is_text=not request.with_reasoning,
+        id_seed=request.id_seed,
+        state=state,
+    )
+    return tools, state
+
+
+FAMILY = Family(
+    title="Kimi K2",
+    tokenizer="model directory with a tokenizer.json (Moonshot ships tiktoken.model: convert it)",
+    reasoning=(
+        Reasoning(
+            names=("kimi_k2",),
+            engine_based=True,
+            states=(EngineReasoningState,),
+            thinking=_thinking,
+            prepare=_grammars,
+            one_shot=_reasoning,
+            stream=_reasoning_stream,
+            golden=("K1",),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("kimi_k2",),
+            engine_based=True,
+            states=(KimiToolState,),
+            thinking=_thinking,
+            prepare=_grammars,
+            one_shot=_tools,
+            stream=_tools_stream,
+            golden=("K1",),
+        ),
+    ),
+)

@@ -26,6 +26,7 @@ import partial_json_parser
 from msgspec import Struct, field
 from partial_json_parser.core.options import Allow
 
+from parsers.family import Family, Request, Tools, reuse
 from parsers.ids import opening_call_delta
 from parsers.jsonscan import WS, JsonScanner, JsonScanState
 from parsers.partialjson import (
@@ -909,3 +910,32 @@ class Llama3JsonStream:
             return
         s.finished.append(call)
         s.window, s.window_index, s.last_start = next_start, s.current + 1, start
+
+
+# ------------------------------------------------------------------ the family
+
+
+def _stream(_: None, request: Request, kept: object) -> tuple[Llama3JsonStream, Llama3JsonState]:
+    state = reuse(kept, Llama3JsonState)
+    return Llama3JsonStream(request.id_seed, state), state
+
+
+# vLLM registers one class under both names: Llama 4's JSON calls are Llama 3's, and
+# it refuses a tokenizer without <|python_tag|> (Llama 4's own) as we do.
+FAMILY = Family(
+    title="Llama 3.1-3.3 and Llama 4 JSON calls",
+    tokenizer="model directory",
+    tools=(
+        Tools(
+            names=("llama3_json",),
+            aliases={"llama4_json": "llama3_json"},
+            engine_based=False,
+            needs=(BOT_TOKEN,),
+            states=(Llama3JsonState,),
+            prepare=lambda name, vocab: None,
+            one_shot=lambda _, request: Llama3JsonTools(),
+            stream=_stream,
+            golden=("L1", "L3"),
+        ),
+    ),
+)

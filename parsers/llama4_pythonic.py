@@ -21,8 +21,9 @@ from collections.abc import Callable
 
 from msgspec import Struct, field
 
+from parsers.family import Family, Request, Tools, reuse
 from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
-from parsers.types import Delta, ExtractedToolCalls
+from parsers.types import Delta, ExtractedToolCalls, Vocabulary
 
 PYTHON_START = "<|python_start|>"
 PYTHON_END = "<|python_end|>"
@@ -142,3 +143,36 @@ class Llama4PythonicStream:
                     return ""
                 return text[at:]
         return ""
+
+
+# ------------------------------------------------------------------ the family
+
+TokenText = Callable[[int], str]
+
+
+def _stream(
+    token_text: TokenText, request: Request, kept: object
+) -> tuple[Llama4PythonicStream, Llama4PythonicState]:
+    state = reuse(kept, Llama4PythonicState)
+    return Llama4PythonicStream(request.id_seed, state, token_text), state
+
+
+def _token_text(_: str, vocab: Vocabulary) -> TokenText:
+    return vocab.token_text
+
+
+FAMILY = Family(
+    title="Llama 4 pythonic calls (<|python_start|>)",
+    tokenizer="model directory",
+    tools=(
+        Tools(
+            names=("llama4_pythonic",),
+            engine_based=False,
+            states=(Llama4PythonicState,),
+            prepare=_token_text,
+            one_shot=lambda _, request: Llama4PythonicTools(),
+            stream=_stream,
+            golden=("L2",),
+        ),
+    ),
+)

@@ -54,6 +54,7 @@ from parsers.engine import (
 )
 from parsers.engine_reasoning import PromptMarkers
 from parsers.engine_tools import EngineToolState
+from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.growing_text import Text
 from parsers.qwen3_coder import ParamSlot, ParamTools
 from parsers.types import Delta, ParseOptions, Vocabulary
@@ -406,3 +407,87 @@ class MiniMaxTools(ParamTools[MiniMaxSlot, MiniMaxToolState]):
 
     def _scan(self, slot: MiniMaxSlot) -> MiniMaxParamScan:
         return slot.scan
+
+
+# ---------------------------------------------------------------------------- the family
+
+
+def _grammar(_: str, vocab: Vocabulary) -> MiniMaxGrammar:
+    return MiniMaxGrammar(vocab)
+
+
+def _reasoning_stream(
+    grammar: MiniMaxGrammar, request: Request, kept: object
+) -> tuple[MiniMaxReasoning, DsmlReasoningState]:
+    state = reuse(kept, DsmlReasoningState)
+    return MiniMaxReasoning(grammar, request.options, state), state
+
+
+def _vocabulary(_: str, vocab: Vocabulary) -> Vocabulary:
+    return vocab
+
+
+def _append_think_stream(
+    vocab: Vocabulary, request: Request, kept: object
+) -> tuple[AppendThinkReasoning, AppendThinkState]:
+    state = reuse(kept, AppendThinkState)
+    return AppendThinkReasoning(vocab, state), state
+
+
+def _tools(grammar: MiniMaxGrammar, request: Request) -> MiniMaxTools:
+    return MiniMaxTools(
+        grammar, request.options, reasoning_markup_is_text=not request.with_reasoning
+    )
+
+
+def _tools_stream(
+    grammar: MiniMaxGrammar, request: Request, kept: object
+) -> tuple[MiniMaxTools, MiniMaxToolState]:
+    state = reuse(kept, MiniMaxToolState)
+    tools = MiniMaxTools(
+        grammar,
+        request.options,
+        reasoning_markup_is_text=not request.with_reasoning,
+        id_seed=request.id_seed,
+        state=state,
+    )
+    return tools, state
+
+
+FAMILY = Family(
+    title="MiniMax M2",
+    tokenizer="model directory",
+    reasoning=(
+        # Always thinking: with neither think marker in the prompt, reasoning is open.
+        Reasoning(
+            names=("minimax_m2",),
+            engine_based=True,
+            states=(DsmlReasoningState,),
+            prepare=_grammar,
+            one_shot=lambda grammar, request: MiniMaxReasoning(grammar, request.options),
+            stream=_reasoning_stream,
+            golden=("M1", "M3"),
+        ),
+        # No reasoning: ``<think>`` goes back in front of the content.
+        Reasoning(
+            names=("minimax_m2_append_think",),
+            engine_based=False,
+            states=(AppendThinkState,),
+            prepare=_vocabulary,
+            one_shot=lambda vocab, request: AppendThinkReasoning(vocab),
+            stream=_append_think_stream,
+            golden=("M2",),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("minimax_m2",),
+            engine_based=True,
+            states=(MiniMaxToolState,),
+            prepare=_grammar,
+            one_shot=_tools,
+            stream=_tools_stream,
+            golden=("M1", "M2"),
+        ),
+    ),
+)

@@ -46,9 +46,9 @@ from parsers.engine import (
 )
 from parsers.engine_reasoning import HoldingReasoning, PromptMarkers
 from parsers.engine_tools import CallSlot, EngineTools, ReasoningToolState
+from parsers.family import ParserUnavailable
 from parsers.ids import mistral_tool_call_id
 from parsers.schema import coerce_arguments
-from parsers.think import ParserUnavailable
 from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
 
 TOOL_CALLS_TOKEN = "[TOOL_CALLS]"

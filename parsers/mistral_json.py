@@ -27,10 +27,25 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.growing_text import GrowingText
 from parsers.ids import mistral_tool_call_id
-from parsers.mistral import TOOL_CALLS_TOKEN
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
+from parsers.mistral import (
+    TOOL_CALLS_TOKEN,
+    MistralGrammar,
+    MistralReasoning,
+    MistralReasoningState,
+    MistralTools,
+    MistralToolState,
+)
+from parsers.types import (
+    Delta,
+    DeltaToolCall,
+    ExtractedToolCalls,
+    FunctionCall,
+    ParseOptions,
+    Vocabulary,
+)
 
 # The phases of vLLM's reader (its StreamingState).
 TOOL_START = "tool_start"
@@ -507,3 +522,77 @@ def function_calls(parsed: Any) -> list[FunctionCall]:
                 continue
         calls.append(FunctionCall(name if isinstance(name, str) else "", arguments))
     return calls
+
+
+# ---------------------------------------------------------------------------- the family
+# Mistral's two call forms are one family: the tokenizer decides which one it writes
+# (the JSON array before v11, ``name[ARGS]{...}`` from v11 on, where ``[ARGS]`` is a
+# token), and whether it reasons (``[THINK]``). Declared here, beside both forms.
+
+
+def _grammar(_: str, vocab: Vocabulary) -> MistralGrammar:
+    return MistralGrammar(vocab)
+
+
+def _reasoning_stream(
+    grammar: MistralGrammar, request: Request, kept: object
+) -> tuple[MistralReasoning, MistralReasoningState]:
+    state = reuse(kept, MistralReasoningState)
+    return MistralReasoning(grammar, request.options, state), state
+
+
+def _tools(grammar: MistralGrammar, request: Request) -> MistralJsonTools | MistralTools:
+    built = _tools_stream(grammar, request, None)
+    return built[0]
+
+
+def _tools_stream(
+    grammar: MistralGrammar, request: Request, kept: object
+) -> tuple[MistralJsonTools, MistralJsonState] | tuple[MistralTools, MistralToolState]:
+    """The calls in the form this tokenizer writes."""
+    if grammar.json_array:
+        assert grammar.tool_calls_id is not None  # MistralGrammar checks
+        json_state = reuse(kept, MistralJsonState)
+        tools = MistralJsonTools(
+            request.options, grammar.tool_calls_id, request.id_seed, json_state
+        )
+        return tools, json_state
+    state = reuse(kept, MistralToolState)
+    engine_tools = MistralTools(
+        grammar,
+        request.options,
+        reasoning_markup_is_text=not request.with_reasoning,
+        id_seed=request.id_seed,
+        state=state,
+    )
+    return engine_tools, state
+
+
+FAMILY = Family(
+    title="Mistral (Nemo, Small, Magistral)",
+    tokenizer="model directory (python -m app.tekken converts a tekken.json)",
+    reasoning=(
+        Reasoning(
+            names=("mistral",),
+            engine_based=True,
+            needs=(TOOL_CALLS_TOKEN,),
+            states=(MistralReasoningState,),
+            prepare=_grammar,
+            one_shot=lambda grammar, request: MistralReasoning(grammar, request.options),
+            stream=_reasoning_stream,
+            golden=("S1", "S2"),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("mistral",),
+            engine_based=True,
+            needs=(TOOL_CALLS_TOKEN,),
+            states=(MistralJsonState, MistralToolState),
+            prepare=_grammar,
+            one_shot=_tools,
+            stream=_tools_stream,
+            golden=("S1", "S2"),
+        ),
+    ),
+)

@@ -17,8 +17,9 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.family import Family, Request, Tools, reuse
 from parsers.ids import opening_call_delta
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
+from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, Vocabulary
 
 _JSON_NAMES: dict[str, Any] = {"null": None, "true": True, "false": False}
 # What ``ast.parse`` can raise on hostile text, besides SyntaxError (a ValueError).
@@ -970,3 +971,36 @@ class PythonicStream:
                 return
             s.escape = ""
             self._append(_json_chars(decoded))
+
+
+# ------------------------------------------------------------------ the family
+
+TokenText = Callable[[int], str]
+
+
+def _stream(
+    token_text: TokenText, request: Request, kept: object
+) -> tuple[PythonicStream, PythonicState]:
+    state = reuse(kept, PythonicState)
+    return PythonicStream(request.id_seed, state, token_text), state
+
+
+def _token_text(_: str, vocab: Vocabulary) -> TokenText:
+    return vocab.token_text
+
+
+FAMILY = Family(
+    title="Pythonic calls (Llama 3.2/4, ToolACE)",
+    tokenizer="model directory",
+    tools=(
+        Tools(
+            names=("pythonic",),
+            engine_based=False,
+            states=(PythonicState,),
+            prepare=_token_text,
+            one_shot=lambda _, request: PythonicTools(),
+            stream=_stream,
+            golden=("C5",),
+        ),
+    ),
+)

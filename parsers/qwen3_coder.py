@@ -27,8 +27,10 @@ from parsers.engine import (
     Event,
 )
 from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, entry_head, json_name
+from parsers.family import Family, Request, Tools, reuse
 from parsers.growing_text import Text
 from parsers.hermes import KeyMatch
+from parsers.qwen3 import Qwen3Grammar
 from parsers.schema import coerce_arguments
 from parsers.types import DeltaToolCall
 
@@ -506,3 +508,44 @@ class Qwen3CoderTools(ParamTools[Slot, Qwen3CoderState]):
 
     def _scan(self, slot: Slot) -> ParamScan:
         return slot.scan
+
+
+# ------------------------------------------------------------------ the family
+
+
+def _tools(grammar: Qwen3Grammar, request: Request) -> Qwen3CoderTools:
+    return Qwen3CoderTools(
+        grammar, request.options, reasoning_markup_is_text=not request.with_reasoning
+    )
+
+
+def _stream(
+    grammar: Qwen3Grammar, request: Request, kept: object
+) -> tuple[Qwen3CoderTools, Qwen3CoderState]:
+    state = reuse(kept, Qwen3CoderState)
+    tools = Qwen3CoderTools(
+        grammar,
+        request.options,
+        reasoning_markup_is_text=not request.with_reasoning,
+        id_seed=request.id_seed,
+        state=state,
+    )
+    return tools, state
+
+
+FAMILY = Family(
+    title="Qwen3-Coder (XML parameters)",
+    tokenizer="bundled qwen3 (same vocabulary)",
+    tools=(
+        Tools(
+            names=("qwen3_coder",),
+            aliases={"qwen3_xml": "qwen3_coder"},
+            engine_based=True,
+            states=(Qwen3CoderState,),
+            prepare=lambda name, vocab: Qwen3Grammar(vocab),
+            one_shot=_tools,
+            stream=_stream,
+            golden=("C3",),
+        ),
+    ),
+)

@@ -11,30 +11,15 @@ as the original would.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import msgspec
 from msgspec import Struct
 
-from parsers.deepseek import DeepSeekToolState
-from parsers.dsml import DsmlReasoningState, DsmlToolState
-from parsers.engine_reasoning import EngineReasoningState
+from parsers.families import REASONING_STATES, TOOL_STATES
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
-from parsers.glm import GlmToolState
 from parsers.harmony import HarmonyState, HarmonyStream
-from parsers.hermes import HermesState
-from parsers.kimi_k2 import KimiToolState
-from parsers.llama3_json import Llama3JsonState
-from parsers.llama4_pythonic import Llama4PythonicState
-from parsers.minimax import AppendThinkState, MiniMaxToolState
-from parsers.mistral import MistralReasoningState, MistralToolState
-from parsers.mistral_json import MistralJsonState
-from parsers.pythonic import PythonicState
-from parsers.qwen3 import Qwen3ReasoningState
-from parsers.qwen3_coder import Qwen3CoderState
-from parsers.think import ThinkTagStreamState
 from parsers.types import Delta, ParseOptions
-from parsers.xlam import XlamState
 
 
 class ReasoningStream(Protocol):
@@ -62,29 +47,14 @@ class ToolStream(Protocol):
     def remaining_arguments(self) -> str: ...
 
 
-ReasoningState = (
-    Qwen3ReasoningState
-    | ThinkTagStreamState
-    | DsmlReasoningState
-    | AppendThinkState
-    | MistralReasoningState
-    | EngineReasoningState
-)
-ToolState = (
-    HermesState
-    | Qwen3CoderState
-    | PythonicState
-    | Llama4PythonicState
-    | XlamState
-    | Llama3JsonState
-    | DeepSeekToolState
-    | DsmlToolState
-    | MiniMaxToolState
-    | MistralToolState
-    | MistralJsonState
-    | KimiToolState
-    | GlmToolState
-)
+# What the families' streams keep (parsers/families.py): a union of tagged structs at
+# run time, so a snapshot decodes to the family's own state; any struct to mypy.
+if TYPE_CHECKING:
+    ReasoningState = Struct
+    ToolState = Struct
+else:
+    ReasoningState = REASONING_STATES
+    ToolState = TOOL_STATES
 
 
 class ChatStreamState(Struct):

@@ -6,14 +6,11 @@ from collections.abc import Sequence
 
 from msgspec import Struct
 
+from parsers.family import ParserUnavailable
 from parsers.types import Delta, Vocabulary
 
 THINK_START = "<think>"
 THINK_END = "</think>"
-
-
-class ParserUnavailable(ValueError):
-    """The tokenizer lacks a token this parser cannot work without."""
 
 
 class ThinkTagReasoning:

@@ -18,6 +18,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.family import Family, Request, Tools, reuse
 from parsers.ids import xlam_tool_call_id
 from parsers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
@@ -890,3 +891,28 @@ def _advance_fence(fence: Fence, text: str) -> None:
     if close >= 0:
         view.end = close
         fence.closed = True
+
+
+# ------------------------------------------------------------------ the family
+
+
+def _stream(_: None, request: Request, kept: object) -> tuple[XlamStream, XlamState]:
+    state = reuse(kept, XlamState)
+    return XlamStream(request.id_seed, state), state
+
+
+FAMILY = Family(
+    title="xLAM (JSON call lists)",
+    tokenizer="model directory",
+    tools=(
+        Tools(
+            names=("xlam",),
+            engine_based=False,
+            states=(XlamState,),
+            prepare=lambda name, vocab: None,
+            one_shot=lambda _, request: XlamTools(),
+            stream=_stream,
+            golden=("C4",),
+        ),
+    ),
+)

@@ -72,10 +72,32 @@ def test_every_metric_the_readme_names_is_served(make_app: AppFactory) -> None:
     assert named - families == set()
 
 
-def test_the_model_family_table_names_every_registered_parser() -> None:
-    """A parser added to the registry is also placed in a family's row."""
-    table = section("Flags").split("### Model families", 1)[1]
-    rows = [line for line in table.splitlines() if line.startswith("| ")]
-    named = set(re.findall(r"`([a-z0-9_]+)`", "\n".join(rows)))
-    assert set(REASONING_PARSERS) <= named
-    assert set(TOOL_PARSERS) <= named
+def family_table() -> list[list[str]]:
+    """The cells of each row of the README's model family table."""
+    text = section("Flags").split("### Model families", 1)[1]
+    table = text[text.index("\n| ") :].split("\n\n", 1)[0]
+    rows = table.strip().splitlines()[2:]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+
+def names(cell: str) -> set[str]:
+    return set(re.findall(r"`([a-z0-9_]+)`", cell))
+
+
+def test_the_model_family_table_names_every_registered_parser_and_no_other() -> None:
+    """A parser added to the registry is also placed in a family's row, and a row
+    names only parsers the server has."""
+    rows = family_table()
+    assert len(rows) >= 20
+    assert set().union(*(names(row[1]) for row in rows)) == set(REASONING_PARSERS)
+    assert set().union(*(names(row[2]) for row in rows)) == set(TOOL_PARSERS)
+
+
+def test_the_model_family_table_names_goldens_its_parsers_were_recorded_with() -> None:
+    """What a row calls its golden transcripts is what the declarations list
+    (``derender-server --list-parsers``)."""
+    for row in family_table():
+        entries = [REASONING_PARSERS[n] for n in names(row[1])]
+        entries += [TOOL_PARSERS[n] for n in names(row[2])]
+        declared = {config for entry in entries for config in entry.golden}
+        assert set(re.findall(r"\b[A-Z][0-9]\b", row[4])) <= declared, row

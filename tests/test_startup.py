@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
+from parsers.registry import REASONING_PARSERS, TOOL_PARSERS, listing
 from tests.support.processes import ROOT, free_port
 
 
@@ -101,3 +101,22 @@ def test_the_deepseek_command_of_the_readme_starts(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "parsers: reasoning deepseek_v3, tool calls deepseek_v31 (active)" in text
     assert " WARNING " not in text
+
+
+def test_list_parsers_prints_every_registered_name_with_its_family() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "app", "--list-parsers"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert shown == listing() + "\n"
+    sections = shown.split("--tool-call-parser NAME:")
+    for table, section in ((REASONING_PARSERS, sections[0]), (TOOL_PARSERS, sections[1])):
+        rows = [line.split() for line in section.splitlines() if line.startswith("  ")]
+        assert [row[0] for row in rows[1:]] == list(table)
+        for row, entry in zip(rows[1:], table.values(), strict=True):
+            line = " ".join(row)
+            assert entry.family.title in line
+            assert all(config in line for config in entry.golden)
+            assert all(alias in line for alias in entry.aliases)
+    assert f"{len(REASONING_PARSERS)} of its 42 reasoning parsers" in shown
+    assert f"{len(TOOL_PARSERS)} of its 58 tool-call parsers" in shown

@@ -1,0 +1,54 @@
+"""Every model family the server serves: one line each, its module's declaration
+(parsers/family.py says what a declaration holds; parsers/registry.py serves them)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from typing import Any
+
+from parsers import (
+    deepseek,
+    dsml,
+    glm,
+    harmony,
+    hermes,
+    kimi_k2,
+    llama3_json,
+    llama4_pythonic,
+    minimax,
+    mistral_json,
+    pythonic,
+    qwen3,
+    qwen3_coder,
+    xlam,
+)
+from parsers.family import Family
+
+FAMILIES: tuple[Family, ...] = (
+    qwen3.FAMILY,
+    hermes.FAMILY,
+    qwen3_coder.FAMILY,
+    deepseek.FAMILY,
+    dsml.FAMILY,
+    llama3_json.FAMILY,
+    llama4_pythonic.FAMILY,
+    pythonic.FAMILY,
+    xlam.FAMILY,
+    harmony.FAMILY,
+    minimax.FAMILY,
+    mistral_json.FAMILY,
+    kimi_k2.FAMILY,
+    glm.FAMILY,
+)
+
+
+def _union(kinds: list[type]) -> Any:
+    """The types as one union (``A | B | ...``), each once, in declaration order."""
+    return functools.reduce(operator.or_, dict.fromkeys(kinds))
+
+
+# What streams keep between chunks, for ChatStreamState's fields (snapshots decode them
+# by their tags).
+REASONING_STATES = _union([s for f in FAMILIES for p in f.reasoning for s in p.states])
+TOOL_STATES = _union([s for f in FAMILIES for p in f.tools for s in p.states])

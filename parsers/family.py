@@ -1,0 +1,121 @@
+"""What a model family declares: the names vLLM knows its parsers by, what its tokenizer
+must hold, what its parsers keep between chunks, and how to build them.
+
+A family is one ``Family`` at the end of its module, listed once in parsers/families.py;
+the registry (parsers/registry.py) serves every name from those declarations and knows
+no family by name. A parser is built in two steps: ``prepare`` once at start-up for the
+server's tokenizer (the grammar, the marker ids), then ``one_shot`` or ``stream`` per
+request from what ``prepare`` gave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from parsers.types import ParseOptions, Vocabulary
+
+if TYPE_CHECKING:
+    from parsers.chat import ReasoningParser, ToolParser
+    from parsers.harmony import HarmonyStream
+    from parsers.stream import ReasoningStream, ToolStream
+
+__all__ = ["Family", "ParserUnavailable", "Reasoning", "Request", "Tools", "Whole", "reuse"]
+
+
+class ParserUnavailable(ValueError):
+    """The tokenizer lacks what this parser cannot work without."""
+
+
+G = TypeVar("G")  # what ``prepare`` makes of the tokenizer, once per server
+S = TypeVar("S")
+
+
+def reuse(state: object, kind: type[S]) -> S:
+    """``state`` when a parser of this kind left it, else a fresh one."""
+    return state if isinstance(state, kind) else kind()
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a parser is built for: one request's options, the seed of its call ids,
+    whether a reasoning parser reads the output first (without one, a tool parser reads
+    reasoning markup as text), and the thinking switch the parser's ``thinking`` read."""
+
+    options: ParseOptions
+    id_seed: str
+    with_reasoning: bool
+    thinking: bool | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Parser(Generic[G]):
+    """What a reasoning or a tool parser declares besides how it is built.
+
+    ``names`` are vLLM's names for this parser, each passed to ``prepare`` (one
+    format's dialects); ``aliases`` maps other names vLLM registers for the same class
+    to one of them. ``needs``: tokens the tokenizer must have, checked at start-up
+    before ``prepare`` (which may still refuse it with ``ParserUnavailable``).
+    ``engine_based``: vLLM builds it on its declarative engine, which decides how
+    ``tool_choice: none`` and unparsed markup read. ``states``: what its stream keeps
+    between chunks (tagged structs, so snapshots decode them). ``thinking``: how a
+    request turns thinking on or off for it (``chat_template_kwargs``,
+    ``reasoning_effort``), given to its builders as ``Request.thinking``. ``golden``:
+    the configurations of tests/golden recorded with it.
+    """
+
+    names: tuple[str, ...]
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    engine_based: bool
+    needs: tuple[str, ...] = ()
+    states: tuple[type, ...]
+    thinking: Callable[[ParseOptions], bool] | None = None
+    prepare: Callable[[str, Vocabulary], G]
+    golden: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reasoning(_Parser[G]):
+    """A reasoning parser. ``one_shot`` and ``stream`` may give None: the request is read
+    without reasoning. ``stream`` takes the state the stream kept (or None) and gives the
+    parser with the state it keeps (``reuse`` it, or make one)."""
+
+    one_shot: Callable[[G, Request], ReasoningParser | None]
+    stream: Callable[[G, Request, object], tuple[ReasoningStream, Any] | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tools(_Parser[G]):
+    """A tool-call parser, built as ``Reasoning``'s parsers are."""
+
+    one_shot: Callable[[G, Request], ToolParser | None]
+    stream: Callable[[G, Request, object], tuple[ToolStream, Any] | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Whole(Generic[G]):
+    """A format one parser reads whole, reasoning, content and calls alike (gpt-oss's
+    Harmony): its reasoning and tool names combine only with each other. ``build``
+    takes what ``prepare`` gave, whether the reasoning and the tool side are on, the
+    id seed and the state kept (``ChatStreamState.harmony``)."""
+
+    reasoning: str
+    tools: str
+    needs: tuple[str, ...] = ()
+    states: tuple[type, ...]
+    prepare: Callable[[Vocabulary], G]
+    build: Callable[[G, bool, bool, str, object], tuple[HarmonyStream, Any]]
+    golden: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    """A model family: its parsers, where a tokenizer that serves it comes from, and
+    what it is. ``title`` names its models (``--list-parsers``, error messages)."""
+
+    title: str
+    tokenizer: str
+    reasoning: tuple[Reasoning[Any], ...] = ()
+    tools: tuple[Tools[Any], ...] = ()
+    whole: Whole[Any] | None = None
