@@ -66,11 +66,11 @@ from bench.workload import (
     repeat_to,
     tokenizer_for,
 )
-from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, SEP
-from parsers.kimi_k2 import ARGUMENT_BEGIN, SECTION_BEGIN
-from parsers.kimi_k2 import CALL_BEGIN as KIMI_CALL_BEGIN
-from parsers.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
-from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
+from parsers.families.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, SEP
+from parsers.families.kimi_k2 import ARGUMENT_BEGIN, SECTION_BEGIN
+from parsers.families.kimi_k2 import CALL_BEGIN as KIMI_CALL_BEGIN
+from parsers.families.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
+from parsers.families.llama4_pythonic import PYTHON_END, PYTHON_START
 
 SIZES = (256, 1024, 4096, 16384)
 LONG_SIZES = (1024, 8192, 32768)

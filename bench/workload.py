@@ -14,18 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from app.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
-from parsers.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
-from parsers.glm import (
+from parsers.families.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
+from parsers.families.glm import (
     KEY_CLOSE_TAG,
     KEY_OPEN_TAG,
     TURN_BOUNDARIES,
     VALUE_CLOSE_TAG,
     VALUE_OPEN_TAG,
 )
-from parsers.kimi_k2 import ARGUMENT_BEGIN, SECTION_BEGIN, SECTION_END
-from parsers.kimi_k2 import CALL_BEGIN as KIMI_CALL_BEGIN
-from parsers.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
-from parsers.llama4_pythonic import PYTHON_END, PYTHON_START
+from parsers.families.kimi_k2 import ARGUMENT_BEGIN, SECTION_BEGIN, SECTION_END
+from parsers.families.kimi_k2 import CALL_BEGIN as KIMI_CALL_BEGIN
+from parsers.families.kimi_k2 import CALL_FINISH as KIMI_CALL_FINISH
+from parsers.families.llama4_pythonic import PYTHON_END, PYTHON_START
 
 SERVER_FLAGS = (
     "--reasoning-parser",

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from parsers.harmony import HarmonyStream
+from parsers.families.harmony import HarmonyStream
 from parsers.ids import chat_tool_call_id
 from parsers.types import ExtractedToolCalls, FunctionCall, ParsedMessage, ParseOptions
 

@@ -1,7 +1,7 @@
 """What a model family declares: the names vLLM knows its parsers by, what its tokenizer
 must hold, what its parsers keep between chunks, and how to build them.
 
-A family is one ``Family`` at the end of its module, listed once in parsers/families.py;
+A family is one ``Family`` at the end of its module, listed once in parsers/families/__init__.py;
 the registry (parsers/registry.py) serves every name from those declarations and knows
 no family by name. A parser is built in two steps: ``prepare`` once at start-up for the
 server's tokenizer (the grammar, the marker ids), then ``one_shot`` or ``stream`` per
@@ -18,7 +18,7 @@ from parsers.types import ParseOptions, Vocabulary
 
 if TYPE_CHECKING:
     from parsers.chat import ReasoningParser, ToolParser
-    from parsers.harmony import HarmonyStream
+    from parsers.families.harmony import HarmonyStream
     from parsers.stream import ReasoningStream, ToolStream
 
 __all__ = ["Family", "ParserUnavailable", "Reasoning", "Request", "Tools", "Whole", "reuse"]

@@ -1,5 +1,5 @@
 """Parsers by vLLM's names: a table built from the families' declarations
-(parsers/families.py), checked once at start-up and built per request.
+(parsers/families/__init__.py), checked once at start-up and built per request.
 
 Nothing here knows a family by name: what differs between families is in their
 declarations (parsers/family.py).

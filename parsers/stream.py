@@ -17,8 +17,8 @@ import msgspec
 from msgspec import Struct
 
 from parsers.families import REASONING_STATES, TOOL_STATES
+from parsers.families.harmony import HarmonyState, HarmonyStream
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
-from parsers.harmony import HarmonyState, HarmonyStream
 from parsers.types import Delta, ParseOptions
 
 
@@ -47,7 +47,7 @@ class ToolStream(Protocol):
     def remaining_arguments(self) -> str: ...
 
 
-# What the families' streams keep (parsers/families.py): a union of tagged structs at
+# What the families' streams keep (parsers/families/__init__.py): a union of tagged structs at
 # run time, so a snapshot decodes to the family's own state; any struct to mypy.
 if TYPE_CHECKING:
     ReasoningState = Struct

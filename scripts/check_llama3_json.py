@@ -33,7 +33,7 @@ from vllm.tool_parsers.llama_tool_parser import Llama3JsonToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.llama3_json import BOT_TOKEN, Llama3JsonStream
+from parsers.families.llama3_json import BOT_TOKEN, Llama3JsonStream
 from parsers.types import Delta
 
 NAMES = ("get_weather", "count", "search_flights", "book_hotel", "noop")

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
-from parsers.deepseek import (
+from parsers.families.deepseek import (
     CALL_BEGIN,
     CALL_FINISH,
     CALLS_BEGIN,

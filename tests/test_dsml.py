@@ -20,7 +20,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
-from parsers.dsml_args import ArgsState, ArgsStream, Dialect, ParamScan, Schema, arguments_json
+from parsers.families.dsml_args import (
+    ArgsState,
+    ArgsStream,
+    Dialect,
+    ParamScan,
+    Schema,
+    arguments_json,
+)
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
 from tests.support.parity import chunked

@@ -22,15 +22,15 @@ from hypothesis import strategies as st
 
 from app.session import StreamSession
 from app.tokenizer import Tokenizer, load_tokenizer
-from parsers.harmony import (
+from parsers.families.harmony import (
     HarmonyGrammar,
     HarmonyState,
     _byte_decoder,
     is_function_recipient,
     normalize_recipient,
 )
-from parsers.harmony_header import MessageHeader
-from parsers.harmony_reader import (
+from parsers.families.harmony_header import MessageHeader
+from parsers.families.harmony_reader import (
     CONTENT,
     EXPECT_START,
     HEADER,

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-import parsers.hermes
+import parsers.families.hermes
 from app.server import DerenderApp
 from app.tokenizer import Tokenizer
 from tests.support.apps import AppFactory, internal_errors
@@ -285,8 +285,8 @@ def _one_shot_body(request_id: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("target", "body"),
     [
-        (parsers.hermes.HermesStream, _stream_body),
-        (parsers.hermes.HermesTools, _one_shot_body),
+        (parsers.families.hermes.HermesStream, _stream_body),
+        (parsers.families.hermes.HermesTools, _one_shot_body),
     ],
     ids=["stream", "one-shot"],
 )
@@ -299,7 +299,7 @@ def test_a_failure_inside_a_parser_is_a_logged_counted_500(
 ) -> None:
     app = make_app(HERMES)
     monkeypatch.setattr(
-        target, "stream" if target is parsers.hermes.HermesStream else "extract", _explode
+        target, "stream" if target is parsers.families.hermes.HermesStream else "extract", _explode
     )
     with TestClient(app, raise_server_exceptions=False) as client:
         with caplog.at_level(logging.ERROR, logger="derender_server"):

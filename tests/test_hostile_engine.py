@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
-from parsers.engine_tools import coalesce_calls
-from parsers.qwen3_coder import ParamScan
+from parsers.engine.tools import coalesce_calls
+from parsers.families.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory
 from parsers.types import DeltaToolCall, ParseOptions, ToolSpec, Vocabulary
 from tests.support.parity import Assembled, chunked, chunking_invariant

@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.jsonscan import JsonScanner
+from parsers.readers.jsonscan import JsonScanner
 
 json_text = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),

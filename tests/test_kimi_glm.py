@@ -21,8 +21,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer, load_tokenizer
-from parsers.glm import PairScan
-from parsers.kimi_k2 import JsonHold, header_id_and_name
+from parsers.families.glm import PairScan
+from parsers.families.kimi_k2 import JsonHold, header_id_and_name
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
 from tests.support.parity import chunked, chunking_invariant

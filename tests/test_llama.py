@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
-from parsers.llama4_pythonic import Llama4PythonicStream, Llama4PythonicTools
+from parsers.families.llama4_pythonic import Llama4PythonicStream, Llama4PythonicTools
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import Delta
 from tests.support.llama_tokenizers import llama_tokenizer_dir

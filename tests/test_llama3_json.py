@@ -22,8 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from partial_json_parser.core.options import Allow
 
-from parsers.ids import opening_call_delta
-from parsers.llama3_json import (
+from parsers.families.llama3_json import (
     _DEPTH_MARGIN,
     _SEPARATOR,
     _UNPARSABLE,
@@ -34,7 +33,8 @@ from parsers.llama3_json import (
     _complete,
     _loads_partial,
 )
-from parsers.partialjson import common_length
+from parsers.ids import opening_call_delta
+from parsers.readers.partialjson import common_length
 from parsers.types import Delta, DeltaToolCall
 from tests.support.outputs import llama_output
 from tests.support.streams import PROPS

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer, load_tokenizer
-from parsers.minimax import MiniMaxParamScan
+from parsers.families.minimax import MiniMaxParamScan
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
 from tests.support.parity import chunked

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer, load_tokenizer
+from parsers.families.mistral import BraceHold, first_json_value, release
+from parsers.families.mistral_json import JsonError, JsonEvents, Reader, _Feeder
 from parsers.ids import mistral_tool_call_id
-from parsers.mistral import BraceHold, first_json_value, release
-from parsers.mistral_json import JsonError, JsonEvents, Reader, _Feeder
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import ParseOptions, ToolSpec
 from tests.support.parity import Assembled, chunked

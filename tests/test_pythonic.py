@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
-from parsers.pythonic import PythonicTools, starts_with_call_list
+from parsers.families.pythonic import PythonicTools, starts_with_call_list
 from parsers.types import Delta
 from tests.support.parity import Assembled, chunked
 from tests.support.streams import PROMPT, factory_for, options, run, stream

@@ -37,7 +37,7 @@ from cache.redis_tier import (
     RedisTier,
     envelope_mac,
 )
-from parsers.hermes import HermesState
+from parsers.families.hermes import HermesState
 from parsers.stream import ChatStreamState
 from tests.support.apps import AppFactory, build_app
 from tests.support.golden import load_cases, stream_body, tokenizer_of

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
+from parsers.families.xlam import XlamStream, split_calls
 from parsers.registry import ParserFactory
-from parsers.xlam import XlamStream, split_calls
 from tests.support.parity import Assembled, chunked
 from tests.support.streams import PROMPT, options, run, stream
 

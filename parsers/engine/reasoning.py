@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from parsers.engine import (
+from parsers.engine.core import (
     CONTENT,
     REASONING,
     REASONING_TEXT,
@@ -22,7 +22,7 @@ from parsers.engine import (
     EngineState,
     Grammar,
 )
-from parsers.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
+from parsers.families.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
 from parsers.types import Delta, ParseOptions, Vocabulary
 
 

@@ -4,7 +4,7 @@ The ``openai-harmony`` package's ``StreamableParser.process`` costs ~30 µs for 
 token outside a message's text (each call encodes the ``<|start|>`` or ``<|message|>``
 marker afresh), so the framing is read here, as the package reads it: before a message
 only ``<|start|>`` is taken (any other token is refused); a header keeps every token
-until ``<|message|>``, which reads it (parsers/harmony_header.py: one linear pass over
+until ``<|message|>``, which reads it (parsers/families/harmony_header.py: one linear pass over
 its text); a message's text is its tokens' bytes, shown as they form whole characters
 (an invalid sequence as one U+FFFD, as the package's decoder shows it), and a stop token
 ends it. Everything the reader holds between tokens is a ``ReaderState``, so a stream
@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from msgspec import Struct, field
 
-from parsers.harmony_header import MessageHeader, read_header
+from parsers.families.harmony_header import MessageHeader, read_header
 
 # What one token did.
 TOOK, OPENED, TEXT, ENDED, REFUSED = range(5)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from msgspec import Struct, field
 
-from parsers.engine import (
+from parsers.engine.core import (
     CALL_ARGS,
     CALL_END,
     CALL_NAME,
@@ -36,15 +36,15 @@ from parsers.engine import (
     MarkerEngine,
     Transition,
 )
-from parsers.family import Family, ParserUnavailable, Reasoning, Request, Tools, reuse
-from parsers.ids import opening_call_delta
-from parsers.think import (
+from parsers.families.think import (
     THINK_END,
     THINK_START,
     ThinkTagReasoning,
     ThinkTagStream,
     ThinkTagStreamState,
 )
+from parsers.family import Family, ParserUnavailable, Reasoning, Request, Tools, reuse
+from parsers.ids import opening_call_delta
 from parsers.types import (
     Delta,
     DeltaToolCall,

@@ -23,15 +23,15 @@ from typing import Any, Protocol, TypeVar
 
 from msgspec import Struct, field
 
-from parsers.engine import (
+from parsers.engine.core import (
     Event,
 )
-from parsers.engine_tools import BodyTools, CallSlot, EngineToolState, entry_head, json_name
+from parsers.engine.tools import BodyTools, CallSlot, EngineToolState, entry_head, json_name
+from parsers.families.hermes import KeyMatch
+from parsers.families.qwen3 import Qwen3Grammar
 from parsers.family import Family, Request, Tools, reuse
 from parsers.growing_text import Text
-from parsers.hermes import KeyMatch
-from parsers.qwen3 import Qwen3Grammar
-from parsers.schema import coerce_arguments
+from parsers.readers.schema import coerce_arguments
 from parsers.types import DeltaToolCall
 
 _WORD = "parameter"

@@ -27,8 +27,7 @@ from collections.abc import Sequence
 
 from msgspec import Struct, field
 
-from parsers.dsml import DsmlReasoning, DsmlReasoningState
-from parsers.engine import (
+from parsers.engine.core import (
     CALL_ARGS,
     CALL_END,
     CALL_START,
@@ -52,11 +51,12 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import PromptMarkers
-from parsers.engine_tools import EngineToolState
+from parsers.engine.reasoning import PromptMarkers
+from parsers.engine.tools import EngineToolState
+from parsers.families.dsml import DsmlReasoning, DsmlReasoningState
+from parsers.families.qwen3_coder import ParamSlot, ParamTools
 from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.growing_text import Text
-from parsers.qwen3_coder import ParamSlot, ParamTools
 from parsers.types import Delta, ParseOptions, Vocabulary
 
 # Terminals beyond the engine's own.

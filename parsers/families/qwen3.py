@@ -1,6 +1,6 @@
 """Qwen3's parsers: ``qwen3`` reasoning and ``qwen3_coder`` XML tool calls.
 
-Both run the marker engine (parsers/engine.py) over Qwen3's grammar, as vLLM's
+Both run the marker engine (parsers/engine/core.py) over Qwen3's grammar, as vLLM's
 engine-based parsers do. Reasoning runs it with tool markup passed through as
 content (the tool parser reads that); tools run it from the content state, with
 ``<function=NAME>`` bodies of ``<parameter=KEY>VALUE</parameter>`` turned into JSON
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from msgspec import Struct
 
-from parsers.engine import (
+from parsers.engine.core import (
     CLOSE_ANGLE,
     CONTENT,
     FUNC_END,

@@ -20,7 +20,7 @@ from msgspec import Struct, field
 
 from parsers.family import Family, Request, Tools, reuse
 from parsers.ids import xlam_tool_call_id
-from parsers.jsonscan import JsonScanner, JsonScanState
+from parsers.readers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 _THINK_END = "</think>"

@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar, get_args
 
 from msgspec import Struct, field
 
-from parsers.engine import (
+from parsers.engine.core import (
     CALL_ARGS,
     CALL_END,
     CALL_NAME,
@@ -32,11 +32,11 @@ from parsers.engine import (
     Grammar,
     MarkerEngine,
 )
-from parsers.engine_reasoning import hold_trailing_reasoning
+from parsers.engine.reasoning import hold_trailing_reasoning
+from parsers.families.hermes import KeyMatch
 from parsers.growing_text import GrowingText
-from parsers.hermes import KeyMatch
 from parsers.ids import chat_tool_call_id
-from parsers.schema import coerce_arguments, coerce_string, schema_types
+from parsers.readers.schema import coerce_arguments, coerce_string, schema_types
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
 
 _NAME_KEY = "name"

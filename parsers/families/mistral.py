@@ -12,7 +12,7 @@ the top level is held back until more text shows it was not the last (vLLM's
 value of its text, re-typed to the tool's schema.
 
 Which form a tokenizer gets is vLLM's choice: without ``[ARGS]`` in the vocabulary
-calls are the older JSON array (parsers/mistral_json.py); without ``[THINK]`` there
+calls are the older JSON array (parsers/families/mistral_json.py); without ``[THINK]`` there
 is no reasoning. Tool-call ids are Mistral's: 9 letters and digits.
 """
 
@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 from msgspec import Struct, field
 
-from parsers.dsml import DsmlReasoningState
-from parsers.engine import (
+from parsers.engine.core import (
     CALL_ARGS,
     CALL_END,
     CALL_NAME,
@@ -44,11 +43,12 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import HoldingReasoning, PromptMarkers
-from parsers.engine_tools import CallSlot, EngineTools, ReasoningToolState
+from parsers.engine.reasoning import HoldingReasoning, PromptMarkers
+from parsers.engine.tools import CallSlot, EngineTools, ReasoningToolState
+from parsers.families.dsml import DsmlReasoningState
 from parsers.family import ParserUnavailable
 from parsers.ids import mistral_tool_call_id
-from parsers.schema import coerce_arguments
+from parsers.readers.schema import coerce_arguments
 from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
 
 TOOL_CALLS_TOKEN = "[TOOL_CALLS]"

@@ -27,10 +27,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from parsers.family import Family, Reasoning, Request, Tools, reuse
-from parsers.growing_text import GrowingText
-from parsers.ids import mistral_tool_call_id
-from parsers.mistral import (
+from parsers.families.mistral import (
     TOOL_CALLS_TOKEN,
     MistralGrammar,
     MistralReasoning,
@@ -38,6 +35,9 @@ from parsers.mistral import (
     MistralTools,
     MistralToolState,
 )
+from parsers.family import Family, Reasoning, Request, Tools, reuse
+from parsers.growing_text import GrowingText
+from parsers.ids import mistral_tool_call_id
 from parsers.types import (
     Delta,
     DeltaToolCall,

@@ -16,7 +16,7 @@ import re
 
 from msgspec import Struct, field
 
-# The lexical constants, shared with ``parsers.partialjson``'s reader.
+# The lexical constants, shared with ``parsers.readers.partialjson``'s reader.
 WS = " \t\n\r"
 DIGITS = "0123456789"
 HEX = "0123456789abcdefABCDEF"

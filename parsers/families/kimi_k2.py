@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from msgspec import Struct, field
 
-from parsers.engine import (
+from parsers.engine.core import (
     CALL_END,
     CALL_START,
     CONTENT,
@@ -38,22 +38,22 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import (
+from parsers.engine.reasoning import (
     EngineReasoning,
     EngineReasoningState,
     ThinkMarkers,
     thinking_from_kwargs,
 )
-from parsers.engine_tools import (
+from parsers.engine.tools import (
     BodyTools,
     CallSlot,
     EngineToolState,
     json_name,
     name_and_arguments,
 )
+from parsers.families.hermes import KeyMatch
 from parsers.family import Family, Reasoning, Request, Tools, reuse
-from parsers.hermes import KeyMatch
-from parsers.schema import coerce_arguments
+from parsers.readers.schema import coerce_arguments
 from parsers.types import DeltaToolCall, ParseOptions, Vocabulary
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"

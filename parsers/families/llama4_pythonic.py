@@ -11,7 +11,7 @@ list as ``pythonic`` does, after these changes, kept here:
   ``<|python_start|>`` (dropped before parsing); a ``<|python_end|>`` that ends the
   text so far is left out of that chunk's reading (read again if more text follows).
 
-The list itself is read by the pythonic scanner (parsers/pythonic.py), fed the text
+The list itself is read by the pythonic scanner (parsers/families/pythonic.py), fed the text
 vLLM would parse; this module only decides what that text is.
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from msgspec import Struct, field
 
+from parsers.families.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.family import Family, Request, Tools, reuse
-from parsers.pythonic import PythonicState, PythonicStream, PythonicTools
 from parsers.types import Delta, ExtractedToolCalls, Vocabulary
 
 PYTHON_START = "<|python_start|>"

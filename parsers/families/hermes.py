@@ -11,7 +11,7 @@ from msgspec import Struct, field
 from parsers.family import Family, Request, Tools, reuse
 from parsers.growing_text import Text
 from parsers.ids import opening_call_delta
-from parsers.jsonscan import JsonScanner, JsonScanState
+from parsers.readers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
 TOOL_START = "<tool_call>"

@@ -20,7 +20,7 @@ import json
 
 from msgspec import Struct, field
 
-from parsers.jsonscan import (
+from parsers.readers.jsonscan import (
     ARR_NEXT,
     COLON,
     DIGITS,
@@ -183,7 +183,7 @@ class Unreadable(Irregular):
 class CallReader:
     """A call's text read once, left to right, into what its dump holds.
 
-    A JSON lexer (``parsers.jsonscan``'s phases and number automaton) whose every
+    A JSON lexer (``parsers.readers.jsonscan``'s phases and number automaton) whose every
     value knows its place: in the arguments (kept: it adds to the dump's settled
     head, or to its volatile end while open), the call's name, or elsewhere (only
     its structure counts). ``read`` raises ``Irregular`` where the text leaves the

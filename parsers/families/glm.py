@@ -22,7 +22,7 @@ import json
 
 from msgspec import Struct, field
 
-from parsers.engine import (
+from parsers.engine.core import (
     CALL_ARGS,
     CALL_END,
     CALL_START,
@@ -42,16 +42,16 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import (
+from parsers.engine.reasoning import (
     EngineReasoning,
     EngineReasoningState,
     ThinkMarkers,
     thinking_from_kwargs,
 )
-from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, entry_head, json_name
+from parsers.engine.tools import BodyTools, CallSlot, ReasoningToolState, entry_head, json_name
+from parsers.families.hermes import KeyMatch
 from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.growing_text import Text
-from parsers.hermes import KeyMatch
 from parsers.types import DeltaToolCall, ParseOptions, Vocabulary
 
 KEY_OPEN_TAG = "<arg_key>"

@@ -19,9 +19,9 @@ The message grammar is the ``openai-harmony`` package's ``StreamableParser`` (th
 ``oss-harmony`` fork vLLM 0.33.0 runs). Feeding it every token costs ~30 µs a token
 outside a message's text, and a header is read only at its ``<|message|>``, so one
 chunk paid for the whole header; the framing (take ``<|start|>``, keep a header's
-tokens, decode a message's text, end at a stop token) is read by
-parsers/harmony_reader.py and a header's text by parsers/harmony_header.py, its rules
-kept as the package's and checked against it. ``HarmonyState`` carries the reader's
+tokens, decode a message's text, end at a stop token) is read by harmony_reader.py
+beside this module and a header's text by harmony_header.py, its rules kept as the
+package's and checked against it. ``HarmonyState`` carries the reader's
 state as plain data: between messages it holds nothing, in a header that header's token
 ids (vLLM keeps the same list to recover a broken header), in a message its header and
 any unfinished character. A restored stream continues from it without reading a token
@@ -47,9 +47,9 @@ from typing import Any
 from msgspec import Struct, field
 
 from parsers import budget
+from parsers.families.harmony_header import MessageHeader
+from parsers.families.harmony_reader import OPENED, TEXT, TOOK, Framing, HarmonyReader, ReaderState
 from parsers.family import Family, ParserUnavailable, Whole, reuse
-from parsers.harmony_header import MessageHeader
-from parsers.harmony_reader import OPENED, TEXT, TOOK, Framing, HarmonyReader, ReaderState
 from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, FunctionCall, Vocabulary
 

@@ -5,7 +5,7 @@ object with a name and arguments (or parameters) is a call. Streamed, the output
 so far is read as partial JSON with ``partial-json-parser``, as vLLM does: a
 call's name once complete, then its arguments as their JSON grows (holding back
 what a later character could still change). While the current call's text is
-regular JSON, that reading is kept incrementally (``parsers.partialjson``) and a step
+regular JSON, that reading is kept incrementally (``parsers.readers.partialjson``) and a step
 costs the chunk. A key twice or a number over 64 characters mutes the call's
 arguments (sent by the step that starts the next call, or by ``finish``: see
 docs/parity.md, llama3-json-unread-arguments); a control character in a string ends
@@ -28,8 +28,8 @@ from partial_json_parser.core.options import Allow
 
 from parsers.family import Family, Request, Tools, reuse
 from parsers.ids import opening_call_delta
-from parsers.jsonscan import WS, JsonScanner, JsonScanState
-from parsers.partialjson import (
+from parsers.readers.jsonscan import WS, JsonScanner, JsonScanState
+from parsers.readers.partialjson import (
     CallReader,
     CallReading,
     Irregular,
@@ -473,7 +473,7 @@ class Llama3JsonStream:
     def _read_step(self, before: int) -> tuple[bool, Delta | None]:
         """One step from the incremental reading: what reading the call again would send.
 
-        While the call's text is regular (``parsers.partialjson``) and followed by nothing
+        While the call's text is regular (``parsers.readers.partialjson``) and followed by nothing
         but the start of ``"; {"``, the reading is known without partial_json_parser: the
         name once its string closes, the arguments' dump as a settled head, a volatile
         end and closers, so a step costs the chunk. Where the next call starts, the step

@@ -16,7 +16,7 @@ several tokens long (``｜DSML｜`` is one token, the rest is ordinary text), so
 marker engine lexes them from text, holding back a tail that may still grow into
 one, as vLLM's lexer does; ``<think>`` and ``</think>`` count by id where they are
 tokens. Each format is a transition table; calls go through vLLM's engine rules
-for turning events into deltas, with parameters decoded by parsers/dsml_args.py.
+for turning events into deltas, with parameters decoded by parsers/families/dsml_args.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from typing import NamedTuple
 
 from msgspec import field
 
-from parsers.dsml_args import ArgsState, ArgsStream, Dialect, Schema, arguments_json
-from parsers.engine import (
+from parsers.engine.core import (
     CALL_END,
     CALL_START,
     CONTENT,
@@ -49,11 +48,12 @@ from parsers.engine import (
     Grammar,
     Transition,
 )
-from parsers.engine_reasoning import HeldReasoningState, HoldingReasoning, PromptMarkers
-from parsers.engine_tools import BodyTools, CallSlot, ReasoningToolState, json_name
+from parsers.engine.reasoning import HeldReasoningState, HoldingReasoning, PromptMarkers
+from parsers.engine.tools import BodyTools, CallSlot, ReasoningToolState, json_name
+from parsers.families.dsml_args import ArgsState, ArgsStream, Dialect, Schema, arguments_json
+from parsers.families.hermes import KeyMatch
+from parsers.families.qwen3 import ThinkGrammar
 from parsers.family import Family, Reasoning, Request, Tools, reuse
-from parsers.hermes import KeyMatch
-from parsers.qwen3 import ThinkGrammar
 from parsers.types import (
     DeltaToolCall,
     ParseOptions,

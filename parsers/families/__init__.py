@@ -7,7 +7,7 @@ import functools
 import operator
 from typing import Any
 
-from parsers import (
+from parsers.families import (
     deepseek,
     dsml,
     glm,

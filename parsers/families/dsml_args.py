@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 from msgspec import Struct, field
 
 from parsers.growing_text import Text
-from parsers.jsonscan import JsonScanner, JsonScanState
-from parsers.schema import coerce_value, schema_types
+from parsers.readers.jsonscan import JsonScanner, JsonScanState
+from parsers.readers.schema import coerce_value, schema_types
 
 _WRAPPERS = ("arguments", "input")
 _NAME_KEYWORD = 'name="'

@@ -1,0 +1,1 @@
+"""JSON read incrementally, and arguments coerced to a tool's schema, for every family."""
