@@ -75,7 +75,7 @@ from parsers.families.llama4_pythonic import PYTHON_END, PYTHON_START
 SIZES = (256, 1024, 4096, 16384)
 LONG_SIZES = (1024, 8192, 32768)
 MODES = ("one-shot", "stream")
-# The acceptance line: per-token cost may at most double from 1,024 to 16,384 tokens,
+# What every row must hold: per-token cost may at most double from 1,024 to 16,384 tokens,
 # and no single request may take a second.
 GROWTH_LIMIT = 2.0
 REQUEST_LIMIT_S = 1.0
