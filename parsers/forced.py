@@ -12,6 +12,7 @@ import json
 
 from msgspec import Struct, field
 
+from parsers.growing_text import GrowingText
 from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall
 
@@ -44,7 +45,8 @@ _KEY, _COLON, _VALUE, _STRING, _CONTAINER, _SCALAR, _AFTER = range(7)
 
 
 class RequiredState(Struct, tag="required"):
-    text: str = ""
+    # The output so far, grown a chunk at a time (never copied whole per chunk).
+    text: GrowingText = field(default_factory=GrowingText)
     spans: list[Span] = field(default_factory=list)
     scanned: int = 0
     stopped: bool = False
@@ -75,7 +77,7 @@ class RequiredCalls:
         """The delta, and whether any call has been announced so far."""
         s = self.s
         sent = len(s.text)
-        s.text += text
+        s.text.append(text)
         if not s.text:
             return None, False
         # The scan only ever changes the last element and adds new ones.
@@ -104,15 +106,16 @@ class RequiredCalls:
         return (Delta(tool_calls=calls) if calls else None), s.announced
 
     def _scan(self) -> None:
+        """Read what was added since the last scan (a slice of the new text only)."""
         s = self.s
         text = s.text
-        for i in range(s.scanned, len(text)):
+        for i, ch in enumerate(text[s.scanned :], s.scanned):
             if s.stopped:
                 break
-            self._char(text, i, text[i])
+            self._char(text, i, ch)
         s.scanned = len(text)
 
-    def _end_value(self, text: str, pos: int) -> None:
+    def _end_value(self, text: GrowingText, pos: int) -> None:
         s = self.s
         span = s.spans[-1]
         if s.key == "parameters":
@@ -131,7 +134,7 @@ class RequiredCalls:
             s.spans[-1].args_start = pos
         s.expect = expect
 
-    def _char(self, text: str, i: int, ch: str) -> None:
+    def _char(self, text: GrowingText, i: int, ch: str) -> None:
         s = self.s
         in_element = s.depth == 2 and s.element_open
         if s.in_string:
