@@ -17,10 +17,11 @@ from tests.support.processes import ROOT
 
 SERVED_MODES = [
     "cache-on", "redis-replicas", "cache-off", "http-floor", "json-dumps", "compact", "websocket",
-    "compact-floor", "websocket-floor",
+    "compact-redis", "compact-floor", "websocket-floor",
 ]  # fmt: skip
-KEEPS_SESSIONS = ("cache-on", "redis-replicas", "json-dumps", "compact")
-TRANSPORTS = ("compact", "websocket")  # docs/transports.md: they re-send, the others cannot
+KEEPS_SESSIONS = ("cache-on", "redis-replicas", "json-dumps", "compact", "compact-redis")
+# docs/transports.md: they re-send, the others cannot
+TRANSPORTS = ("compact", "websocket", "compact-redis")
 # echoes, and messages without headers
 NO_CACHE_HEADER = ("http-floor", "websocket", "compact-floor", "websocket-floor")
 
@@ -121,7 +122,7 @@ def test_stream_smoke(tmp_path: Path) -> None:
         assert [p["position"] for p in r["bytes_per_chunk"]] == [16, 32, 40]
         assert len(r["chunk_bytes"]) == len(r["positions"])
     on = [r for r in runs if r["mode"] in KEEPS_SESSIONS]
-    assert len(on) == 8 and all(r["hit_ratio"] > 0.5 for r in on)
+    assert len(on) == 10 and all(r["hit_ratio"] > 0.5 for r in on)
     assert all(r["hit_ratio"] == 0 for r in runs if r["mode"] == "cache-off")
     # already at 40 tokens a compact chunk or message is smaller than a full one
     late = {(r["mode"], r["chunk_size"]): r["bytes_per_chunk"][-1]["mean"] for r in runs}
@@ -132,26 +133,12 @@ def test_stream_smoke(tmp_path: Path) -> None:
         assert (tmp_path / plot).stat().st_size > 0
     [written] = [line for line in done.stderr.splitlines() if "written:" in line]
     assert all(plot in written for plot in plots)
-    check_claims(json.loads((tmp_path / "stream.json").read_text())["claims"])
-    # 40 tokens cost well under the clock's resolution: no ratio is made of such totals
+    # 40 tokens cost well under the clock's resolution: no ratio is made of such totals,
+    # and a stream this short judges none of the transports' targets
     ratios = (tmp_path / "stream.md").read_text().split("same-run ratios")[1]
     assert "CPU x0," not in ratios and "not compared" in ratios
-
-
-def check_claims(claims: list[dict[str, Any]]) -> None:
-    """Issue 17's five claims, judged per chunk size; a CPU total under /proc's
-    resolution (as 40 tokens' mostly are) is not judged."""
-    assert sorted((c["mode"], c["chunk_size"]) for c in claims) == sorted(
-        [("compact", size) for size in (1, 4) for _ in range(3)]
-        + [("websocket", size) for size in (1, 4) for _ in range(2)]
-    )
-    for c in claims:
-        if c["value"] is None:
-            assert c["claim"].startswith("server CPU") and c["holds"] is None
-        else:
-            assert c["holds"] == (c["value"] <= c["bound"])
-        # only a CPU claim has an echo floor beside it
-        assert c["floor"] is None or c["claim"].startswith("server CPU")
+    assert json.loads((tmp_path / "stream.json").read_text())["claims"] == []
+    assert "targets" not in ratios
 
 
 def test_load_smoke(tmp_path: Path) -> None:
