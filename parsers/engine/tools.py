@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, get_args
 
 from msgspec import Struct, field
@@ -34,6 +35,7 @@ from parsers.engine.core import (
 )
 from parsers.engine.reasoning import hold_trailing_reasoning
 from parsers.families.hermes import KeyMatch
+from parsers.family import Request, reuse
 from parsers.growing_text import GrowingText
 from parsers.ids import chat_tool_call_id
 from parsers.readers.schema import coerce_arguments, coerce_string, schema_types
@@ -467,3 +469,40 @@ def coalesce_calls(calls: list[DeltaToolCall]) -> list[DeltaToolCall]:
         if pieces[index]:
             first.arguments = "".join(pieces[index])
     return list(merged.values())
+
+
+ToolsT = TypeVar("ToolsT", bound=EngineTools[Any, Any])
+# What a family's ``prepare`` made of the tokenizer, to the grammar one request reads.
+GrammarOf = Callable[[Any, Request], HasGrammar]
+
+
+def _prepared(prepared: Any, request: Request) -> HasGrammar:
+    grammar: HasGrammar = prepared
+    return grammar
+
+
+def tool_builders(
+    parser: type[ToolsT], grammar_of: GrammarOf = _prepared
+) -> tuple[Callable[[Any, Request], ToolsT], Callable[[Any, Request, object], tuple[ToolsT, Any]]]:
+    """A family's one-shot and stream builders for its engine tool parser (the
+    declaration's ``one_shot`` and ``stream``): every engine format is built alike, from
+    the grammar the request reads (``grammar_of``: by default what ``prepare`` made)."""
+
+    def one_shot(prepared: Any, request: Request) -> ToolsT:
+        markup_is_text = not request.with_reasoning
+        return parser(
+            grammar_of(prepared, request), request.options, reasoning_markup_is_text=markup_is_text
+        )
+
+    def stream(prepared: Any, request: Request, kept: object) -> tuple[ToolsT, Any]:
+        state = reuse(kept, parser.state_type)
+        tools = parser(
+            grammar_of(prepared, request),
+            request.options,
+            reasoning_markup_is_text=not request.with_reasoning,
+            id_seed=request.id_seed,
+            state=state,
+        )
+        return tools, state
+
+    return one_shot, stream

@@ -49,7 +49,7 @@ from parsers.engine.core import (
     Transition,
 )
 from parsers.engine.reasoning import HeldReasoningState, HoldingReasoning, PromptMarkers
-from parsers.engine.tools import BodyTools, CallSlot, ReasoningToolState, json_name
+from parsers.engine.tools import BodyTools, CallSlot, ReasoningToolState, json_name, tool_builders
 from parsers.families.dsml_args import ArgsState, ArgsStream, Dialect, Schema, arguments_json
 from parsers.families.hermes import KeyMatch
 from parsers.families.qwen3 import ThinkGrammar
@@ -264,22 +264,7 @@ def _reasoning_stream(
     return DsmlReasoning(grammar, request.options, state, thinking=request.thinking), state
 
 
-def _tools(grammar: DsmlGrammar, request: Request) -> DsmlTools:
-    return DsmlTools(grammar, request.options, reasoning_markup_is_text=not request.with_reasoning)
-
-
-def _tools_stream(
-    grammar: DsmlGrammar, request: Request, kept: object
-) -> tuple[DsmlTools, DsmlToolState]:
-    state = reuse(kept, DsmlToolState)
-    tools = DsmlTools(
-        grammar,
-        request.options,
-        reasoning_markup_is_text=not request.with_reasoning,
-        id_seed=request.id_seed,
-        state=state,
-    )
-    return tools, state
+_tools, _tools_stream = tool_builders(DsmlTools)
 
 
 # Three dialects of one format (vLLM pairs V3.2's calls with ``deepseek_v3`` reasoning).

@@ -48,7 +48,14 @@ from parsers.engine.reasoning import (
     ThinkMarkers,
     thinking_from_kwargs,
 )
-from parsers.engine.tools import BodyTools, CallSlot, ReasoningToolState, entry_head, json_name
+from parsers.engine.tools import (
+    BodyTools,
+    CallSlot,
+    ReasoningToolState,
+    entry_head,
+    json_name,
+    tool_builders,
+)
 from parsers.families.hermes import KeyMatch
 from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.growing_text import Text
@@ -416,23 +423,12 @@ def _reasoning_stream(
     return EngineReasoning(markers, request.options, state), state
 
 
-def _tools(grammars: GlmGrammars, request: Request) -> GlmTools:
-    markers = grammars.of(bool(request.thinking))
-    return GlmTools(markers, request.options, reasoning_markup_is_text=not request.with_reasoning)
+def _grammar_of(grammars: GlmGrammars, request: Request) -> ThinkMarkers:
+    """The grammar of the request's thinking switch."""
+    return grammars.of(bool(request.thinking))
 
 
-def _tools_stream(
-    grammars: GlmGrammars, request: Request, kept: object
-) -> tuple[GlmTools, GlmToolState]:
-    state = reuse(kept, GlmToolState)
-    tools = GlmTools(
-        grammars.of(bool(request.thinking)),
-        request.options,
-        reasoning_markup_is_text=not request.with_reasoning,
-        id_seed=request.id_seed,
-        state=state,
-    )
-    return tools, state
+_tools, _tools_stream = tool_builders(GlmTools, _grammar_of)
 
 
 FAMILY = Family(

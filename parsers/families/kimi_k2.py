@@ -50,6 +50,7 @@ from parsers.engine.tools import (
     EngineToolState,
     json_name,
     name_and_arguments,
+    tool_builders,
 )
 from parsers.families.hermes import KeyMatch
 from parsers.family import Family, Reasoning, Request, Tools, reuse
@@ -293,25 +294,12 @@ def _reasoning_stream(
     return EngineReasoning(markers, request.options, state, last_tool_opener=True), state
 
 
-def _tools(grammars: KimiGrammars, request: Request) -> KimiK2Tools:
-    markers = grammars.of(bool(request.thinking))
-    return KimiK2Tools(
-        markers, request.options, reasoning_markup_is_text=not request.with_reasoning
-    )
+def _grammar_of(grammars: KimiGrammars, request: Request) -> ThinkMarkers:
+    """The grammar of the request's thinking switch."""
+    return grammars.of(bool(request.thinking))
 
 
-def _tools_stream(
-    grammars: KimiGrammars, request: Request, kept: object
-) -> tuple[KimiK2Tools, KimiToolState]:
-    state = reuse(kept, KimiToolState)
-    tools = KimiK2Tools(
-        grammars.of(bool(request.thinking)),
-        request.options,
-        reasoning_markup_is_text=not request.with_reasoning,
-        id_seed=request.id_seed,
-        state=state,
-    )
-    return tools, state
+_tools, _tools_stream = tool_builders(KimiK2Tools, _grammar_of)
 
 
 FAMILY = Family(

@@ -52,7 +52,7 @@ from parsers.engine.core import (
     Transition,
 )
 from parsers.engine.reasoning import PromptMarkers
-from parsers.engine.tools import EngineToolState
+from parsers.engine.tools import EngineToolState, tool_builders
 from parsers.families.dsml import DsmlReasoning, DsmlReasoningState
 from parsers.families.qwen3_coder import ParamSlot, ParamTools
 from parsers.family import Family, Reasoning, Request, Tools, reuse
@@ -434,24 +434,7 @@ def _append_think_stream(
     return AppendThinkReasoning(vocab, state), state
 
 
-def _tools(grammar: MiniMaxGrammar, request: Request) -> MiniMaxTools:
-    return MiniMaxTools(
-        grammar, request.options, reasoning_markup_is_text=not request.with_reasoning
-    )
-
-
-def _tools_stream(
-    grammar: MiniMaxGrammar, request: Request, kept: object
-) -> tuple[MiniMaxTools, MiniMaxToolState]:
-    state = reuse(kept, MiniMaxToolState)
-    tools = MiniMaxTools(
-        grammar,
-        request.options,
-        reasoning_markup_is_text=not request.with_reasoning,
-        id_seed=request.id_seed,
-        state=state,
-    )
-    return tools, state
+_tools, _tools_stream = tool_builders(MiniMaxTools)
 
 
 FAMILY = Family(

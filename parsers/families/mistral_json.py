@@ -27,6 +27,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.engine.tools import tool_builders
 from parsers.families.mistral import (
     TOOL_CALLS_TOKEN,
     MistralGrammar,
@@ -557,15 +558,10 @@ def _tools_stream(
             request.options, grammar.tool_calls_id, request.id_seed, json_state
         )
         return tools, json_state
-    state = reuse(kept, MistralToolState)
-    engine_tools = MistralTools(
-        grammar,
-        request.options,
-        reasoning_markup_is_text=not request.with_reasoning,
-        id_seed=request.id_seed,
-        state=state,
-    )
-    return engine_tools, state
+    return _engine_stream(grammar, request, kept)
+
+
+_engine_stream = tool_builders(MistralTools)[1]
 
 
 FAMILY = Family(

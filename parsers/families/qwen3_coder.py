@@ -26,10 +26,17 @@ from msgspec import Struct, field
 from parsers.engine.core import (
     Event,
 )
-from parsers.engine.tools import BodyTools, CallSlot, EngineToolState, entry_head, json_name
+from parsers.engine.tools import (
+    BodyTools,
+    CallSlot,
+    EngineToolState,
+    entry_head,
+    json_name,
+    tool_builders,
+)
 from parsers.families.hermes import KeyMatch
 from parsers.families.qwen3 import Qwen3Grammar
-from parsers.family import Family, Request, Tools, reuse
+from parsers.family import Family, Tools
 from parsers.growing_text import Text
 from parsers.readers.schema import coerce_arguments
 from parsers.types import DeltaToolCall
@@ -513,24 +520,7 @@ class Qwen3CoderTools(ParamTools[Slot, Qwen3CoderState]):
 # ------------------------------------------------------------------ the family
 
 
-def _tools(grammar: Qwen3Grammar, request: Request) -> Qwen3CoderTools:
-    return Qwen3CoderTools(
-        grammar, request.options, reasoning_markup_is_text=not request.with_reasoning
-    )
-
-
-def _stream(
-    grammar: Qwen3Grammar, request: Request, kept: object
-) -> tuple[Qwen3CoderTools, Qwen3CoderState]:
-    state = reuse(kept, Qwen3CoderState)
-    tools = Qwen3CoderTools(
-        grammar,
-        request.options,
-        reasoning_markup_is_text=not request.with_reasoning,
-        id_seed=request.id_seed,
-        state=state,
-    )
-    return tools, state
+_tools, _stream = tool_builders(Qwen3CoderTools)
 
 
 FAMILY = Family(
