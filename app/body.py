@@ -150,7 +150,7 @@ def _viewed(body: bytes) -> tuple[BodyView, tuple[str, ...]]:
     """The body's view, and its top-level fields the protocol does not have."""
     try:
         return _protocol_view.decode(body), ()
-    except msgspec.ValidationError:
+    except msgspec.DecodeError:  # an unknown field, or one the strict view reads and fails
         view = _view_decoder.decode(body)  # raises if something else is wrong
         return view, tuple(unknown_fields(body, PROTOCOL_FIELDS))
 
