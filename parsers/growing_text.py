@@ -98,6 +98,10 @@ class GrowingText(Struct):
         return resume + at if at >= 0 else -1
 
     def startswith(self, prefix: str, start: int = 0) -> bool:
+        if start < 0:  # from the end, as ``str.startswith`` reads it
+            start = max(start + self.size, 0)
+        if start > self.size:
+            return False
         return self[start : start + len(prefix)] == prefix
 
     def _locate(self, pos: int) -> tuple[int, int]:

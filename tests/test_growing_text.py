@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from parsers.growing_text import GrowingText
@@ -20,6 +20,7 @@ def _grown(pieces: list[str]) -> GrowingText:
 
 
 @given(_PIECES, st.text(alphabet="ab<>", min_size=1, max_size=4), st.integers(-3, 400))
+@example(["<"], "<", -1)  # a start from the end (a find: read as an empty slice)
 def test_find_slices_and_indexing_read_as_the_joined_string(
     pieces: list[str], sub: str, start: int
 ) -> None:
