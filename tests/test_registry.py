@@ -27,7 +27,11 @@ from parsers.types import Vocabulary
 from tests.support.golden import GOLDEN_DIR, load_cases
 from tests.support.processes import ROOT
 
-ORACLE = Path("/work/shared/oracle/venv/lib/python3.11/site-packages/vllm")
+# vLLM 0.33.0's sources in the oracle venv beside the repository (../shared/oracle), if set up.
+ORACLE = next(
+    iter(sorted((ROOT.parent / "shared/oracle/venv/lib").glob("python3*/site-packages/vllm"))),
+    ROOT / "no-oracle",
+)
 # Modules that serve every family alike: none may name one.
 GENERIC = ("parsers/registry.py", "parsers/families/__init__.py", "parsers/family.py",
            "parsers/stream.py", "parsers/chat.py")  # fmt: skip
