@@ -9,7 +9,6 @@ the test tokenizer that stands in for it (STAND_INS)."""
 from __future__ import annotations
 
 import ast
-import functools
 import io
 import json
 import re
@@ -21,7 +20,7 @@ import pytest
 
 from app.examples.__main__ import main, run
 from app.examples.families import ANSWER, ARGUMENTS, EXAMPLES, REASONING
-from app.tokenizer import BUNDLED, Tokenizer, load_tokenizer
+from app.tokenizer import BUNDLED, Tokenizer
 from tests.support.golden import synthetic_model
 from tests.support.llama_tokenizers import llama_tokenizer_dir
 from tests.support.processes import ROOT, serving
@@ -56,14 +55,12 @@ STAND_INS: dict[str, Callable[[], object]] = {
 }
 
 
-@functools.cache
 def tokenizer_of(name: str) -> tuple[str, Tokenizer]:
-    """The ``--model`` a quick start runs with here and its tokenizer, loaded once."""
+    """The ``--model`` a quick start runs with here and its tokenizer, loaded once per
+    process (shared with the golden replays, which load the same directories)."""
     example = EXAMPLES[name]
     model = example.tokenizer if example.bundled else str(STAND_INS[name]())
-    if model in BUNDLED:
-        return model, bundled_tokenizer(model)
-    return model, load_tokenizer(model)
+    return model, bundled_tokenizer(model)
 
 
 def printed(name: str) -> str:
@@ -91,6 +88,12 @@ def test_bundled_only_where_named_and_a_model_directory_asked_for_elsewhere(
     with pytest.raises(SystemExit):
         main(["kimi-k2"])
     assert "give --model DIR" in capsys.readouterr().err
+
+
+def test_a_quick_start_runs_on_the_model_directory_it_is_given() -> None:
+    out = io.StringIO()
+    main(["llama3-json", "--model", str(llama_tokenizer_dir("llama3"))], out=out)
+    assert out.getvalue() == printed("llama3-json")
 
 
 def parts(output: str, kind: str) -> str:
