@@ -28,6 +28,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> None:
     parser.add_argument("family", nargs="?", choices=sorted(EXAMPLES), help="a quick start")
     parser.add_argument(
         "--model",
+        metavar="DIR",
         help="the model (or tokenizer) directory whose vocabulary the family's model writes; "
         "required where none is bundled, and the same --model the server at --url was given",
     )
