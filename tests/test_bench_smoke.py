@@ -138,7 +138,21 @@ def test_stream_smoke(tmp_path: Path) -> None:
     ratios = (tmp_path / "stream.md").read_text().split("same-run ratios")[1]
     assert "CPU x0," not in ratios and "not compared" in ratios
     assert json.loads((tmp_path / "stream.json").read_text())["claims"] == []
-    assert "targets" not in ratios
+    assert "aim at" not in ratios and "at the end / at ~1k" not in ratios
+
+
+def test_stream_quick_runs_the_cache_against_replay_and_the_floor(tmp_path: Path) -> None:
+    """``--quick`` (bench/README.md's run of under a minute) at a smoke's length: its
+    modes, one token per chunk, and no target judged on so short a stream."""
+    done = bench("stream", "--quick", "--tokens", "40", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads((tmp_path / "stream.json").read_text())["runs"]
+    assert [(r["mode"], r["chunk_size"], r["tokens"]) for r in runs] == [
+        ("cache-on", 1, 40), ("cache-off", 1, 40), ("http-floor", 1, 40)
+    ]  # fmt: skip
+    text = (tmp_path / "stream.md").read_text()
+    assert "cache off, chunk 1, prompt 100:" in text and "aim at" not in text
+    assert (tmp_path / "stream-latency.png").stat().st_size > 0
 
 
 def test_load_smoke(tmp_path: Path) -> None:
