@@ -44,9 +44,10 @@ class Floor:
 
 
 def rolling_median(xs: Sequence[float], ys: Sequence[float], points: int = 256) -> Series:
-    """The median of a window of about 1/32 of the series, centred on each of about
-    ``points`` positions: one chunk's latency is noise, a window's median is not."""
-    half = max(1, len(ys) // 64)
+    """The median of a window of about 1/32 of the series (9 values at least), centred
+    on each of about ``points`` positions: one chunk's latency is noise, a window's
+    median is not."""
+    half = max(4, len(ys) // 64)
     step = max(1, len(ys) // points)
     centres = range(0, len(ys), step)
     return (
