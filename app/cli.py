@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.bundled_qwen3 import BUNDLED_NAME
 from app.settings import Settings
+from app.sizes import human_size, parse_size
 from app.tokenizer import BUNDLED
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS, listing
 
@@ -60,13 +61,27 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def byte_size(text: str) -> int:
+    """A positive size: bytes, or a number and a unit (``256MiB``, ``16M``)."""
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive size")
+    return value
+
+
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends ``(default: ...)`` unless the help already says it or there is none."""
+    """Appends ``(default: ...)`` unless the help already says it or there is none;
+    a size reads as one (``256 MiB``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if "(default" in text or action.default in (None, False, [], argparse.SUPPRESS):
             return text
+        if action.type is byte_size:
+            return f"{text} (default: {human_size(action.default)})"
         return super()._get_help_string(action) or text
 
 
@@ -81,238 +96,329 @@ class ListParsers(argparse.Action):
         parser.exit()
 
 
+_SIZE = "SIZE"  # metavar of the size flags: bytes, or 256MiB, 16M, 1.5GiB
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-server",
-        description="Token ids in, OpenAI chat/completion responses out (vLLM's derender API).",
+        description="Token ids in, OpenAI chat/completion responses out (vLLM's derender API). "
+        f"A {_SIZE} is bytes or a number and a unit: 256MiB, 16M (K, M, G count in 1024s; "
+        "KB, MB, GB in 1000s).",
         formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
-    parser.add_argument(
+    for add_flags in (
+        _model_flags,
+        _parser_flags,
+        _session_flags,
+        _redis_flags,
+        _transport_flags,
+        _limit_flags,
+        _security_flags,
+        _logging_flags,
+    ):
+        add_flags(parser)
+    return parser
+
+
+def _model_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model", "what the token ids are decoded with")
+    group.add_argument(
         "--model",
+        metavar="DIR_OR_NAME",
         default=BUNDLED_NAME,
         help="a local model/tokenizer directory, a hub id already in the local cache, "
         f"or a bundled tokenizer: {', '.join(BUNDLED)}",
     )
-    parser.add_argument(
-        "--tokenizer", help="where the tokenizer comes from, if not --model (default: --model)"
+    group.add_argument(
+        "--tokenizer",
+        metavar="DIR_OR_NAME",
+        help="where the tokenizer comes from, if not --model (default: --model)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--served-model-name",
+        metavar="NAME",
         nargs="+",
         default=[],
         help="names accepted in a request's model field; the first is echoed (default: --model)",
     )
-    parser.add_argument(
-        "--max-model-len", type=_positive_int, help="context length (default: the model's)"
-    )
-    parser.add_argument(
-        "--max-logprobs",
-        type=int,
-        default=20,
-        help="most top logprob candidates per position (-1: no limit)",
-    )
-    parser.add_argument(
-        "--max-n-sequences",
+    group.add_argument(
+        "--max-model-len",
+        metavar="TOKENS",
         type=_positive_int,
-        default=int(os.environ.get("VLLM_MAX_N_SEQUENCES", _DEFAULTS.max_n_sequences)),
-        help="most generate responses in a request and choices in a response "
-        "(default: $VLLM_MAX_N_SEQUENCES, else %(default)s)",
+        help="context length (default: the model's)",
     )
-    parser.add_argument(
-        "--tool-call-parser",
-        metavar="NAME",
-        help=f"tool-call parser, one of {', '.join(TOOL_PARSERS)}; it needs "
-        "--enable-auto-tool-choice, as in vLLM (default: none, tool calls stay content)",
-    )
-    parser.add_argument(
-        "--reasoning-parser",
-        metavar="NAME",
-        help=f"reasoning parser, one of {', '.join(REASONING_PARSERS)} "
-        "(default: none, reasoning stays content)",
-    )
-    parser.add_argument(
-        "--list-parsers",
-        action=ListParsers,
-        help="print every parser name served, with its model family, aliases, the "
-        "tokenizer it needs and its golden transcripts, and exit",
-    )
-    parser.add_argument(
-        "--enable-auto-tool-choice",
-        action="store_true",
-        help="parse tool calls out of the output with --tool-call-parser",
-    )
-    parser.add_argument(
+    group.add_argument(
         "--default-chat-template-kwargs",
+        metavar="JSON",
         type=_json_object,
         default={},
         help="JSON object merged under each request's chat_template_kwargs",
     )
-    parser.add_argument(
-        "--max-request-bytes",
-        type=_positive_int,
-        default=_DEFAULTS.max_request_bytes,
-        help="largest request body accepted (413 beyond it)",
-    )
-    parser.add_argument(
-        "--max-chat-request-bytes",
-        type=_positive_int,
-        default=_DEFAULTS.max_chat_request_bytes,
-        help="largest chat_request (the original chat request, as sent) accepted",
-    )
-    parser.add_argument(
-        "--max-tools",
-        type=_positive_int,
-        default=_DEFAULTS.max_tools,
-        help="most tools a chat_request may declare (OpenAI's limit)",
-    )
-    parser.add_argument(
-        "--max-json-depth",
-        type=_positive_int,
-        default=_DEFAULTS.max_json_depth,
-        help="deepest nesting of free-form JSON (tool parameters, chat_template_kwargs, "
-        "documents, stream_options, kv_transfer_params)",
-    )
-    parser.add_argument(
+    group.add_argument(
         "--allow-out-of-vocab",
         action="store_true",
         help="decode token ids outside the vocabulary to nothing, as vLLM does, instead "
         "of refusing them",
     )
-    parser.add_argument(
-        "--api-key",
-        default=os.environ.get("DERENDER_API_KEY"),  # never shown: the help says "(default"
-        help="require 'Authorization: Bearer KEY' on every route but /health "
-        "(default: $DERENDER_API_KEY; unset: no key)",
+
+
+def _parser_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "parsers", "reasoning and tool calls split out of the text, as vLLM's flags do"
     )
-    parser.add_argument(
-        "--inline-tokens",
-        type=int,
-        default=_DEFAULTS.inline_tokens,
-        help="requests that decode or replay at most this many tokens run on the event "
-        "loop; larger ones go to the worker pool",
+    group.add_argument(
+        "--reasoning-parser",
+        metavar="NAME",
+        help=f"reasoning parser, one of {', '.join(REASONING_PARSERS)} "
+        "(default: none, reasoning stays content)",
     )
-    parser.add_argument(
-        "--replay-workers",
-        type=_positive_int,
-        default=_DEFAULTS.replay_workers,
-        help="threads that decode large requests and replay long stream histories off "
-        "the event loop",
+    group.add_argument(
+        "--tool-call-parser",
+        metavar="NAME",
+        help=f"tool-call parser, one of {', '.join(TOOL_PARSERS)}; it needs "
+        "--enable-auto-tool-choice, as in vLLM (default: none, tool calls stay content)",
     )
-    parser.add_argument(
-        "--max-request-cpu-seconds",
-        type=_positive_float,
-        default=_DEFAULTS.max_request_cpu_seconds,
-        help="CPU seconds one request may spend decoding, parsing or replaying before it "
-        "is stopped with a 422 and its stream session dropped",
+    group.add_argument(
+        "--enable-auto-tool-choice",
+        action="store_true",
+        help="parse tool calls out of the output with --tool-call-parser, which it requires",
     )
-    parser.add_argument(
+    group.add_argument(
+        "--list-parsers",
+        action=ListParsers,
+        help="print every parser name served, with its model family, aliases, the "
+        "tokenizer it needs and its golden transcripts, and exit",
+    )
+
+
+def _session_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "sessions and cache", "stream sessions kept between chunks, so a chunk costs O(chunk)"
+    )
+    group.add_argument(
         "--stream-cache-size",
+        metavar="N",
         type=int,
         default=_DEFAULTS.stream_cache_size,
         help="live stream sessions kept between chunks, on WebSocket connections too "
         "(0: none, every chunk replays)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--stream-cache-max-bytes",
-        type=_positive_int,
+        type=byte_size,
+        metavar=_SIZE,
         default=_DEFAULTS.stream_cache_max_bytes,
-        help="bytes the kept sessions, WebSocket connections' included, may keep alive "
+        help="memory the kept sessions, WebSocket connections' included, may keep alive "
         "(each measured when it is kept)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--stream-cache-ttl",
+        metavar="SECONDS",
         type=float,
         default=_DEFAULTS.stream_cache_ttl,
         help="seconds an unused session is kept",
     )
-    parser.add_argument(
+    group.add_argument(
+        "--inline-tokens",
+        metavar="TOKENS",
+        type=int,
+        default=_DEFAULTS.inline_tokens,
+        help="requests that decode or replay at most this many tokens run on the event "
+        "loop; larger ones go to the worker pool",
+    )
+    group.add_argument(
+        "--replay-workers",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.replay_workers,
+        help="threads that decode large requests and replay long stream histories off "
+        "the event loop",
+    )
+
+
+def _redis_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("Redis", "session snapshots shared by replicas (optional)")
+    group.add_argument(
         "--redis-url",
+        metavar="URL",
         help="share session snapshots across replicas through this Redis "
         "(e.g. redis://127.0.0.1:6379/0); off by default",
     )
-    parser.add_argument(
+    group.add_argument(
         "--redis-secret",
+        metavar="SECRET",
         default=os.environ.get("DERENDER_REDIS_SECRET"),
         help="key of the HMAC that authenticates snapshots; replicas sharing a Redis "
         "share it (default: $DERENDER_REDIS_SECRET; unset: a random key per process, "
         "so snapshots are private to the process that wrote them)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--redis-ttl",
+        metavar="SECONDS",
         type=_positive_int,
         default=_DEFAULTS.redis_ttl,
         help="seconds a session snapshot is kept in Redis",
     )
-    parser.add_argument(
+    group.add_argument(
         "--redis-timeout-ms",
+        metavar="MS",
         type=_positive_float,
         default=_DEFAULTS.redis_timeout_ms,
         help="bound on each Redis call (connect included); a slower call counts as a miss",
     )
-    parser.add_argument(
+    group.add_argument(
         "--redis-max-snapshot-bytes",
-        type=_positive_int,
+        type=byte_size,
+        metavar=_SIZE,
         default=_DEFAULTS.redis_max_snapshot_bytes,
         help="larger session snapshots are not written to Redis",
     )
-    parser.add_argument(
+
+
+def _transport_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "transports", "where clients connect, over HTTP and WebSocket"
+    )
+    group.add_argument(
+        "--host", metavar="ADDRESS", default="127.0.0.1", help="address to listen on"
+    )
+    group.add_argument("--port", metavar="PORT", type=int, default=8000, help="port to listen on")
+    group.add_argument(
         "--header-timeout",
+        metavar="SECONDS",
         type=_positive_float,
         default=10.0,
         help="seconds a client has to send a request's headers (408 and close after)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--body-timeout",
+        metavar="SECONDS",
         type=_positive_float,
         default=60.0,
         help="seconds a client has to send a request's body once its headers are in "
         "(the connection is closed after)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--max-connections",
+        metavar="N",
         type=_positive_int,
         default=1000,
         help="open connections served at once; one more is answered 503 and closed",
     )
-    parser.add_argument(
-        "--max-response-bytes",
-        type=_positive_int,
-        default=_DEFAULTS.max_response_bytes,
-        help="largest one-shot response sent; a larger one is refused with a 400",
-    )
-    parser.add_argument(
-        "--ws-max-streams",
-        type=_positive_int,
-        default=_DEFAULTS.ws_max_streams,
-        help="open streams one WebSocket connection may carry; one more is refused",
-    )
-    parser.add_argument(
+    group.add_argument(
         "--ws-max-connections",
+        metavar="N",
         type=_positive_int,
         default=256,
         help="open WebSocket connections served at once, apart from --max-connections; "
         "one more handshake is answered 503",
     )
-    parser.add_argument(
+    group.add_argument(
+        "--ws-max-streams",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.ws_max_streams,
+        help="open streams one WebSocket connection may carry; one more is refused",
+    )
+    group.add_argument(
         "--ws-idle-timeout",
+        metavar="SECONDS",
         type=_positive_float,
         default=_DEFAULTS.ws_idle_timeout,
         help="seconds a WebSocket connection may go without a message before it is closed",
     )
-    parser.add_argument(
+
+
+def _limit_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "limits", "what one request may ask for and cost (refused with a 4xx beyond)"
+    )
+    group.add_argument(
+        "--max-request-bytes",
+        type=byte_size,
+        metavar=_SIZE,
+        default=_DEFAULTS.max_request_bytes,
+        help="largest request body accepted (413 beyond it)",
+    )
+    group.add_argument(
+        "--max-chat-request-bytes",
+        type=byte_size,
+        metavar=_SIZE,
+        default=_DEFAULTS.max_chat_request_bytes,
+        help="largest chat_request (the original chat request, as sent) accepted",
+    )
+    group.add_argument(
+        "--max-response-bytes",
+        type=byte_size,
+        metavar=_SIZE,
+        default=_DEFAULTS.max_response_bytes,
+        help="largest one-shot response sent; a larger one is refused with a 400",
+    )
+    group.add_argument(
+        "--max-tools",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.max_tools,
+        help="most tools a chat_request may declare (OpenAI's limit)",
+    )
+    group.add_argument(
+        "--max-json-depth",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.max_json_depth,
+        help="deepest nesting of free-form JSON (tool parameters, chat_template_kwargs, "
+        "documents, stream_options, kv_transfer_params)",
+    )
+    group.add_argument(
+        "--max-logprobs",
+        metavar="N",
+        type=int,
+        default=20,
+        help="most top logprob candidates per position (-1: no limit)",
+    )
+    group.add_argument(
+        "--max-n-sequences",
+        metavar="N",
+        type=_positive_int,
+        default=int(os.environ.get("VLLM_MAX_N_SEQUENCES", _DEFAULTS.max_n_sequences)),
+        help="most generate responses in a request and choices in a response "
+        "(default: $VLLM_MAX_N_SEQUENCES, else %(default)s)",
+    )
+    group.add_argument(
+        "--max-request-cpu-seconds",
+        metavar="SECONDS",
+        type=_positive_float,
+        default=_DEFAULTS.max_request_cpu_seconds,
+        help="CPU seconds one request may spend decoding, parsing or replaying before it "
+        "is stopped with a 422 and its stream session dropped",
+    )
+
+
+def _security_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("security")
+    group.add_argument(
+        "--api-key",
+        metavar="KEY",
+        default=os.environ.get("DERENDER_API_KEY"),  # never shown: the help says "(default"
+        help="require 'Authorization: Bearer KEY' on every route but /health "
+        "(default: $DERENDER_API_KEY; unset: no key)",
+    )
+
+
+def _logging_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("logging")
+    group.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
         help="least severe log messages shown",
     )
-    parser.add_argument(
+    group.add_argument(
         "--access-log",
         action="store_true",
         help="log a line per request (off by default: a stream sends one request per chunk)",
     )
-    return parser
 
 
 def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:

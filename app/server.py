@@ -37,6 +37,7 @@ from app.routing import STREAM_ID_HEADER
 from app.service import DerenderService
 from app.settings import Settings
 from app.socket_streams import Lane, ParsedChatLane, PlainLane
+from app.startup import check_parser_flags
 from app.tokenizer import Tokenizer, load_tokenizer
 from app.websocket import SOCKET_SUFFIX, SocketConnection, refuse_socket
 
@@ -137,10 +138,13 @@ class DerenderApp:
 
 
 def build_app(settings: Settings) -> DerenderApp:
-    """Load the tokenizer, check the parser flags against it, and build the app.
+    """Check the parser flags, load the tokenizer, check the parsers against it, and
+    build the app. A flag no tokenizer could make work fails before the tokenizer's
+    seconds of loading.
 
     Raises TokenizerLoadError or ParserConfigError with a message for the operator.
     """
+    check_parser_flags(settings)
     return create_app(settings, load_tokenizer(settings.model, settings.tokenizer))
 
 

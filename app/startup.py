@@ -1,4 +1,5 @@
-"""What the operator reads at start-up: the settings in force, and flags that do nothing.
+"""What the operator reads at start-up: parser flags that cannot work (before the
+tokenizer loads), the settings in force, and flags that do nothing.
 
 A server that starts silently with a flag that has no effect costs its user an hour
 of reading raw markup; one line in the log costs nothing. Secrets never reach it: the
@@ -11,6 +12,9 @@ import logging
 from urllib.parse import urlsplit, urlunsplit
 
 from app.settings import Settings
+from app.sizes import human_size
+from parsers.family import Whole
+from parsers.registry import REASONING_PARSERS, TOOL_PARSERS, Entry, ParserConfigError
 
 logger = logging.getLogger("derender_server")
 
@@ -24,6 +28,43 @@ def redacted_url(url: str) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port is not None else ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def _named(table: dict[str, Entry], flag: str, name: str | None) -> Entry | None:
+    if name is None:
+        return None
+    entry = table.get(name)
+    if entry is None:
+        raise ParserConfigError(f"unknown {flag} {name!r}; choose one of: {', '.join(table)}")
+    return entry
+
+
+def check_parser_flags(settings: Settings) -> None:
+    """Refuse parser flags that no tokenizer could make work, in the seconds before one
+    loads: unknown names, a tool-call choice without its parser, and a format read whole
+    (gpt-oss's Harmony) paired with another family's parser. Whether the tokenizer has
+    a parser's markers is checked once it is loaded (parsers/registry.py)."""
+    if settings.enable_auto_tool_choice and settings.tool_call_parser is None:
+        raise ParserConfigError(
+            "--enable-auto-tool-choice requires --tool-call-parser NAME (as in vLLM); "
+            "add one, or drop --enable-auto-tool-choice"
+        )
+    reasoning = _named(REASONING_PARSERS, "--reasoning-parser", settings.reasoning_parser)
+    tools = _named(TOOL_PARSERS, "--tool-call-parser", settings.tool_call_parser)
+    if not settings.enable_auto_tool_choice:
+        tools = None  # inactive: never built, so it pairs with anything (as in vLLM)
+    sides = {"--reasoning-parser": reasoning, "--tool-call-parser": tools}
+    owner = next((e for e in sides.values() if e and isinstance(e.parser, Whole)), None)
+    if owner is None:
+        return
+    whole = owner.parser
+    assert isinstance(whole, Whole)
+    mixed = [f"{flag} {e.name}" for flag, e in sides.items() if e and e.parser is not whole]
+    if mixed:
+        raise ParserConfigError(
+            f"{' and '.join(mixed)} cannot be combined with the {owner.family.title} parsers "
+            f"(--reasoning-parser {whole.reasoning}, --tool-call-parser {whole.tools})"
+        )
 
 
 def ineffective_flags(settings: Settings) -> list[str]:
@@ -44,14 +85,14 @@ def configuration(settings: Settings, max_model_len: int) -> list[str]:
         tools += " (active)" if settings.enable_auto_tool_choice else " (inactive)"
     cache = (
         f"stream cache: up to {settings.stream_cache_size} sessions, "
-        f"{settings.stream_cache_max_bytes / 2**20:.0f} MiB, {settings.stream_cache_ttl:g} s idle"
+        f"{human_size(settings.stream_cache_max_bytes)}, {settings.stream_cache_ttl:g} s idle"
         if settings.stream_cache_size
         else "stream cache: off (every chunk replays its history)"
     )
     redis = (
         f"redis: {redacted_url(settings.redis_url)} (ttl {settings.redis_ttl} s, "
         f"timeout {settings.redis_timeout_ms:g} ms, snapshots up to "
-        f"{settings.redis_max_snapshot_bytes} bytes)"
+        f"{human_size(settings.redis_max_snapshot_bytes)})"
         if settings.redis_url
         else "redis: off"
     )

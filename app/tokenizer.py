@@ -150,8 +150,9 @@ def _leading_space_marker(backend: Any) -> str | None:
     return None
 
 
-def resolve_model_dir(name: str) -> Path:
-    """A local directory for a model name: bundled, a path, or the local hub cache."""
+def resolve_model_dir(name: str, flag: str = "--model") -> Path:
+    """A local directory for a model name: bundled, a path, or the local hub cache.
+    ``flag`` names where the name came from, for the error that says what to fix."""
     bundled = BUNDLED.get(name)
     if bundled is not None:
         try:
@@ -170,6 +171,10 @@ def resolve_model_dir(name: str) -> Path:
     path = Path(name).expanduser()
     if path.is_dir():
         return path
+    if path.exists():
+        raise TokenizerLoadError(
+            f"{flag} {name}: a file, not a directory; point {flag} at the directory that holds it"
+        )
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
@@ -177,15 +182,40 @@ def resolve_model_dir(name: str) -> Path:
         return Path(snapshot_download(name, local_files_only=True))
     except (LocalEntryNotFoundError, HFValidationError, OSError) as exc:
         raise TokenizerLoadError(
-            f"{name!r} is neither a bundled tokenizer ({', '.join(BUNDLED)}), a local "
-            "directory, nor a model in the local Hugging Face cache (this server never downloads)."
+            f"{flag} {name}: no such directory, no model of that name in the local Hugging "
+            "Face cache (this server never downloads), and no bundled tokenizer "
+            f"({', '.join(BUNDLED)})"
         ) from exc
+
+
+# What a directory holds when transformers can load a tokenizer from it (tokenizer.json
+# a fast one; a tokenizer_config.json or a SentencePiece model one it converts).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+
+
+def _require_tokenizer_files(directory: Path, flag: str, name: str) -> None:
+    """Refuse a directory without a tokenizer, by name: transformers would blame a
+    missing package (sentencepiece, tiktoken) instead."""
+    try:
+        present = set(os.listdir(directory))
+    except PermissionError as exc:
+        raise TokenizerLoadError(
+            f"cannot load a tokenizer from {directory}: {_permission_problem(exc)} "
+            "Make the directory readable by this user."
+        ) from exc
+    if present.isdisjoint(TOKENIZER_FILES):
+        raise TokenizerLoadError(
+            f"{flag} {name}: no {', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]} "
+            f"in {directory}; point {flag} at a model or tokenizer directory"
+        )
 
 
 def load_tokenizer(model: str, tokenizer: str | None = None) -> Tokenizer:
     """Load the tokenizer for ``model`` (or ``tokenizer``) without any network access."""
     model_dir = resolve_model_dir(model)
-    tokenizer_dir = resolve_model_dir(tokenizer) if tokenizer else model_dir
+    flag, name = ("--tokenizer", tokenizer) if tokenizer else ("--model", model)
+    tokenizer_dir = resolve_model_dir(name, flag) if tokenizer else model_dir
+    _require_tokenizer_files(tokenizer_dir, flag, name)
     from transformers import AutoTokenizer
 
     try:

@@ -2,6 +2,7 @@
 
     python -m bench micro                                # in-process cost of one chunk
     python -m bench hostile                              # cost per token on adversarial output
+    python -m bench stream --quick                       # under a minute: cache on, off, floor
     python -m bench stream --tokens 4096                 # one stream over HTTP, per mode
     python -m bench transport                            # the app's CPU per chunk, per wire
     python -m bench load --streams 32 --tokens 1024      # concurrent streams, per mode
@@ -111,13 +112,27 @@ def build_parser() -> argparse.ArgumentParser:
         help=summary(stream.__doc__),
         formatter_class=DefaultsHelpFormatter,
     )
-    s.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")
+    quick = stream.QUICK
+    s.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a run of under a minute: {quick.tokens:,} tokens, chunk size "
+        f"{quick.chunk_sizes[0]}, modes {', '.join(quick.modes or [])}; flags given beside "
+        "it win",
+    )
+    s.add_argument(
+        "--tokens",
+        type=positive,
+        help=f"output tokens of the stream (default: {stream.FULL.tokens}; "
+        f"--quick: {quick.tokens})",
+    )
     s.add_argument(
         "--chunk-sizes",
         type=positive,
         nargs="+",
-        default=[1, 4],
-        help="tokens per chunk, a run each",
+        help="tokens per chunk, a run each (default: "
+        f"{' '.join(map(str, stream.FULL.chunk_sizes))}; --quick: "
+        f"{' '.join(map(str, quick.chunk_sizes))})",
     )
 
     t = commands.add_parser(
@@ -196,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return health.main(args)
     if args.command == "transport":
         return transport.main(args)
+    if args.command == "stream":
+        stream.preset(args)
     setup = setup_of(args, args.tokens)
     modes = selected(args.modes, setup)
     if args.command == "stream":

@@ -10,8 +10,8 @@ with the text before each step shows as time per token growing with the length.
 Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
 of the vocabulary's longest tokens (about a hundred characters each, where a copy of
 the text so far per chunk shows at once), and Kimi K2 call markers between long tokens
-inside a call's name. Their claim is per-token cost at the largest size at most 2.5
-times that at the smallest, and no single streamed chunk over 50 ms.
+inside a call's name. Such a row is ok when its per-token cost at the largest size is
+at most 2.5 times that at the smallest, and no single streamed chunk takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
@@ -47,7 +47,7 @@ from app.protocol import (
 from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from bench.micro import Derender, derenderer
-from bench.plots import plt  # with the backend chosen
+from bench.plots import LOWER_IS_BETTER, plt  # with the backend chosen
 from bench.report import machine, progress, table, write
 from bench.workload import (
     CHAT_REQUEST,
@@ -698,9 +698,10 @@ def render_standard(results: list[Measurement], sizes: list[int]) -> str:
     summary = render_summary(results, small, large)
     title = (
         f"hostile output: CPU per token, one-shot and streamed one token per chunk "
-        f"(session kept); the claim is @{large} / @{small} <= {GROWTH_LIMIT:g} and no request "
-        f"over {REQUEST_LIMIT_S:g} s (a streamed row's worst request is its whole stream: "
-        f"a replay of that history). {len(rows) - failures} of {len(rows)} rows hold; "
+        f"(session kept); a row is ok when its cost per token grows at most {GROWTH_LIMIT:g}x "
+        f"from {small} to {large} tokens and no request takes over {REQUEST_LIMIT_S:g} s (a "
+        "streamed row's worst request is its whole stream: a replay of that history). "
+        f"{len(rows) - failures} of {len(rows)} rows are ok; "
         f"times are this machine's"
     )
     return "\n".join([title, "", table(columns, rows), "", summary])
@@ -749,9 +750,10 @@ def render_long(results: list[Measurement], sizes: list[int]) -> str:
     title = (
         f"long tokens: CPU per token of outputs made of long tokens (a string argument of "
         f"the vocabulary's longest tokens, streamed one per chunk) or of markers inside a "
-        f"call's name; the claim is @{large} / @{small} <= {LONG_GROWTH_LIMIT:g} and no "
-        f"streamed chunk over {CHUNK_LIMIT_MS:g} ms. {len(rows) - failures} of {len(rows)} "
-        f"rows hold; times are this machine's"
+        f"call's name; a row is ok when its cost per token grows at most "
+        f"{LONG_GROWTH_LIMIT:g}x from {small} to {large} tokens and no streamed chunk takes "
+        f"over {CHUNK_LIMIT_MS:g} ms. {len(rows) - failures} of {len(rows)} "
+        f"rows are ok; times are this machine's"
     )
     return "\n".join([title, "", table(columns, rows)])
 
@@ -819,7 +821,7 @@ def draw(results: list[Measurement], out: Path) -> Path:
     for ax in axes.flat[len(configs) :]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
-        ax.set_ylabel("CPU µs per token")
+        ax.set_ylabel(f"CPU µs per token, {LOWER_IS_BETTER}")
     handles = [Line2D([], [], color=colour, label=mode) for mode, colour in colours.items()]
     figure.legend(handles=handles, loc="lower center", ncol=len(handles))
     figure.suptitle("hostile output: CPU per token by length\n(one line per adversarial family)")

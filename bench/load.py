@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ import msgspec
 
 from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
-from bench.modes import BASELINE, Mode, Setup, by_name, colour, started
+from bench.modes import BASELINE, Mode, Setup, by_name, started, style
 from bench.report import machine, progress, table, write
 from bench.servers import Target, cpu_seconds, peak_rss_mb
 from bench.stats import AtPosition, by_position, percentile
@@ -181,7 +182,8 @@ def render(runs: Sequence[LoadRun]) -> str:
 
 
 def draw(runs: Sequence[LoadRun], out: Path) -> list[Path]:
-    """p50 and p99 by output position: a colour per mode, a line style per prompt length."""
+    """p50 and p99 by output position: a mode's colour and line style, a marker per
+    prompt length."""
     panels: dict[str, dict[str, plots.Series]] = {"p50": {}, "p99": {}}
     styles: dict[str, plots.Style] = {}
     prompts = sorted({r.prompt_tokens for r in runs})
@@ -189,8 +191,8 @@ def draw(runs: Sequence[LoadRun], out: Path) -> list[Path]:
         label = by_name(r.mode).label
         if len(prompts) > 1:
             label += f", prompt {r.prompt_tokens}"
-        dashes = ("-", "--", ":", "-.")[prompts.index(r.prompt_tokens) % 4]
-        styles[label] = plots.Style(colour(r.mode), dashes)
+        marker = ("o", "s", "^", "D")[prompts.index(r.prompt_tokens) % 4]
+        styles[label] = dataclasses.replace(style(r.mode), marker=marker)
         xs = [point.position for point in r.latency]
         panels["p50"][label] = (xs, [point.p50_ms for point in r.latency])
         panels["p99"][label] = (xs, [point.p99_ms for point in r.latency])

@@ -167,7 +167,10 @@ def draw(runs: list[ConfigRun], out: Path) -> Path:
     """Hit and replay cost by position; a configuration keeps its colour in both panels."""
     hit: dict[str, plots.Series] = {}
     replay: dict[str, plots.Series] = {}
-    styles = {config: plots.Style(f"C{index % 10}") for index, config in enumerate(PARSER_CONFIGS)}
+    styles = {
+        config: plots.Style(f"C{index % 10}", ("-", "--", "-.", ":")[index % 4])
+        for index, config in enumerate(PARSER_CONFIGS)
+    }
     for r in runs:
         xs = [point.position for point in r.points]
         hit[r.config] = (xs, [point.hit_us for point in r.points])

@@ -2,7 +2,7 @@
 
 A mode is a name and the processes it runs; the client spreads a stream's chunks
 round-robin over them. Adding a set-up is one more entry in ``MODES``; its place there
-fixes its colour in every plot.
+fixes its colour in every plot, its kind the line style (``LINESTYLES``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.client import Wire
+from bench.plots import Style
 from bench.servers import Command, Target, redis_server, running
 from bench.workload import SERVER_FLAGS
 
@@ -37,6 +38,18 @@ class Mode:
     wire: Wire = "full"  # how the client sends a chunk (bench/client.py)
     needs_vllm: bool = False
     redis: bool = False  # a private redis-server runs beside the mode's processes
+    linestyle: str = "-"  # what kind of mode it is, in plots (LINESTYLES)
+
+
+# Line styles by what a mode is, so lines that lie on each other stay apart and a
+# reader tells the kinds apart without the legend.
+SERVED, OTHER_WIRE, REPLAYS, FLOOR = "-", "-.", "--", ":"
+LINESTYLES = {
+    SERVED: "our server as deployed",
+    OTHER_WIRE: "another client or transport on it",
+    REPLAYS: "every chunk replays its history",
+    FLOOR: "an echo app: the transport alone",
+}
 
 
 def ours(*flags: str) -> Callable[[Setup], list[Command]]:
@@ -81,21 +94,21 @@ MODES: tuple[Mode, ...] = (
     Mode("cache-on", "cache on", ours()),
     # Chunks alternate between the replicas: every chunk after the first restores.
     Mode("redis-replicas", "2 replicas + Redis", replicas_sharing_redis(2), redis=True),
-    Mode("cache-off", "cache off", ours("--stream-cache-size", "0")),
-    Mode("http-floor", "HTTP floor", echo_floor, wire="echo"),
-    Mode("vllm", "vLLM 0.33.0", vllm_render, needs_vllm=True),
+    Mode("cache-off", "cache off", ours("--stream-cache-size", "0"), linestyle=REPLAYS),
+    Mode("http-floor", "HTTP floor", echo_floor, wire="echo", linestyle=FLOOR),
+    Mode("vllm", "vLLM 0.33.0", vllm_render, needs_vllm=True, linestyle=REPLAYS),
     # cache-on's server; its client re-encodes the state as requests/aiohttp users do
-    Mode("json-dumps", "json.dumps client", ours(), wire="json-dumps"),
+    Mode("json-dumps", "json.dumps client", ours(), wire="json-dumps", linestyle=OTHER_WIRE),
     # cache-on's server, the transports of docs/transports.md
-    Mode("compact", "compact state", ours(), wire="compact"),
-    Mode("websocket", "WebSocket", ours(), wire="websocket"),
+    Mode("compact", "compact state", ours(), wire="compact", linestyle=OTHER_WIRE),
+    Mode("websocket", "WebSocket", ours(), wire="websocket", linestyle=OTHER_WIRE),
     # one process writing every kept chunk's snapshot to Redis, on a wire that does not
     # grow with the stream: what keeping snapshots costs a chunk, and nothing else
     Mode("compact-redis", "compact + Redis", replicas_sharing_redis(1), "compact", redis=True),
     # the echo app, sent what the two transports send: what they cost before any
     # derender work, the least their server CPU can be
-    Mode("compact-floor", "compact floor", echo_floor, wire="compact-echo"),
-    Mode("websocket-floor", "WebSocket floor", echo_floor, wire="socket-echo"),
+    Mode("compact-floor", "compact floor", echo_floor, wire="compact-echo", linestyle=FLOOR),
+    Mode("websocket-floor", "WebSocket floor", echo_floor, wire="socket-echo", linestyle=FLOOR),
 )
 BASELINE = MODES[0]  # the mode every other one is compared with
 
@@ -104,9 +117,15 @@ def by_name(name: str) -> Mode:
     return next(mode for mode in MODES if mode.name == name)
 
 
-def colour(name: str) -> str:
-    """The mode's colour, the same in every panel and plot of every run."""
-    return f"C{[mode.name for mode in MODES].index(name) % 10}"
+# A colour per mode, never two modes in one (matplotlib's ten, then three more).
+PALETTE = (*(f"C{i}" for i in range(10)), "black", "gold", "teal")
+assert len(MODES) <= len(PALETTE), "a new mode needs a colour of its own in PALETTE"
+
+
+def style(name: str) -> Style:
+    """The mode's colour and line style, the same in every panel and plot of every run."""
+    mode = by_name(name)
+    return Style(PALETTE[MODES.index(mode)], mode.linestyle)
 
 
 def selected(names: Sequence[str] | None, setup: Setup) -> list[Mode]:

@@ -21,7 +21,7 @@ import msgspec
 
 from bench import plots
 from bench.client import StreamRecord, http_client, run_stream, warm_up
-from bench.modes import BASELINE, Mode, Setup, by_name, colour, started
+from bench.modes import BASELINE, Mode, Setup, by_name, started, style
 from bench.report import machine, progress, table, write
 from bench.servers import TICK_S, Target, cpu_seconds, redis_bytes_in
 from bench.stats import AtPosition, MeanAt, by_position, checkpoints, means_by_position
@@ -309,8 +309,8 @@ def baseline_of(r: StreamRun, runs: Sequence[StreamRun]) -> StreamRun | None:
 
 
 def ratios(runs: Sequence[StreamRun]) -> list[str]:
-    """Every mode against the baseline, same chunk size and prompt, then the targets
-    the transports aim at, on runs long enough to judge them.
+    """Every mode against the baseline, same chunk size and prompt, then (on runs long
+    enough to judge them) how a chunk's cost grows and the targets the transports aim at.
 
     A CPU total under the clock's resolution makes no ratio, so none is printed for it.
     """
@@ -336,7 +336,7 @@ def ratios(runs: Sequence[StreamRun]) -> list[str]:
     growth = [
         f"{by_name(r.mode).label} (chunk {r.chunk_size}, prompt {r.prompt_tokens}) x{value:.3g}"
         for r in runs
-        if (value := chunk_growth(r, "cpu_ms")) is not None
+        if r.tokens >= JUDGED_FROM and (value := chunk_growth(r, "cpu_ms")) is not None
     ]
     if growth:
         lines += [
@@ -346,7 +346,11 @@ def ratios(runs: Sequence[StreamRun]) -> list[str]:
         ]
     verdicts = claims(runs)
     if verdicts:
-        lines += ["", f"targets (same run, judged on streams of {JUDGED_FROM:,} tokens or more):"]
+        lines += [
+            "",
+            "what the transports aim at, on this run (judged only on streams of "
+            f"{JUDGED_FROM:,} tokens or more):",
+        ]
         lines += [f"  {describe(v)}" for v in verdicts]
     return lines if len(lines) > 1 else []
 
@@ -457,16 +461,19 @@ def describe(v: Verdict) -> str:
 
 
 def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
-    """Per-chunk latency and bytes against position, log-log CPU against length, per mode."""
+    """Per-chunk latency (smoothed, over its faint raw points) and bytes against
+    position, log-log CPU against length, per mode."""
     latency: dict[str, dict[str, plots.Series]] = {}
+    raw: dict[str, dict[str, plots.Series]] = {}
     wire: dict[str, dict[str, plots.Series]] = {}
     cpu: dict[str, dict[str, plots.Series]] = {}
     styles: dict[str, plots.Style] = {}
     for r in runs:
         panel = f"chunk size {r.chunk_size}, prompt {r.prompt_tokens} tokens"
         label = by_name(r.mode).label
-        styles[label] = plots.Style(colour(r.mode))
+        styles[label] = style(r.mode)
         latency.setdefault(panel, {})[label] = plots.rolling_median(r.positions, r.latencies_ms)
+        raw.setdefault(panel, {})[label] = (r.positions, r.latencies_ms)
         wire.setdefault(panel, {})[label] = (
             [p.position for p in r.bytes_per_chunk],
             [p.mean for p in r.bytes_per_chunk],
@@ -477,7 +484,14 @@ def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
         )
     title = f"{runs[0].tokens}-token stream, each mode on its own fresh processes"
     paths = [out / "stream-latency.png", out / "stream-cpu.png", out / "stream-bytes.png"]
-    plots.lines(paths[0], f"{title}: per-chunk latency (rolling median)", latency, styles=styles)
+    plots.lines(
+        paths[0],
+        f"{title}: per-chunk latency (line: rolling median of 1/32 of the chunks; "
+        "dots: every chunk)",
+        latency,
+        styles=styles,
+        raw=raw,
+    )
     plots.lines(
         paths[2],
         f"{runs[0].tokens}-token stream: bytes per chunk, request + reply",
@@ -497,6 +511,28 @@ def draw(runs: Sequence[StreamRun], out: Path) -> list[Path]:
         floor=CPU_FLOOR,
     )
     return paths
+
+
+# What ``--quick`` runs, in under a minute: the session cache against pure replay and
+# the HTTP floor, on a stream long enough for replay's cost to show. Flags given beside
+# it win; without it, the full run's defaults.
+@dataclass(frozen=True, slots=True)
+class Preset:
+    tokens: int
+    chunk_sizes: list[int]
+    modes: list[str] | None  # None: every mode
+
+
+QUICK = Preset(1024, [1], ["cache-on", "cache-off", "http-floor"])
+FULL = Preset(4096, [1, 4], None)
+
+
+def preset(args: argparse.Namespace) -> None:
+    """Fill the stream flags not given from ``--quick``'s run or the full one."""
+    chosen = QUICK if args.quick else FULL
+    for flag in ("tokens", "chunk_sizes", "modes"):
+        if getattr(args, flag) is None:
+            setattr(args, flag, getattr(chosen, flag))
 
 
 def main(args: argparse.Namespace, modes: Sequence[Mode], setup: Setup) -> int:

@@ -138,7 +138,23 @@ def test_stream_smoke(tmp_path: Path) -> None:
     ratios = (tmp_path / "stream.md").read_text().split("same-run ratios")[1]
     assert "CPU x0," not in ratios and "not compared" in ratios
     assert json.loads((tmp_path / "stream.json").read_text())["claims"] == []
-    assert "targets" not in ratios
+    assert "aim at" not in ratios and "at the end / at ~1k" not in ratios
+
+
+def test_stream_quick_fills_what_is_not_given(tmp_path: Path) -> None:
+    """``--quick`` (bench/README.md's run of under a minute): one token per chunk and its
+    three modes, a flag given beside it winning (here the modes: one echo server keeps
+    the smoke cheap); no target judged on so short a stream."""
+    help_text = " ".join(bench("stream", "--help").stdout.split())
+    quick = "1,024 tokens, chunk size 1, modes cache-on, cache-off, http-floor;"
+    assert f"--quick a run of under a minute: {quick}" in help_text
+    argv = ["--quick", "--tokens", "40", "--modes", "http-floor", "--out", str(tmp_path)]
+    done = bench("stream", *argv)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads((tmp_path / "stream.json").read_text())["runs"]
+    assert [(r["mode"], r["chunk_size"], r["tokens"]) for r in runs] == [("http-floor", 1, 40)]
+    assert "aim at" not in (tmp_path / "stream.md").read_text()
+    assert (tmp_path / "stream-latency.png").stat().st_size > 0
 
 
 def test_load_smoke(tmp_path: Path) -> None:

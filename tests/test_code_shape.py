@@ -4,13 +4,15 @@ over 250 in app/ and cache/, declaration tables aside (the CLI's flags, the metr
 from __future__ import annotations
 
 import ast
+import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FUNCTION_LINES = 60
 MAX_CLASS_LINES = 250
-# Tables of declarations: one statement per flag or metric, nothing to split.
-DECLARATION_TABLES = {("app/cli.py", "build_parser"), ("app/metrics.py", "__init__")}
+# Tables of declarations: one statement per flag or metric, nothing to split (the CLI's
+# flags are declared a group per function).
+DECLARATION_TABLES = {("app/cli.py", "_*_flags"), ("app/metrics.py", "__init__")}
 
 
 def too_long() -> list[str]:
@@ -27,7 +29,11 @@ def too_long() -> list[str]:
                     continue
                 assert node.end_lineno is not None
                 lines = node.end_lineno - node.lineno + 1
-                if lines > limit and (where, node.name) not in DECLARATION_TABLES:
+                table = any(
+                    where == file and fnmatch.fnmatchcase(node.name, name)
+                    for file, name in DECLARATION_TABLES
+                )
+                if lines > limit and not table:
                     found.append(f"{where}:{node.lineno} {node.name} is {lines} lines")
     return found
 
