@@ -36,6 +36,7 @@ CONFIGS = (
     *("S1", "S2"),
     "K1",
     "Z1",
+    *("Q1", "Q2"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -517,15 +517,24 @@ class Qwen3CoderTools(ParamTools[Slot, Qwen3CoderState]):
         return slot.scan
 
 
+class Step5Tools(Qwen3CoderTools):
+    """Step-5 writes Qwen3-Coder's calls and keeps the whitespace of the content beside
+    them, where Qwen3-Coder strips it."""
+
+    strip_content_beside_calls = False
+    drop_whitespace_beside_calls = False
+
+
 # ------------------------------------------------------------------ the family
 
 
 _tools, _stream = tool_builders(Qwen3CoderTools)
+_step5_tools, _step5_stream = tool_builders(Step5Tools)
 
 
 FAMILY = Family(
-    title="Qwen3-Coder (XML parameters)",
-    tokenizer="bundled qwen3 (same vocabulary)",
+    title="Qwen3-Coder, Step-5 (XML parameters)",
+    tokenizer="bundled qwen3 (same vocabulary); Step-5: model directory",
     tools=(
         Tools(
             names=("qwen3_coder",),
@@ -536,6 +545,15 @@ FAMILY = Family(
             one_shot=_tools,
             stream=_stream,
             golden=("C3",),
+        ),
+        Tools(
+            names=("step5",),
+            engine_based=True,
+            states=(Qwen3CoderState,),
+            prepare=lambda name, vocab: Qwen3Grammar(vocab),
+            one_shot=_step5_tools,
+            stream=_step5_stream,
+            golden=("Q2",),
         ),
     ),
 )

@@ -37,6 +37,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<|tool_call_end|>",
     ),
     "minimax_m2": ("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"),
+    # LongCat-Flash's call tags (Hermes' format); with none of them used, Step-5's stand-in.
+    "longcat": ("<longcat_tool_call>", "</longcat_tool_call>"),
     "glm45": (
         "[gMASK]",
         "<sop>",
@@ -54,11 +56,17 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
 FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "kimi_k2": frozenset({"<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"}),
     "minimax_m2": frozenset(),
+    "longcat": frozenset(),
     "glm45": frozenset(
         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
     ),
 }
-_EOS = {"kimi_k2": "<|im_end|>", "minimax_m2": "<|im_end|>", "glm45": "<|endoftext|>"}
+_EOS = {
+    "kimi_k2": "<|im_end|>",
+    "minimax_m2": "<|im_end|>",
+    "longcat": "<|im_end|>",
+    "glm45": "<|endoftext|>",
+}
 
 _KIMI_TEMPLATE = (
     "{%- for m in messages -%}"
@@ -102,7 +110,12 @@ _CHATML_TEMPLATE = (
     "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
 )
-_TEMPLATES = {"kimi_k2": _KIMI_TEMPLATE, "minimax_m2": _CHATML_TEMPLATE, "glm45": _GLM_TEMPLATE}
+_TEMPLATES = {
+    "kimi_k2": _KIMI_TEMPLATE,
+    "minimax_m2": _CHATML_TEMPLATE,
+    "longcat": _CHATML_TEMPLATE,
+    "glm45": _GLM_TEMPLATE,
+}
 
 
 def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
