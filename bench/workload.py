@@ -67,6 +67,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "deepseek_r1": (None, "deepseek_r1", "reasoning"),
     "hermes": ("hermes", None, "hermes_call"),
     "qwen3+qwen3_coder": ("qwen3_coder", "qwen3", "coder_call"),
+    "deepseek_r1+longcat": ("longcat", "deepseek_r1", "longcat_call"),
+    "step5+step5": ("step5", "step5", "coder_call"),
     "xlam": ("xlam", None, "content"),
     "pythonic": ("pythonic", None, "content"),
     "llama3_json": ("llama3_json", None, "content"),
@@ -239,6 +241,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "content": "",
         "hermes_call": 'Short thought.\n</think>\n\n<tool_call>\n{"name": "save_note", '
         '"arguments": {"body": "',
+        "longcat_call": 'Short thought.\n</think>\n\n<longcat_tool_call>\n{"name": '
+        '"save_note", "arguments": {"body": "',
         "coder_call": "Short thought.\n</think>\n\n<tool_call>\n<function=save_note>\n"
         "<parameter=body>\n",
         "deepseek_v31_call": f'{CALLS_BEGIN}{CALL_BEGIN}save_note{SEP}{{"body": "',
