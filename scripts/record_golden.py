@@ -231,6 +231,29 @@ def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
     return "\n".join(texts)
 
 
+SEED_TAGS = {
+    "<think>": "<seed:think>",
+    "</think>": "</seed:think>",
+    "<tool_call>": "<seed:tool_call>",
+    "</tool_call>": "</seed:tool_call>",
+}
+
+
+def seed_spelled(text: str) -> str:
+    """Seed-OSS spells Qwen3's markers with a ``seed:`` prefix."""
+    for qwen3, seed in SEED_TAGS.items():
+        text = text.replace(qwen3, seed)
+    return text
+
+
+def seed_scenarios(served: str) -> list[Scenario]:
+    """The engine-family scenarios in Qwen3-Coder's format, every marker respelled."""
+    scenarios = engine_family_scenarios("qwen3_xml", served)
+    for scenario in scenarios:
+        scenario.outputs = [seed_spelled(output) for output in scenario.outputs]
+    return scenarios
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -1106,6 +1129,7 @@ SYNTHETIC = {
     "glm45": {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"},
     # Qwen3's vocabulary with LongCat's call tags added; it also stands in for Step-5's.
     "longcat": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
+    "seed_oss": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
 }
 CONFIGS = {
     config.name: config
@@ -1153,6 +1177,22 @@ CONFIGS = {
             engine_family_scenarios("qwen3_xml", "step5"),
             eos="<|im_end|>",
             served="step5",
+        ),
+        Config(
+            "Q3",
+            _parsers("step3p5", "step3p5"),
+            "longcat",
+            engine_family_scenarios("qwen3_xml", "step3p5"),
+            eos="<|im_end|>",
+            served="step3p5",
+        ),
+        Config(
+            "Y1",
+            _parsers("seed_oss", "seed_oss"),
+            "seed_oss",
+            seed_scenarios("seed"),
+            eos="<seed:eos>",
+            served="seed",
         ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),

@@ -81,6 +81,7 @@ CONFIGS = [
     ("deepseek_r1", "hermes"),
     ("deepseek_r1", "longcat"),
     ("step5", "step5"),
+    ("step3p5", "step3p5"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -84,6 +84,7 @@ CONFIGS = {
         hermes_output(reasoning=True, tag="longcat_tool_call"),
     ),
     "deepseek_r1+step5": (("step5", "step5"), coder_output()),
+    "step3p5": (("step3p5", "step3p5"), coder_output()),
 }
 
 

@@ -533,19 +533,20 @@ _step5_tools, _step5_stream = tool_builders(Step5Tools)
 
 
 FAMILY = Family(
-    title="Qwen3-Coder, Step-5 (XML parameters)",
-    tokenizer="bundled qwen3 (same vocabulary); Step-5: model directory",
+    title="Qwen3-Coder, Step-3.5, Step-5 (XML parameters)",
+    tokenizer="bundled qwen3 (same vocabulary); the others: model directory",
     tools=(
         Tools(
             names=("qwen3_coder",),
-            aliases={"qwen3_xml": "qwen3_coder"},
+            aliases={"qwen3_xml": "qwen3_coder", "step3p5": "qwen3_coder"},
             engine_based=True,
             states=(Qwen3CoderState,),
             prepare=lambda name, vocab: Qwen3Grammar(vocab),
             one_shot=_tools,
             stream=_stream,
-            golden=("C3",),
+            golden=("C3", "Q3"),
         ),
+
         Tools(
             names=("step5",),
             engine_based=True,

@@ -107,7 +107,7 @@ def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
 # letter of the configuration.
 _TOKENIZERS = {"C": "qwen3", "D": "deepseek", "G": "gpt-oss"}
 # Families recorded with a synthetic tokenizer (tests/support/synthetic_tokenizers.py).
-_SYNTHETIC = {"M": "minimax_m2", "K": "kimi_k2", "Z": "glm45", "Q": "longcat"}
+_SYNTHETIC = {"M": "minimax_m2", "K": "kimi_k2", "Z": "glm45", "Q": "longcat", "Y": "seed_oss"}
 # Test tokenizers built from packages: Llama's from llama-models, Mistral's (S) from
 # mistral-common's tekken file, by configuration.
 _LLAMA_FAMILIES = {"L1": "llama3", "L2": "llama4", "L3": "llama3"}

@@ -39,6 +39,14 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "minimax_m2": ("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"),
     # LongCat-Flash's call tags (Hermes' format); with none of them used, Step-5's stand-in.
     "longcat": ("<longcat_tool_call>", "</longcat_tool_call>"),
+    "seed_oss": (
+        "<seed:bos>",
+        "<seed:eos>",
+        "<seed:think>",
+        "</seed:think>",
+        "<seed:tool_call>",
+        "</seed:tool_call>",
+    ),
     "glm45": (
         "[gMASK]",
         "<sop>",
@@ -57,6 +65,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "kimi_k2": frozenset({"<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"}),
     "minimax_m2": frozenset(),
     "longcat": frozenset(),
+    "seed_oss": frozenset({"<seed:bos>", "<seed:eos>"}),
     "glm45": frozenset(
         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
     ),
@@ -65,6 +74,7 @@ _EOS = {
     "kimi_k2": "<|im_end|>",
     "minimax_m2": "<|im_end|>",
     "longcat": "<|im_end|>",
+    "seed_oss": "<seed:eos>",
     "glm45": "<|endoftext|>",
 }
 
@@ -110,10 +120,20 @@ _CHATML_TEMPLATE = (
     "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
 )
+# Seed-OSS's turns; a generation prompt closes reasoning at once when thinking is off.
+_SEED_TEMPLATE = (
+    "{%- for m in messages -%}<seed:bos>{{ m.role }}\n{{ m.content or '' }}<seed:eos>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<seed:bos>assistant\n"
+    "{%- if enable_thinking is defined and not enable_thinking -%}"
+    "<seed:think></seed:think>{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
     "longcat": _CHATML_TEMPLATE,
+    "seed_oss": _SEED_TEMPLATE,
     "glm45": _GLM_TEMPLATE,
 }
 
