@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app import bundled_deepseek, bundled_gptoss, bundled_qwen3
+from app import bundled_deepseek, bundled_deepseek_r1, bundled_gptoss, bundled_qwen3
 from parsers.types import Vocabulary
 
 # transformers announces at import that PyTorch is missing; this server never needs it.
@@ -36,6 +36,7 @@ _CONTEXT_LENGTH_KEYS = (
 BUNDLED: dict[str, Callable[[], Path]] = {
     bundled_qwen3.BUNDLED_NAME: bundled_qwen3.bundled_qwen3_dir,
     bundled_deepseek.BUNDLED_NAME: bundled_deepseek.bundled_deepseek_dir,
+    bundled_deepseek_r1.BUNDLED_NAME: bundled_deepseek_r1.bundled_deepseek_r1_dir,
     bundled_gptoss.BUNDLED_NAME: bundled_gptoss.bundled_gptoss_dir,
 }
 

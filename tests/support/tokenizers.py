@@ -13,8 +13,8 @@ from app.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
 
 @functools.cache
 def bundled_tokenizer(name: str) -> Tokenizer:
-    """A bundled tokenizer (``qwen3``, ``deepseek``, ``gpt-oss``), loaded once per test
-    session."""
+    """A bundled tokenizer (``qwen3``, ``deepseek``, ``gpt-oss``...) or a test tokenizer's
+    directory, loaded once per test session."""
     return load_tokenizer(name)
 
 
