@@ -37,6 +37,7 @@ CONFIGS = (
     "K1",
     "Z1",
     *("Q1", "Q2", "Q3"),
+    "Y1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

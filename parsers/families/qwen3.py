@@ -37,6 +37,7 @@ from parsers.engine.core import (
 from parsers.family import Family, Reasoning, Request, reuse
 from parsers.types import Delta, ParseOptions, Vocabulary
 
+
 class Spelling(NamedTuple):
     """How a model of Qwen3's grammar spells the markers that wrap reasoning and calls
     (Seed-OSS renames them), and its turn boundaries; the rest of the grammar is Qwen3's."""

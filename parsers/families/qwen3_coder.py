@@ -546,7 +546,6 @@ FAMILY = Family(
             stream=_stream,
             golden=("C3", "Q3"),
         ),
-
         Tools(
             names=("step5",),
             engine_based=True,

@@ -33,7 +33,14 @@ def _reasoning_stream(
     return Qwen3Reasoning(grammar, request.options, state), state
 
 
-_tools, _tools_stream = tool_builders(Qwen3CoderTools)
+class SeedOssTools(Qwen3CoderTools):
+    """vLLM gives Seed-OSS no structural tag, so a required or named ``tool_choice`` is
+    read as the forced JSON the engine was constrained to, not as markup."""
+
+    supports_required_and_named = True
+
+
+_tools, _tools_stream = tool_builders(SeedOssTools)
 
 FAMILY = Family(
     title="Seed-OSS",
