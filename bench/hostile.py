@@ -160,6 +160,35 @@ CONFIGS: dict[str, Config] = {
         call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
         "</function>\n</tool_call>\n",
     ),
+    "deepseek_r1+longcat": Config(
+        "longcat",
+        "deepseek_r1",
+        call_open='<longcat_tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<longcat_tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n'
+        "</longcat_tool_call>\n",
+    ),
+    "step5+step5": Config(
+        "step5",
+        "step5",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "step3p5+step3p5": Config(
+        "step3p5",
+        "step3p5",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "seed_oss+seed_oss": Config(
+        "seed_oss",
+        "seed_oss",
+        call_open="<seed:tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<seed:tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</seed:tool_call>\n",
+        after_reasoning="Short thought.</seed:think>",
+    ),
     "xlam": Config(
         "xlam",
         None,

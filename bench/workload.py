@@ -67,6 +67,10 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "deepseek_r1": (None, "deepseek_r1", "reasoning"),
     "hermes": ("hermes", None, "hermes_call"),
     "qwen3+qwen3_coder": ("qwen3_coder", "qwen3", "coder_call"),
+    "deepseek_r1+longcat": ("longcat", "deepseek_r1", "longcat_call"),
+    "step5+step5": ("step5", "step5", "coder_call"),
+    "step3p5+step3p5": ("step3p5", "step3p5", "coder_call"),
+    "seed_oss+seed_oss": ("seed_oss", "seed_oss", "seed_call"),
     "xlam": ("xlam", None, "content"),
     "pythonic": ("pythonic", None, "content"),
     "llama3_json": ("llama3_json", None, "content"),
@@ -107,6 +111,14 @@ DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 # MiniMax M2: a call section's opener, then one call to save_note with its string body open.
 MINIMAX_MARKERS = ("<minimax:tool_call>", "</minimax:tool_call>")
 MINIMAX_CALL_OPEN = '<minimax:tool_call>\n<invoke name="save_note">\n<parameter name="body">'
+SEED_MARKERS = (
+    "<seed:bos>",
+    "<seed:eos>",
+    "<seed:think>",
+    "</seed:think>",
+    "<seed:tool_call>",
+    "</seed:tool_call>",
+)
 DSML_TOOLS = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
 LLAMA4_MARKERS = (PYTHON_START, PYTHON_END)
 DSML_STRING_PARAM = '<｜DSML｜parameter name="body" string="true">'
@@ -153,6 +165,12 @@ def qwen3_with_kimi_markers() -> Tokenizer:
 def qwen3_with_glm_markers() -> Tokenizer:
     """Qwen3's vocabulary plus GLM's markers as tokens (single tokens in GLM's too)."""
     return qwen3_with_tokens(*GLM_MARKERS)
+
+
+@cache
+def qwen3_with_seed_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus Seed-OSS's markers as tokens (single tokens in Seed's too)."""
+    return qwen3_with_tokens(*SEED_MARKERS)
 
 
 @cache
@@ -214,6 +232,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_kimi_markers()
     if tool in ("glm45", "glm47"):
         return qwen3_with_glm_markers()
+    if tool == "seed_oss":
+        return qwen3_with_seed_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -239,6 +259,10 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "content": "",
         "hermes_call": 'Short thought.\n</think>\n\n<tool_call>\n{"name": "save_note", '
         '"arguments": {"body": "',
+        "longcat_call": 'Short thought.\n</think>\n\n<longcat_tool_call>\n{"name": '
+        '"save_note", "arguments": {"body": "',
+        "seed_call": "Short thought.</seed:think>\n\n<seed:tool_call>\n<function=save_note>\n"
+        "<parameter=body>\n",
         "coder_call": "Short thought.\n</think>\n\n<tool_call>\n<function=save_note>\n"
         "<parameter=body>\n",
         "deepseek_v31_call": f'{CALLS_BEGIN}{CALL_BEGIN}save_note{SEP}{{"body": "',

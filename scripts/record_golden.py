@@ -206,6 +206,54 @@ def glm_calls(calls: list[tuple[str, Any]]) -> str:
     return "\n".join(texts)
 
 
+def longcat_calls(calls: list[tuple[str, Any]]) -> str:
+    """LongCat-Flash: Hermes' JSON calls between ``<longcat_tool_call>`` tags."""
+    return "".join(
+        "<longcat_tool_call>\n"
+        + (args if isinstance(args, str) else json.dumps({"name": name, "arguments": args}))
+        + "\n</longcat_tool_call>"
+        for name, args in calls
+    )
+
+
+def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
+    """Qwen3-Coder (and Step-5): ``<function=NAME>`` with ``<parameter=KEY>`` tags."""
+    texts = []
+    for name, args in calls:
+        text = f"<tool_call>\n<function={name}>\n"
+        if isinstance(args, str):  # raw (malformed) parameter markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"<parameter={key}>\n{body}\n</parameter>\n"
+        texts.append(text + "</function>\n</tool_call>")
+    return "\n".join(texts)
+
+
+SEED_TAGS = {
+    "<think>": "<seed:think>",
+    "</think>": "</seed:think>",
+    "<tool_call>": "<seed:tool_call>",
+    "</tool_call>": "</seed:tool_call>",
+}
+
+
+def seed_spelled(text: str) -> str:
+    """Seed-OSS spells Qwen3's markers with a ``seed:`` prefix."""
+    for qwen3, seed in SEED_TAGS.items():
+        text = text.replace(qwen3, seed)
+    return text
+
+
+def seed_scenarios(served: str) -> list[Scenario]:
+    """The engine-family scenarios in Qwen3-Coder's format, every marker respelled."""
+    scenarios = engine_family_scenarios("qwen3_xml", served)
+    for scenario in scenarios:
+        scenario.outputs = [seed_spelled(output) for output in scenario.outputs]
+    return scenarios
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -215,6 +263,8 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "minimax": minimax_calls,
     "kimi": kimi_calls,
     "glm": glm_calls,
+    "longcat": longcat_calls,
+    "qwen3_xml": qwen3_xml_calls,
 }
 MALFORMED = {
     "v3": '{"city": "Paris", "unit": }',
@@ -225,6 +275,8 @@ MALFORMED = {
     "minimax": '<parameter name="days">[1, 2</parameter>\n<parameter name=>x</parameter>\n',
     "kimi": '{"city": "Paris", "unit": }',
     "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
+    "longcat": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
+    "qwen3_xml": "<parameter=days>\n[1, 2\n</parameter>\n<parameter=>x</parameter>\n",
 }
 
 
@@ -1075,6 +1127,9 @@ V4 = "DeepseekV4ForCausalLM"
 SYNTHETIC = {
     "kimi_k2": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2"},
     "glm45": {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"},
+    # Qwen3's vocabulary with LongCat's call tags added; it also stands in for Step-5's.
+    "longcat": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
+    "seed_oss": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
 }
 CONFIGS = {
     config.name: config
@@ -1106,6 +1161,38 @@ CONFIGS = {
             engine_family_scenarios("glm", "glm"),
             eos="<|endoftext|>",
             served="glm",
+        ),
+        Config(
+            "Q1",
+            _parsers("deepseek_r1", "longcat"),
+            "longcat",
+            engine_family_scenarios("longcat", "longcat"),
+            eos="<|im_end|>",
+            served="longcat",
+        ),
+        Config(
+            "Q2",
+            _parsers("step5", "step5"),
+            "longcat",
+            engine_family_scenarios("qwen3_xml", "step5"),
+            eos="<|im_end|>",
+            served="step5",
+        ),
+        Config(
+            "Q3",
+            _parsers("step3p5", "step3p5"),
+            "longcat",
+            engine_family_scenarios("qwen3_xml", "step3p5"),
+            eos="<|im_end|>",
+            served="step3p5",
+        ),
+        Config(
+            "Y1",
+            _parsers("seed_oss", "seed_oss"),
+            "seed_oss",
+            seed_scenarios("seed"),
+            eos="<seed:eos>",
+            served="seed",
         ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),

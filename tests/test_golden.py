@@ -36,6 +36,8 @@ CONFIGS = (
     *("S1", "S2"),
     "K1",
     "Z1",
+    *("Q1", "Q2", "Q3"),
+    "Y1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

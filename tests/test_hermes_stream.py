@@ -14,11 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import Struct, field
 
-from parsers.families.hermes import TOOL_END, TOOL_START, HermesStream, KeyMatch, _tag_overlap
+from parsers.families.hermes import HERMES_TAGS, HermesStream, KeyMatch, _tag_overlap
 from parsers.ids import opening_call_delta
 from parsers.readers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall
 from tests.support.streams import PROPS
+
+TOOL_START, TOOL_END = HERMES_TAGS.start, HERMES_TAGS.end
 
 
 class WholeRegion(Struct):

@@ -49,6 +49,8 @@ HOSTILE = [
     "<tool_call>",
     "</tool_call>",
     "<tool_",
+    "<longcat_tool_call>",
+    "</longcat_tool_call>",
     "<function=",
     "<function=count>",
     "</function>",
@@ -77,6 +79,9 @@ CONFIGS = [
     ("qwen3", "qwen3_coder"),
     (None, "qwen3_coder"),
     ("deepseek_r1", "hermes"),
+    ("deepseek_r1", "longcat"),
+    ("step5", "step5"),
+    ("step3p5", "step3p5"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -27,7 +27,7 @@ from tests.support.streams import PROMPT, PROPS, factory_for, options, run, stre
 
 
 @st.composite
-def hermes_output(draw: st.DrawFn, reasoning: bool) -> str:
+def hermes_output(draw: st.DrawFn, reasoning: bool, tag: str = "tool_call") -> str:
     out = "<think>\n" if draw(st.booleans()) and reasoning else ""
     if reasoning:
         out += draw(text) + "\n</think>\n\n"
@@ -39,7 +39,7 @@ def hermes_output(draw: st.DrawFn, reasoning: bool) -> str:
         body = json.dumps(
             {"name": name, "arguments": arguments}, ensure_ascii=False, separators=separators
         )
-        out += f"<tool_call>\n{body}\n</tool_call>"
+        out += f"<{tag}>\n{body}\n</{tag}>"
     return out
 
 
@@ -79,6 +79,12 @@ CONFIGS = {
     "pythonic": (("pythonic", None), pythonic_output()),
     "hermes": (("hermes", None), hermes_output(reasoning=False)),
     "xlam": (("xlam", None), xlam_output()),
+    "deepseek_r1+longcat": (
+        ("longcat", "deepseek_r1"),
+        hermes_output(reasoning=True, tag="longcat_tool_call"),
+    ),
+    "deepseek_r1+step5": (("step5", "step5"), coder_output()),
+    "step3p5": (("step3p5", "step3p5"), coder_output()),
 }
 
 

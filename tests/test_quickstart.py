@@ -52,6 +52,11 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "minimax-m2": lambda: synthetic_model("minimax_m2"),
     "kimi-k2": lambda: synthetic_model("kimi_k2"),
     "glm": lambda: synthetic_model("glm45"),
+    "longcat": lambda: synthetic_model("longcat"),
+    "seed-oss": lambda: synthetic_model("seed_oss"),
+    # Qwen3's vocabulary stands in for Step's (these outputs hold no token of their own).
+    "step5": lambda: "qwen3",
+    "step3p5": lambda: "qwen3",
 }
 
 

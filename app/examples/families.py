@@ -34,6 +34,11 @@ QUESTION = "What's the weather in Paris? Do I need an umbrella?"
 REASONING = "The user wants the weather in Paris; I have no live data, so I call the tool."
 ANSWER = "Let me check the current conditions in Paris."
 ARGUMENTS = {"city": "Paris", "unit": "celsius"}
+# The call in Qwen3-Coder's XML format (Step-3.5, Step-5 and Seed-OSS write it too).
+_QWEN3_XML_CALL = (
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>"
+)
 
 
 # In place of a bundled name: the family's tokenizer is the user's model directory.
@@ -133,11 +138,7 @@ EXAMPLES: dict[str, Example] = {
         reasoning_parser="qwen3",
         tool_parser="qwen3_coder",
         prompt=QWEN3_PROMPT,
-        output=(
-            f"<think>\n{REASONING}\n</think>\n\n{ANSWER}\n<tool_call>\n<function=get_weather>\n"
-            "<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n"
-            "</function>\n</tool_call><|im_end|>"
-        ),
+        output=f"<think>\n{REASONING}\n</think>\n\n{ANSWER}\n{_QWEN3_XML_CALL}<|im_end|>",
     ),
     "deepseek-r1-qwen3": Example(
         family="DeepSeek-R1 on Qwen3 (distilled)",
@@ -322,6 +323,46 @@ EXAMPLES: dict[str, Example] = {
             f"<think>{REASONING}</think>\n{ANSWER}\n<tool_call>get_weather\n"
             "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
             "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call><|observation|>"
+        ),
+    ),
+    "longcat": Example(
+        family="LongCat-Flash (Hermes JSON calls in `<longcat_tool_call>` tags)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="deepseek_r1",
+        tool_parser="longcat",
+        prompt=f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n",
+        output=(
+            f"{REASONING}\n</think>\n\n{ANSWER}\n<longcat_tool_call>\n"
+            '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}'
+            "\n</longcat_tool_call><|im_end|>"
+        ),
+    ),
+    "step5": Example(
+        family="Step-5 (Qwen3-Coder calls, content whitespace kept)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="step5",
+        tool_parser="step5",
+        prompt=f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n",
+        output=f"{REASONING}\n</think>\n\n{ANSWER}\n{_QWEN3_XML_CALL}<|im_end|>",
+    ),
+    "step3p5": Example(
+        family="Step-3.5, Step-3.7",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="step3p5",
+        tool_parser="step3p5",
+        prompt=f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n",
+        output=f"{REASONING}\n</think>\n{ANSWER}\n{_QWEN3_XML_CALL}<|im_end|>",
+    ),
+    "seed-oss": Example(
+        family="Seed-OSS (`<seed:think>`, `<seed:tool_call>`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="seed_oss",
+        tool_parser="seed_oss",
+        prompt=f"<seed:bos>user\n{QUESTION}<seed:eos><seed:bos>assistant\n",
+        output=(
+            f"<seed:think>{REASONING}</seed:think>{ANSWER}\n"
+            + _QWEN3_XML_CALL.replace("tool_call>", "seed:tool_call>")
+            + "<seed:eos>"
         ),
     ),
 }

@@ -145,7 +145,7 @@ class EngineReasoning(HoldingReasoning):
 
     def __init__(
         self,
-        markers: ThinkMarkers,
+        markers: ThinkGrammar,
         options: ParseOptions,
         state: EngineReasoningState | None = None,
         *,

@@ -114,8 +114,11 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
     supports_required_and_named = False
     engine_based = True
     # One-shot, content beside calls: vLLM's Qwen3-Coder strips it; DSML keeps it
-    # unless it is all whitespace.
+    # unless it is all whitespace (and Step-5 keeps even that).
     strip_content_beside_calls = True
+    # Whitespace-only content once calls began: dropped (streamed and one-shot), except
+    # by a format that keeps its content's whitespace (Step-5).
+    drop_whitespace_beside_calls = True
     # A format whose state is a ``ReasoningToolState`` holds back a reasoning delta's
     # trailing whitespace, as vLLM's engines do, while its grammar reasons (is this
     # format, thinking on) and reasoning has not ended.
@@ -180,7 +183,7 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         if text and calls:
             if self.strip_content_beside_calls:
                 text = text.strip()
-            elif not text.strip():
+            elif self.drop_whitespace_beside_calls and not text.strip():
                 text = None
         return ExtractedToolCalls(bool(calls), calls, text or None)
 
@@ -328,7 +331,8 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
             if text.strip():
                 state.content_has_nonws = True
             elif state.slots:
-                text = ""
+                if self.drop_whitespace_beside_calls:
+                    text = ""
             elif not finished:
                 state.deferred_content = text
                 text = ""

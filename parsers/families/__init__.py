@@ -21,6 +21,8 @@ from parsers.families import (
     pythonic,
     qwen3,
     qwen3_coder,
+    seed_oss,
+    step3p5,
     xlam,
 )
 from parsers.family import Family
@@ -40,6 +42,8 @@ FAMILIES: tuple[Family, ...] = (
     mistral_json.FAMILY,
     kimi_k2.FAMILY,
     glm.FAMILY,
+    seed_oss.FAMILY,
+    step3p5.FAMILY,
 )
 
 

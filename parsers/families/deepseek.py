@@ -456,13 +456,14 @@ FAMILY = Family(
     reasoning=(
         Reasoning(
             names=("deepseek_r1",),
+            aliases={"step5": "deepseek_r1"},
             engine_based=False,
             needs=(THINK_START, THINK_END),
             states=(ThinkTagStreamState,),
             prepare=lambda name, vocab: ThinkTagReasoning(vocab),
             one_shot=lambda think, request: think,
             stream=_think_stream,
-            golden=("C2", "D6"),
+            golden=("C2", "D6", "Q1", "Q2"),
         ),
         Reasoning(
             names=("deepseek_v3",),

@@ -1,4 +1,8 @@
-"""Hermes tool calls (``hermes``, ``qwen3_json``): ``<tool_call>{json}</tool_call>``."""
+"""Hermes tool calls (``hermes``, ``qwen3_json``): ``<tool_call>{json}</tool_call>``.
+
+LongCat-Flash (``longcat``) writes the same calls between ``<longcat_tool_call>`` tags:
+one format, two spellings of its tags (``CallTags``).
+"""
 
 from __future__ import annotations
 
@@ -14,23 +18,41 @@ from parsers.ids import opening_call_delta
 from parsers.readers.jsonscan import JsonScanner, JsonScanState
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
 
-TOOL_START = "<tool_call>"
-_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
+
+class CallTags:
+    """The tags around a call, and vLLM's pattern for the calls between them: each
+    closed call, or an unclosed one running to the end of the text."""
+
+    __slots__ = ("calls", "end", "start")
+
+    def __init__(self, start: str, end: str) -> None:
+        self.start = start
+        self.end = end
+        opening, closing = re.escape(start), re.escape(end)
+        self.calls = re.compile(f"{opening}(.*?){closing}|{opening}(.*)", re.DOTALL)
+
+
+HERMES_TAGS = CallTags("<tool_call>", "</tool_call>")
+LONGCAT_TAGS = CallTags("<longcat_tool_call>", "</longcat_tool_call>")
 
 
 class HermesTools:
     supports_required_and_named = False
+
+    def __init__(self, tags: CallTags = HERMES_TAGS) -> None:
+        self.tags = tags
 
     def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
         """Every tagged call, or none at all when any of them is not valid JSON.
 
         Arguments are re-serialized; content is the text before the first tag.
         """
-        if TOOL_START not in content:
+        start = self.tags.start
+        if start not in content:
             return ExtractedToolCalls(False, [], content)
         try:
             calls = []
-            for closed, unclosed in _CALL_RE.findall(content):
+            for closed, unclosed in self.tags.calls.findall(content):
                 call = json.loads(closed or unclosed)
                 arguments = json.dumps(call["arguments"], ensure_ascii=False)
                 calls.append(FunctionCall(call["name"], arguments))
@@ -39,13 +61,11 @@ class HermesTools:
             return ExtractedToolCalls(False, [], content)
         if not all(isinstance(call.name, str) for call in calls):
             return ExtractedToolCalls(False, [], content)
-        before = content[: content.find(TOOL_START)]
+        before = content[: content.find(start)]
         return ExtractedToolCalls(True, calls, before or None)
 
 
 # ---------------------------------------------------------------------------- streaming
-
-TOOL_END = "</tool_call>"
 
 
 def _tag_overlap(text: str, tag: str) -> int:
@@ -200,9 +220,12 @@ class HermesStream:
     text as it grows, with the region's closing brace held until the JSON completes.
     """
 
-    def __init__(self, id_seed: str, state: HermesState | None = None) -> None:
+    def __init__(
+        self, id_seed: str, state: HermesState | None = None, tags: CallTags = HERMES_TAGS
+    ) -> None:
         self.id_seed = id_seed
         self.s = state if state is not None else HermesState()
+        self.tags = tags
 
     engine_based = False
     supports_required_and_named = False
@@ -240,24 +263,25 @@ class HermesStream:
     def _consume(self, text: str) -> str:
         """Route new text into content, regions and the gaps between them."""
         s = self.s
+        tool_start, tool_end = self.tags.start, self.tags.end
         content = ""
         while text:
             if s.mode == "region":
                 region = s.regions[-1]
-                searched = max(0, len(region.text) - len(TOOL_END) + 1)
+                searched = max(0, len(region.text) - len(tool_end) + 1)
                 region.text += text
-                end = region.text.find(TOOL_END, searched)
+                end = region.text.find(tool_end, searched)
                 if end < 0:
                     return content
-                text = region.text[end + len(TOOL_END) :]
+                text = region.text[end + len(tool_end) :]
                 region.text = region.text[:end]
                 region.closed = True
                 s.mode, s.pending = "between", ""
                 continue
             buffer = s.pending + text
-            start = buffer.find(TOOL_START)
+            start = buffer.find(tool_start)
             if start < 0:
-                keep = _tag_overlap(buffer, TOOL_START)
+                keep = _tag_overlap(buffer, tool_start)
                 if s.mode == "content":
                     content += buffer[: len(buffer) - keep]
                 s.pending = buffer[len(buffer) - keep :]
@@ -266,7 +290,7 @@ class HermesStream:
                 content += buffer[:start]
             s.mode, s.pending = "region", ""
             s.regions.append(HermesRegion())
-            text = buffer[start + len(TOOL_START) :]
+            text = buffer[start + len(tool_start) :]
         return content
 
     def _region_deltas(self, index: int, deltas: list[DeltaToolCall]) -> bool:
@@ -279,7 +303,7 @@ class HermesStream:
         text, base = region.text, region.base
         limit = base + len(text)  # the end of the text that is surely the region's
         if not region.closed:
-            limit -= _tag_overlap(text, TOOL_END)
+            limit -= _tag_overlap(text, self.tags.end)
         _feed(region, text[region.fed - base : limit - base])
         scanner = JsonScanner(region.json)
         complete = region.closed or scanner.complete
@@ -350,24 +374,33 @@ def _trim(region: HermesRegion, call: HermesCall) -> None:
 # ------------------------------------------------------------------ the family
 
 
-def _stream(_: None, request: Request, kept: object) -> tuple[HermesStream, HermesState]:
+def _stream(tags: CallTags, request: Request, kept: object) -> tuple[HermesStream, HermesState]:
     state = reuse(kept, HermesState)
-    return HermesStream(request.id_seed, state), state
+    return HermesStream(request.id_seed, state, tags), state
 
 
 FAMILY = Family(
-    title="Hermes JSON calls (Qwen3, Qwen2.5, Hermes)",
-    tokenizer="any (the calls are text between <tool_call> tags)",
+    title="Hermes JSON calls (Qwen3, Qwen2.5, Hermes, LongCat-Flash)",
+    tokenizer="any (the calls are text between <tool_call> or <longcat_tool_call> tags)",
     tools=(
         Tools(
             names=("hermes",),
             aliases={"qwen3_json": "hermes"},
             engine_based=False,
             states=(HermesState,),
-            prepare=lambda name, vocab: None,
-            one_shot=lambda _, request: HermesTools(),
+            prepare=lambda name, vocab: HERMES_TAGS,
+            one_shot=lambda tags, request: HermesTools(tags),
             stream=_stream,
             golden=("C1", "C2"),
+        ),
+        Tools(
+            names=("longcat",),
+            engine_based=False,
+            states=(HermesState,),
+            prepare=lambda name, vocab: LONGCAT_TAGS,
+            one_shot=lambda tags, request: HermesTools(tags),
+            stream=_stream,
+            golden=("Q1",),
         ),
     ),
 )

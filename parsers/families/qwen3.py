@@ -10,7 +10,7 @@ arguments coerced to the tool's schema.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from msgspec import Struct
 
@@ -37,40 +37,52 @@ from parsers.engine.core import (
 from parsers.family import Family, Reasoning, Request, reuse
 from parsers.types import Delta, ParseOptions, Vocabulary
 
-_LITERALS = {
-    THINK_START: "<think>",
-    THINK_END: "</think>",
-    TOOL_START: "<tool_call>",
-    TOOL_END: "</tool_call>",
-    FUNC_PREFIX: "<function=",
-    FUNC_END: "</function>",
-    PARAM_START: "<parameter=",
-    PARAM_END: "</parameter>",
-    CLOSE_ANGLE: ">",
-}
+
+class Spelling(NamedTuple):
+    """How a model of Qwen3's grammar spells the markers that wrap reasoning and calls
+    (Seed-OSS renames them), and its turn boundaries; the rest of the grammar is Qwen3's."""
+
+    think_start: str = "<think>"
+    think_end: str = "</think>"
+    tool_start: str = "<tool_call>"
+    tool_end: str = "</tool_call>"
+    turn_boundaries: tuple[str, ...] = ("<|im_start|>", "<|im_end|>")
+
+
+QWEN3 = Spelling()
 _ID_MARKERS = (THINK_START, THINK_END, TOOL_START, TOOL_END)
-TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
 
 
 class Qwen3Grammar:
     """The grammar for one tokenizer, plus what prompt inspection needs; built once."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
-        drops = vocab.special_tokens - set(_LITERALS.values())
+    def __init__(self, vocab: Vocabulary, spelling: Spelling = QWEN3) -> None:
+        literals = {
+            THINK_START: spelling.think_start,
+            THINK_END: spelling.think_end,
+            TOOL_START: spelling.tool_start,
+            TOOL_END: spelling.tool_end,
+            FUNC_PREFIX: "<function=",
+            FUNC_END: "</function>",
+            PARAM_START: "<parameter=",
+            PARAM_END: "</parameter>",
+            CLOSE_ANGLE: ">",
+        }
+        drops = vocab.special_tokens - set(literals.values())
         self.grammar = Grammar(
-            _LITERALS,
-            {name: _LITERALS[name] for name in _ID_MARKERS},
+            literals,
+            {name: literals[name] for name in _ID_MARKERS},
             drops,
             dict(vocab.token_ids),
             vocab.token_text,
         )
-        self.start_id = vocab.id_of(_LITERALS[THINK_START])
-        self.end_id = vocab.id_of(_LITERALS[THINK_END])
+        self.start_id = vocab.id_of(spelling.think_start)
+        self.end_id = vocab.id_of(spelling.think_end)
         self.end_ids = frozenset(
-            i for i in (self.end_id, vocab.id_of(_LITERALS[TOOL_START])) if i is not None
+            i for i in (self.end_id, vocab.id_of(spelling.tool_start)) if i is not None
         )
         self.boundary_ids = frozenset(
-            i for i in (vocab.id_of(t) for t in TURN_BOUNDARIES) if i is not None
+            i for i in (vocab.id_of(t) for t in spelling.turn_boundaries) if i is not None
         )
 
     def prompt_closes_reasoning(self, prompt_token_ids: Sequence[int], thinking: bool) -> bool:

@@ -517,25 +517,43 @@ class Qwen3CoderTools(ParamTools[Slot, Qwen3CoderState]):
         return slot.scan
 
 
+class Step5Tools(Qwen3CoderTools):
+    """Step-5 writes Qwen3-Coder's calls and keeps the whitespace of the content beside
+    them, where Qwen3-Coder strips it."""
+
+    strip_content_beside_calls = False
+    drop_whitespace_beside_calls = False
+
+
 # ------------------------------------------------------------------ the family
 
 
 _tools, _stream = tool_builders(Qwen3CoderTools)
+_step5_tools, _step5_stream = tool_builders(Step5Tools)
 
 
 FAMILY = Family(
-    title="Qwen3-Coder (XML parameters)",
-    tokenizer="bundled qwen3 (same vocabulary)",
+    title="Qwen3-Coder, Step-3.5, Step-5 (XML parameters)",
+    tokenizer="bundled qwen3 (same vocabulary); the others: model directory",
     tools=(
         Tools(
             names=("qwen3_coder",),
-            aliases={"qwen3_xml": "qwen3_coder"},
+            aliases={"qwen3_xml": "qwen3_coder", "step3p5": "qwen3_coder"},
             engine_based=True,
             states=(Qwen3CoderState,),
             prepare=lambda name, vocab: Qwen3Grammar(vocab),
             one_shot=_tools,
             stream=_stream,
-            golden=("C3",),
+            golden=("C3", "Q3"),
+        ),
+        Tools(
+            names=("step5",),
+            engine_based=True,
+            states=(Qwen3CoderState,),
+            prepare=lambda name, vocab: Qwen3Grammar(vocab),
+            one_shot=_step5_tools,
+            stream=_step5_stream,
+            golden=("Q2",),
         ),
     ),
 )

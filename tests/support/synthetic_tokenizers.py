@@ -37,6 +37,16 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<|tool_call_end|>",
     ),
     "minimax_m2": ("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"),
+    # LongCat-Flash's call tags (Hermes' format); with none of them used, Step-5's stand-in.
+    "longcat": ("<longcat_tool_call>", "</longcat_tool_call>"),
+    "seed_oss": (
+        "<seed:bos>",
+        "<seed:eos>",
+        "<seed:think>",
+        "</seed:think>",
+        "<seed:tool_call>",
+        "</seed:tool_call>",
+    ),
     "glm45": (
         "[gMASK]",
         "<sop>",
@@ -54,11 +64,19 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
 FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "kimi_k2": frozenset({"<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"}),
     "minimax_m2": frozenset(),
+    "longcat": frozenset(),
+    "seed_oss": frozenset({"<seed:bos>", "<seed:eos>"}),
     "glm45": frozenset(
         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
     ),
 }
-_EOS = {"kimi_k2": "<|im_end|>", "minimax_m2": "<|im_end|>", "glm45": "<|endoftext|>"}
+_EOS = {
+    "kimi_k2": "<|im_end|>",
+    "minimax_m2": "<|im_end|>",
+    "longcat": "<|im_end|>",
+    "seed_oss": "<seed:eos>",
+    "glm45": "<|endoftext|>",
+}
 
 _KIMI_TEMPLATE = (
     "{%- for m in messages -%}"
@@ -102,7 +120,22 @@ _CHATML_TEMPLATE = (
     "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
 )
-_TEMPLATES = {"kimi_k2": _KIMI_TEMPLATE, "minimax_m2": _CHATML_TEMPLATE, "glm45": _GLM_TEMPLATE}
+# Seed-OSS's turns; a generation prompt closes reasoning at once when thinking is off.
+_SEED_TEMPLATE = (
+    "{%- for m in messages -%}<seed:bos>{{ m.role }}\n{{ m.content or '' }}<seed:eos>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<seed:bos>assistant\n"
+    "{%- if enable_thinking is defined and not enable_thinking -%}"
+    "<seed:think></seed:think>{%- endif -%}"
+    "{%- endif -%}"
+)
+_TEMPLATES = {
+    "kimi_k2": _KIMI_TEMPLATE,
+    "minimax_m2": _CHATML_TEMPLATE,
+    "longcat": _CHATML_TEMPLATE,
+    "seed_oss": _SEED_TEMPLATE,
+    "glm45": _GLM_TEMPLATE,
+}
 
 
 def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
