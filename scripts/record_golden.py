@@ -811,6 +811,121 @@ def llama3_json_scenarios(served: str) -> list[Scenario]:
     ]
 
 
+# --- Granite (synthetic tokenizer) -------------------------------------------------
+
+GRANITE = "granite"  # the synthetic tokenizer's family (tests/support/synthetic_tokenizers.py)
+GRANITE_EOS = "<|end_of_text|>"
+
+
+def granite4_calls(calls: list[tuple[str, Any]]) -> str:
+    """Granite 4.0: each call a JSON object in its own ``<tool_call>`` tags."""
+    return "\n".join(
+        f'<tool_call>\n{{"name": "{name}", "arguments": {_json_args(args)}}}\n</tool_call>'
+        for name, args in calls
+    )
+
+
+def granite4_scenarios() -> list[Scenario]:
+    """granite4 (no reasoning parser): the tool scenarios of a JSON-in-tags format, and
+    call objects vLLM cannot read (no arguments, null arguments)."""
+    chat = _served(GRANITE)
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    return [
+        Scenario("plain_answer", "plain content", chat([ASK_SUM]), ["17 × 23 = **391**."]),
+        Scenario("one_call", "one call", chat(weather, **tools), [granite4_calls([WEATHER])]),
+        Scenario(
+            "two_calls",
+            "two calls, a newline between them",
+            chat(weather, **tools),
+            [granite4_calls([WEATHER, TIME])],
+        ),
+        Scenario(
+            "content_then_call",
+            "content, a call, then more text after it",
+            chat(weather, **tools),
+            [f"Let me check.\n{granite4_calls([WEATHER])}\nDone."],
+        ),
+        Scenario(
+            "unknown_tool",
+            "a call to a tool the request does not declare",
+            chat(weather, **tools),
+            [granite4_calls([UNKNOWN])],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the call markup stays content",
+            chat(weather, **tools, tool_choice="none"),
+            [granite4_calls([WEATHER])],
+        ),
+        Scenario(
+            "tool_choice_named",
+            "named tool_choice: the output is the arguments alone",
+            chat(weather, **tools, tool_choice=NAMED_TIME),
+            [json.dumps(TIME[1])],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required: a JSON list of {name, parameters}",
+            chat(weather, **tools, tool_choice="required"),
+            [json.dumps([{"name": WEATHER[0], "parameters": WEATHER[1]}])],
+        ),
+        Scenario(
+            "malformed_arguments",
+            "malformed JSON in the call tags, then text",
+            chat(weather, **tools),
+            [
+                '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}'
+                "\n</tool_call>\nSorry."
+            ],
+        ),
+        Scenario(
+            "missing_arguments",
+            "a call object without arguments, then a good call and text",
+            chat(weather, **tools),
+            [
+                '<tool_call>\n{"name": "get_weather"}\n</tool_call>\n'
+                + granite4_calls([TIME])
+                + "\nDone."
+            ],
+        ),
+        Scenario(
+            "null_arguments",
+            "a call whose arguments are null",
+            chat(weather, **tools),
+            ['<tool_call>{"name": "get_time", "arguments": null}</tool_call>'],
+        ),
+        Scenario(
+            "call_cut_length",
+            "a call cut by length in its arguments",
+            chat(weather, **tools),
+            [granite4_calls([WEATHER])[:-20]],
+            finish="length",
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in content and a string argument",
+            chat([ASK_JA], **tools),
+            ["晴れ 🌞。" + granite4_calls([("get_weather", {"city": "東京 🗼", "days": 2})])],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs: one choice answers, the other calls a tool",
+            chat(weather, **tools, n=2, logprobs=True, top_logprobs=2),
+            ["Sunny.", granite4_calls([WEATHER])],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            chat(weather, **tools, stream_options={"include_usage": True}),
+            [granite4_calls([WEATHER])],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+
+
 def llama4_pythonic_scenarios(served: str) -> list[Scenario]:
     """llama4_pythonic on the Llama 4 vocabulary."""
     chat = _served(served)
@@ -1075,6 +1190,7 @@ V4 = "DeepseekV4ForCausalLM"
 SYNTHETIC = {
     "kimi_k2": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2"},
     "glm45": {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"},
+    "granite": {"architectures": ["GraniteForCausalLM"], "model_type": "granite"},
 }
 CONFIGS = {
     config.name: config
@@ -1106,6 +1222,14 @@ CONFIGS = {
             engine_family_scenarios("glm", "glm"),
             eos="<|endoftext|>",
             served="glm",
+        ),
+        Config(
+            "F1",
+            _parsers(None, "granite4"),
+            GRANITE,
+            granite4_scenarios(),
+            eos=GRANITE_EOS,
+            served=GRANITE,
         ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),

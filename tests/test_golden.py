@@ -36,6 +36,7 @@ CONFIGS = (
     *("S1", "S2"),
     "K1",
     "Z1",
+    "F1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 
@@ -114,7 +115,7 @@ def _parity_classes() -> dict[str, str]:
 
 
 CLASSES = _parity_classes()
-CASE_ID = re.compile(r"`([CDG]\d\.\w+/\w+#\w+)`")
+CASE_ID = re.compile(r"`([A-Z]\d\.\w+/\w+#\w+)`")
 
 
 def test_every_deviation_is_labelled_with_classes_docs_parity_lists() -> None:

@@ -11,6 +11,7 @@ from parsers.families import (
     deepseek,
     dsml,
     glm,
+    granite4,
     harmony,
     hermes,
     kimi_k2,
@@ -40,6 +41,7 @@ FAMILIES: tuple[Family, ...] = (
     mistral_json.FAMILY,
     kimi_k2.FAMILY,
     glm.FAMILY,
+    granite4.FAMILY,
 )
 
 

@@ -49,6 +49,7 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<arg_value>",
         "</arg_value>",
     ),
+    "granite": ("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", "<|tool_call|>"),
 }
 # The added tokens that are special (turn structure); the rest are ordinary tokens.
 FAMILY_SPECIAL: dict[str, frozenset[str]] = {
@@ -57,8 +58,14 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "glm45": frozenset(
         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
     ),
+    "granite": frozenset({"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"}),
 }
-_EOS = {"kimi_k2": "<|im_end|>", "minimax_m2": "<|im_end|>", "glm45": "<|endoftext|>"}
+_EOS = {
+    "kimi_k2": "<|im_end|>",
+    "minimax_m2": "<|im_end|>",
+    "glm45": "<|endoftext|>",
+    "granite": "<|end_of_text|>",
+}
 
 _KIMI_TEMPLATE = (
     "{%- for m in messages -%}"
@@ -84,6 +91,16 @@ _GLM_TEMPLATE = (
     "{%- if enable_thinking is defined and not enable_thinking -%}\n<think></think>{%- endif -%}"
     "{%- endif -%}"
 )
+# Granite's role turns; tools listed as JSON in an ``available_tools`` turn.
+_GRANITE_TEMPLATE = (
+    "{%- if tools -%}<|start_of_role|>available_tools<|end_of_role|>"
+    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+    "<|end_of_text|>{%- endif -%}"
+    "{%- for m in messages -%}"
+    "<|start_of_role|>{{ m.role }}<|end_of_role|>{{ m.content or '' }}<|end_of_text|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|start_of_role|>assistant<|end_of_role|>{%- endif -%}"
+)
 # ChatML turns; tools listed as JSON in a system turn; the generation prompt opens
 # reasoning with "<think>\n" (closed at once when enable_thinking or thinking is false).
 _CHATML_TEMPLATE = (
@@ -102,7 +119,12 @@ _CHATML_TEMPLATE = (
     "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
 )
-_TEMPLATES = {"kimi_k2": _KIMI_TEMPLATE, "minimax_m2": _CHATML_TEMPLATE, "glm45": _GLM_TEMPLATE}
+_TEMPLATES = {
+    "kimi_k2": _KIMI_TEMPLATE,
+    "minimax_m2": _CHATML_TEMPLATE,
+    "glm45": _GLM_TEMPLATE,
+    "granite": _GRANITE_TEMPLATE,
+}
 
 
 def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
