@@ -257,6 +257,12 @@ CONFIGS: dict[str, Config] = {
         call_open=GLM_CALL_OPEN,
         call="<tool_call>save_note\n<arg_key>body</arg_key>\n<arg_value>x</arg_value>\n</tool_call>\n",
     ),
+    "granite4": Config(
+        "granite4",
+        None,
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
 }
 
 

@@ -83,6 +83,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "mistral+mistral (JSON array)": ("mistral", "mistral", "mistral_array_call"),
     "kimi_k2+kimi_k2": ("kimi_k2", "kimi_k2", "kimi_call"),
     "glm45+glm45": ("glm45", "glm45", "glm_call"),
+    "granite4": ("granite4", None, "hermes_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).

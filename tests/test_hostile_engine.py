@@ -77,6 +77,7 @@ CONFIGS = [
     ("qwen3", "qwen3_coder"),
     (None, "qwen3_coder"),
     ("deepseek_r1", "hermes"),
+    (None, "granite4"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

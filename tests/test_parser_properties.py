@@ -71,6 +71,19 @@ def xlam_output(draw: st.DrawFn) -> str:
     return wrapper.format(array)
 
 
+@st.composite
+def granite4_output(draw: st.DrawFn) -> str:
+    """Granite 4.0 calls, some of them bodies vLLM drops (not JSON, not an object) or
+    stops at (no arguments), with text around them."""
+    out = draw(text) if draw(st.booleans()) else ""
+    for name, arguments in draw(st.lists(args, max_size=3)):
+        good = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        bad = ['{"name": "count", "arguments": }', "[1]", json.dumps({"name": name})]
+        body = draw(st.sampled_from([good, good, *bad]))
+        out += f"<tool_call>\n{body}\n</tool_call>" + draw(st.sampled_from(["", "\n", draw(text)]))
+    return out
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -79,6 +92,7 @@ CONFIGS = {
     "pythonic": (("pythonic", None), pythonic_output()),
     "hermes": (("hermes", None), hermes_output(reasoning=False)),
     "xlam": (("xlam", None), xlam_output()),
+    "granite4": (("granite4", None), granite4_output()),
 }
 
 
