@@ -128,6 +128,7 @@ def _minimax_config(reasoning: str) -> Config:
 CONFIGS: dict[str, Config] = {
     "qwen3": Config(None, "qwen3"),
     "deepseek_r1": Config(None, "deepseek_r1"),
+    "granite": Config(None, "granite"),
     "hermes": Config(
         "hermes",
         None,

@@ -926,6 +926,78 @@ def granite4_scenarios() -> list[Scenario]:
     ]
 
 
+THOUGHT_PHRASE = "Here is my thought process:"
+RESPONSE_PHRASE = "Here is my response:"
+
+
+def granite_reasoning_scenarios() -> list[Scenario]:
+    """granite reasoning (phrases, no markers): reasoning then an answer in both
+    spellings, the phrases not at the start, cut inside each part, no reasoning."""
+    chat = _served(GRANITE)
+    return [
+        Scenario(
+            "reason_answer",
+            "reasoning then an answer",
+            chat([ASK_SUM]),
+            [f"{THOUGHT_PHRASE}\n{REASONING}\n\n{RESPONSE_PHRASE}\n17 × 23 = **391**."],
+        ),
+        Scenario(
+            "contracted_phrases",
+            "the Here's spelling of both phrases",
+            chat([ASK_SUM]),
+            [f"Here's my thought process: {REASONING} Here's my response: 391."],
+        ),
+        Scenario(
+            "reasoning_only_length",
+            "reasoning never answered, cut by length",
+            chat([ASK_SUM]),
+            [f"{THOUGHT_PHRASE}\n{REASONING}"],
+            finish="length",
+        ),
+        Scenario(
+            "cut_in_response_phrase",
+            "cut by length inside the response phrase",
+            chat([ASK_SUM]),
+            [f"{THOUGHT_PHRASE}\n{REASONING}\n\nHere is my resp"],
+            finish="length",
+        ),
+        Scenario("plain_answer", "no phrases: all content", chat([ASK_SUM]), ["17 × 23 = 391."]),
+        Scenario(
+            "phrases_after_text",
+            "the phrases after other text (one-shot finds them, the stream does not)",
+            chat([ASK_SUM]),
+            [f"Sure. {THOUGHT_PHRASE} {REASONING} {RESPONSE_PHRASE} 391."],
+        ),
+        Scenario(
+            "here_in_reasoning",
+            "reasoning that says Here and a phrase that breaks off",
+            chat([ASK_SUM]),
+            [f"{THOUGHT_PHRASE} Here we go. Here is my plan: multiply. {RESPONSE_PHRASE} 391."],
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in reasoning and answer",
+            chat([ASK_JA]),
+            [f"{THOUGHT_PHRASE} 東京の天気を調べる 🌤️ 必要がある。{RESPONSE_PHRASE} 晴れ 🌞。"],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs",
+            chat([ASK_SUM], n=2, logprobs=True, top_logprobs=2),
+            [f"{THOUGHT_PHRASE} {REASONING} {RESPONSE_PHRASE} 391.", "391."],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            chat([ASK_SUM], stream_options={"include_usage": True}),
+            [f"{THOUGHT_PHRASE} {REASONING} {RESPONSE_PHRASE} 391."],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+
+
 def llama4_pythonic_scenarios(served: str) -> list[Scenario]:
     """llama4_pythonic on the Llama 4 vocabulary."""
     chat = _served(served)
@@ -1228,6 +1300,14 @@ CONFIGS = {
             _parsers(None, "granite4"),
             GRANITE,
             granite4_scenarios(),
+            eos=GRANITE_EOS,
+            served=GRANITE,
+        ),
+        Config(
+            "F2",
+            _parsers("granite", None),
+            GRANITE,
+            granite_reasoning_scenarios(),
             eos=GRANITE_EOS,
             served=GRANITE,
         ),

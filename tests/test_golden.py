@@ -36,7 +36,7 @@ CONFIGS = (
     *("S1", "S2"),
     "K1",
     "Z1",
-    "F1",
+    *("F1", "F2"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -93,3 +93,55 @@ def test_a_partial_opening_tag_is_held_and_dropped_at_the_end(
 ) -> None:
     assert _streamed(tokenizer, granite4, "a <tool", []).content == "a "
     assert _streamed(tokenizer, granite4, "a <tool b", []).content == "a <tool b"
+
+
+# ---------------------------------------------------------------- granite (reasoning phrases)
+
+THOUGHT, RESPONSE = "Here is my thought process:", "Here is my response:"
+
+
+@pytest.fixture(scope="module")
+def granite(tokenizer: Tokenizer) -> ParserFactory:
+    return ParserFactory(None, "granite", True, tokenizer.vocabulary)
+
+
+@pytest.mark.parametrize(
+    ("output", "reasoning", "content"),
+    [
+        (f"{THOUGHT} a {RESPONSE} b", " a ", " b"),
+        (f"Sure. Here's my thought process:a{RESPONSE}", "a", None),  # anywhere, one-shot
+        (f"{THOUGHT} a", None, f"{THOUGHT} a"),  # no response phrase: all content
+        ("just text", None, "just text"),
+    ],
+)
+def test_one_shot_finds_the_phrases_anywhere(
+    granite: ParserFactory, output: str, reasoning: str | None, content: str | None
+) -> None:
+    parsed = granite.for_request(options()).parse(output, [], "seed")
+    assert (parsed.reasoning, parsed.content) == (reasoning, content)
+
+
+@pytest.mark.parametrize(
+    ("output", "finish", "reasoning", "content"),
+    [
+        (f"{THOUGHT} a {RESPONSE} b", "stop", " a ", " b"),
+        (f"Sure. {THOUGHT} a {RESPONSE} b", "stop", "", f"Sure. {THOUGHT} a {RESPONSE} b"),
+        (f"{THOUGHT} a Here is my", "length", " a ", ""),  # a partial phrase is dropped
+        (f"{THOUGHT} a He", "length", " a He", ""),  # no Here yet: sent at the end
+        ("Here is my", "length", "", ""),  # a partial opening is never sent
+    ],
+)
+@pytest.mark.parametrize("one_chunk", [False, True])
+def test_the_stream_reasons_only_from_the_opening_phrase(
+    tokenizer: Tokenizer,
+    granite: ParserFactory,
+    output: str,
+    finish: str,
+    reasoning: str,
+    content: str,
+    one_chunk: bool,
+) -> None:
+    ids = tokenizer.encode(output)
+    chunks = [ids] if one_chunk else [[i] for i in ids]
+    folded, _ = run(tokenizer, granite, options(), chunks, finish)
+    assert (folded.reasoning, folded.content) == (reasoning, content)

@@ -68,6 +68,9 @@ HOSTILE = [
     "\n",
     "12",
     "  ",
+    "Here is my thought process:",
+    "Here's my response:",
+    "Here is my",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -78,6 +81,7 @@ CONFIGS = [
     (None, "qwen3_coder"),
     ("deepseek_r1", "hermes"),
     (None, "granite4"),
+    ("granite", "granite4"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

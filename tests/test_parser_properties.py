@@ -84,6 +84,15 @@ def granite4_output(draw: st.DrawFn) -> str:
     return out
 
 
+@st.composite
+def granite_phrases_output(draw: st.DrawFn) -> str:
+    """Granite 3.2's phrases around reasoning that says ``Here`` and half a phrase."""
+    noise = st.sampled_from(["", " Here we go.", " Here is my", " He", "re's my r", " Here"])
+    opening = draw(st.sampled_from(["Here is my thought process:", "Here's my thought process:"]))
+    response = draw(st.sampled_from(["Here is my response:", "Here's my response:"]))
+    return opening + draw(text) + draw(noise) + draw(text) + response + draw(text)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -93,6 +102,7 @@ CONFIGS = {
     "hermes": (("hermes", None), hermes_output(reasoning=False)),
     "xlam": (("xlam", None), xlam_output()),
     "granite4": (("granite4", None), granite4_output()),
+    "granite": ((None, "granite"), granite_phrases_output()),
 }
 
 

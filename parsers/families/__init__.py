@@ -12,6 +12,7 @@ from parsers.families import (
     dsml,
     glm,
     granite4,
+    granite_phrases,
     harmony,
     hermes,
     kimi_k2,
@@ -42,6 +43,7 @@ FAMILIES: tuple[Family, ...] = (
     kimi_k2.FAMILY,
     glm.FAMILY,
     granite4.FAMILY,
+    granite_phrases.FAMILY,
 )
 
 
