@@ -215,7 +215,7 @@ def _stream(_: None, request: Request, kept: object) -> tuple[Granite4Stream, Gr
 
 FAMILY = Family(
     title="Granite 4.0",
-    tokenizer="model directory",
+    tokenizer="any (the calls are text between <tool_call> tags)",
     tools=(
         Tools(
             names=("granite4",),
