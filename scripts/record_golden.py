@@ -998,6 +998,43 @@ def granite_reasoning_scenarios() -> list[Scenario]:
     ]
 
 
+def granite_pair_scenarios() -> list[Scenario]:
+    """granite reasoning beside granite4 tools: the stream never leaves reasoning's
+    parser (content keeps the call markup), one-shot reads calls from the content."""
+    chat = _served(GRANITE)
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    return [
+        Scenario(
+            "reason_one_call",
+            "reasoning, then a call after the response phrase",
+            chat(weather, **tools),
+            [f"{THOUGHT_PHRASE} {PLAN} {RESPONSE_PHRASE}\n{granite4_calls([WEATHER])}"],
+        ),
+        Scenario(
+            "call_without_reasoning",
+            "a call with no phrases",
+            chat(weather, **tools),
+            [granite4_calls([WEATHER, TIME])],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required: a JSON list after the response phrase",
+            chat(weather, **tools, tool_choice="required"),
+            [
+                f"{THOUGHT_PHRASE} {PLAN} {RESPONSE_PHRASE}"
+                + json.dumps([{"name": WEATHER[0], "parameters": WEATHER[1]}])
+            ],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the call markup stays content",
+            chat(weather, **tools, tool_choice="none"),
+            [f"{THOUGHT_PHRASE} {PLAN} {RESPONSE_PHRASE} {granite4_calls([WEATHER])}"],
+        ),
+    ]
+
+
 def llama4_pythonic_scenarios(served: str) -> list[Scenario]:
     """llama4_pythonic on the Llama 4 vocabulary."""
     chat = _served(served)
@@ -1308,6 +1345,14 @@ CONFIGS = {
             _parsers("granite", None),
             GRANITE,
             granite_reasoning_scenarios(),
+            eos=GRANITE_EOS,
+            served=GRANITE,
+        ),
+        Config(
+            "F3",
+            _parsers("granite", "granite4"),
+            GRANITE,
+            granite_pair_scenarios(),
             eos=GRANITE_EOS,
             served=GRANITE,
         ),

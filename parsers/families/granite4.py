@@ -224,7 +224,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: None,
             one_shot=lambda _, request: Granite4Tools(),
             stream=_stream,
-            golden=("F1",),
+            golden=("F1", "F3"),
         ),
     ),
 )

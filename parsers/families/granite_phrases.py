@@ -152,7 +152,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: None,
             one_shot=lambda _, request: GraniteReasoning(),
             stream=_stream,
-            golden=("F2",),
+            golden=("F2", "F3"),
         ),
     ),
 )
