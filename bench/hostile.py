@@ -128,6 +128,7 @@ def _minimax_config(reasoning: str) -> Config:
 CONFIGS: dict[str, Config] = {
     "qwen3": Config(None, "qwen3"),
     "deepseek_r1": Config(None, "deepseek_r1"),
+    "granite": Config(None, "granite"),
     "hermes": Config(
         "hermes",
         None,
@@ -285,6 +286,12 @@ CONFIGS: dict[str, Config] = {
         None,
         call_open=GLM_CALL_OPEN,
         call="<tool_call>save_note\n<arg_key>body</arg_key>\n<arg_value>x</arg_value>\n</tool_call>\n",
+    ),
+    "granite4": Config(
+        "granite4",
+        None,
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
     ),
 }
 

@@ -87,6 +87,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "mistral+mistral (JSON array)": ("mistral", "mistral", "mistral_array_call"),
     "kimi_k2+kimi_k2": ("kimi_k2", "kimi_k2", "kimi_call"),
     "glm45+glm45": ("glm45", "glm45", "glm_call"),
+    "granite4": ("granite4", None, "hermes_call"),
+    "granite": (None, "granite", "granite_reasoning"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -278,6 +280,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "mistral_array_call": MISTRAL_ARRAY_OPEN + '"',
         "kimi_call": "Short thought.\n</think>\n\n" + KIMI_CALL_OPEN + '"',
         "glm_call": "Short thought.\n</think>\n\n" + GLM_CALL_OPEN,
+        "granite_reasoning": "Here is my thought process:\n",
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -38,6 +38,7 @@ CONFIGS = (
     "Z1",
     *("Q1", "Q2", "Q3"),
     "Y1",
+    *("F1", "F2", "F3"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 
@@ -116,7 +117,7 @@ def _parity_classes() -> dict[str, str]:
 
 
 CLASSES = _parity_classes()
-CASE_ID = re.compile(r"`([CDG]\d\.\w+/\w+#\w+)`")
+CASE_ID = re.compile(r"`([A-Z]\d\.\w+/\w+#\w+)`")
 
 
 def test_every_deviation_is_labelled_with_classes_docs_parity_lists() -> None:

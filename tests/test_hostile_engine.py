@@ -70,6 +70,9 @@ HOSTILE = [
     "\n",
     "12",
     "  ",
+    "Here is my thought process:",
+    "Here's my response:",
+    "Here is my",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -82,6 +85,8 @@ CONFIGS = [
     ("deepseek_r1", "longcat"),
     ("step5", "step5"),
     ("step3p5", "step3p5"),
+    (None, "granite4"),
+    ("granite", "granite4"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -71,6 +71,28 @@ def xlam_output(draw: st.DrawFn) -> str:
     return wrapper.format(array)
 
 
+@st.composite
+def granite4_output(draw: st.DrawFn) -> str:
+    """Granite 4.0 calls, some of them bodies vLLM drops (not JSON, not an object) or
+    stops at (no arguments), with text around them."""
+    out = draw(text) if draw(st.booleans()) else ""
+    for name, arguments in draw(st.lists(args, max_size=3)):
+        good = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        bad = ['{"name": "count", "arguments": }', "[1]", json.dumps({"name": name})]
+        body = draw(st.sampled_from([good, good, *bad]))
+        out += f"<tool_call>\n{body}\n</tool_call>" + draw(st.sampled_from(["", "\n", draw(text)]))
+    return out
+
+
+@st.composite
+def granite_phrases_output(draw: st.DrawFn) -> str:
+    """Granite 3.2's phrases around reasoning that says ``Here`` and half a phrase."""
+    noise = st.sampled_from(["", " Here we go.", " Here is my", " He", "re's my r", " Here"])
+    opening = draw(st.sampled_from(["Here is my thought process:", "Here's my thought process:"]))
+    response = draw(st.sampled_from(["Here is my response:", "Here's my response:"]))
+    return opening + draw(text) + draw(noise) + draw(text) + response + draw(text)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -85,6 +107,8 @@ CONFIGS = {
     ),
     "deepseek_r1+step5": (("step5", "step5"), coder_output()),
     "step3p5": (("step3p5", "step3p5"), coder_output()),
+    "granite4": (("granite4", None), granite4_output()),
+    "granite": ((None, "granite"), granite_phrases_output()),
 }
 
 

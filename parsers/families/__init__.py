@@ -11,6 +11,8 @@ from parsers.families import (
     deepseek,
     dsml,
     glm,
+    granite4,
+    granite_phrases,
     harmony,
     hermes,
     kimi_k2,
@@ -44,6 +46,8 @@ FAMILIES: tuple[Family, ...] = (
     glm.FAMILY,
     seed_oss.FAMILY,
     step3p5.FAMILY,
+    granite4.FAMILY,
+    granite_phrases.FAMILY,
 )
 
 

@@ -59,6 +59,7 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<arg_value>",
         "</arg_value>",
     ),
+    "granite": ("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", "<|tool_call|>"),
 }
 # The added tokens that are special (turn structure); the rest are ordinary tokens.
 FAMILY_SPECIAL: dict[str, frozenset[str]] = {
@@ -69,6 +70,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "glm45": frozenset(
         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
     ),
+    "granite": frozenset({"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"}),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -76,6 +78,7 @@ _EOS = {
     "longcat": "<|im_end|>",
     "seed_oss": "<seed:eos>",
     "glm45": "<|endoftext|>",
+    "granite": "<|end_of_text|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -101,6 +104,16 @@ _GLM_TEMPLATE = (
     "{%- if add_generation_prompt -%}<|assistant|>"
     "{%- if enable_thinking is defined and not enable_thinking -%}\n<think></think>{%- endif -%}"
     "{%- endif -%}"
+)
+# Granite's role turns; tools listed as JSON in an ``available_tools`` turn.
+_GRANITE_TEMPLATE = (
+    "{%- if tools -%}<|start_of_role|>available_tools<|end_of_role|>"
+    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+    "<|end_of_text|>{%- endif -%}"
+    "{%- for m in messages -%}"
+    "<|start_of_role|>{{ m.role }}<|end_of_role|>{{ m.content or '' }}<|end_of_text|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|start_of_role|>assistant<|end_of_role|>{%- endif -%}"
 )
 # ChatML turns; tools listed as JSON in a system turn; the generation prompt opens
 # reasoning with "<think>\n" (closed at once when enable_thinking or thinking is false).
@@ -135,6 +148,7 @@ _TEMPLATES = {
     "longcat": _CHATML_TEMPLATE,
     "seed_oss": _SEED_TEMPLATE,
     "glm45": _GLM_TEMPLATE,
+    "granite": _GRANITE_TEMPLATE,
 }
 
 
