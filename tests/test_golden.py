@@ -25,7 +25,7 @@ from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 # Qwen3 (C), DeepSeek (D), gpt-oss (G), Llama (L) and Mistral (S) configurations, and
-# the synthetic-tokenizer MiniMax M2 (M), Kimi K2 (K) and GLM (Z) ones; see
+# the synthetic-tokenizer MiniMax M2 (M), Kimi K2 (K), GLM (Z) and Inkling (I) ones; see
 # tests/golden/README.md.
 CONFIGS = (
     *("C1", "C2", "C3", "C4", "C5", "C6", "C7"),
@@ -36,6 +36,7 @@ CONFIGS = (
     *("S1", "S2"),
     "K1",
     "Z1",
+    *("I1", "I2", "I3"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -13,11 +13,13 @@ from parsers.families import (
     glm,
     harmony,
     hermes,
+    inkling,
     kimi_k2,
     llama3_json,
     llama4_pythonic,
     minimax,
     mistral_json,
+    poolside,
     pythonic,
     qwen3,
     qwen3_coder,
@@ -40,6 +42,8 @@ FAMILIES: tuple[Family, ...] = (
     mistral_json.FAMILY,
     kimi_k2.FAMILY,
     glm.FAMILY,
+    inkling.FAMILY,
+    poolside.FAMILY,
 )
 
 

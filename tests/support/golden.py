@@ -79,6 +79,8 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
 # Scenarios whose streams vLLM 0.33.0 assembles differently per chunking and we
 # reproduce byte for byte (docs/parity.md, "Chunk-dependent classes we reproduce").
 CHUNK_DEPENDENT = {
+    # Inkling's reasoning alone: the switching chunk's markers are consumed by its engine
+    "I2.end_sampling": "qwen3-switch-chunk",
     "S2.malformed_arguments": "mistral-array-json-error",
     # malformed JSON in a llama3_json call streams the difference between successive
     # partial readings, and the final text has no reading to settle from
@@ -105,7 +107,7 @@ def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
 # letter of the configuration.
 _TOKENIZERS = {"C": "qwen3", "D": "deepseek", "G": "gpt-oss"}
 # Families recorded with a synthetic tokenizer (tests/support/synthetic_tokenizers.py).
-_SYNTHETIC = {"M": "minimax_m2", "K": "kimi_k2", "Z": "glm45"}
+_SYNTHETIC = {"M": "minimax_m2", "K": "kimi_k2", "Z": "glm45", "I": "inkling"}
 # Test tokenizers built from packages: Llama's from llama-models, Mistral's (S) from
 # mistral-common's tekken file, by configuration.
 _LLAMA_FAMILIES = {"L1": "llama3", "L2": "llama4", "L3": "llama3"}
