@@ -68,6 +68,13 @@ HOSTILE = [
     "\n",
     "12",
     "  ",
+    "<|message_model|>",
+    "<|content_thinking|>",
+    "<|content_text|>",
+    "<|content_invoke_tool_json|>",
+    "<|end_message|>",
+    "<|content_",
+    '{"name": "count", "args": ',
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -77,6 +84,8 @@ CONFIGS = [
     ("qwen3", "qwen3_coder"),
     (None, "qwen3_coder"),
     ("deepseek_r1", "hermes"),
+    ("inkling", "inkling"),
+    (None, "inkling"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

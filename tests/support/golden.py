@@ -43,6 +43,7 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
         for scenario in (
             "C2.reason_answer", "C2.tool_without_end_think", "C2.n2_logprobs",
             "C2.parallel_tools", "C2.emoji_reasoning", "D6.explicit_think_start",
+            "V1.explicit_think_start",
         )
         for chunking in ("t3", "r16")
     },
@@ -107,7 +108,13 @@ def flags_of(case: dict[str, Any]) -> tuple[str, ...]:
 # letter of the configuration.
 _TOKENIZERS = {"C": "qwen3", "D": "deepseek", "G": "gpt-oss"}
 # Families recorded with a synthetic tokenizer (tests/support/synthetic_tokenizers.py).
-_SYNTHETIC = {"M": "minimax_m2", "K": "kimi_k2", "Z": "glm45", "I": "inkling"}
+_SYNTHETIC = {
+    "M": "minimax_m2",
+    "K": "kimi_k2",
+    "Z": "glm45",
+    "I": "inkling",
+    "V": "poolside",
+}
 # Test tokenizers built from packages: Llama's from llama-models, Mistral's (S) from
 # mistral-common's tekken file, by configuration.
 _LLAMA_FAMILIES = {"L1": "llama3", "L2": "llama4", "L3": "llama3"}
