@@ -61,7 +61,7 @@ def _stream(
 
 FAMILY = Family(
     title="Poolside Laguna",
-    tokenizer="model directory (needs <assistant>, <think> and </think> tokens)",
+    tokenizer="model directory",
     reasoning=(
         Reasoning(
             names=("poolside_v1",),
