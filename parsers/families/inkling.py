@@ -21,6 +21,7 @@ parser ends reasoning at the first block that renders as content, not at
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from msgspec import field
 
@@ -265,6 +266,16 @@ class InklingTools(BodyTools[InklingSlot, InklingToolState]):
     strip_content_beside_calls = False
     reasoning_format = INKLING_FORMAT
     argument_keys = ("args", "arguments", "parameters")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._keys_by_name: dict[str, list[str] | None] = {}
+
+    def _string_keys(self, name: str) -> list[str] | None:
+        """The tool's string-only keys, read once per name (asked after every chunk)."""
+        if name not in self._keys_by_name:
+            self._keys_by_name[name] = super()._string_keys(name)
+        return self._keys_by_name[name]
 
     def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
         """Text blocks after the calls stay content, as in vLLM's Inkling parser."""
