@@ -84,6 +84,7 @@ LONG_GROWTH_LIMIT = 2.5
 CHUNK_LIMIT_MS = 50.0
 DEADLINE_S = 60.0
 AFTER_REASONING = "Short thought.\n</think>\n\n"
+INKLING_BLOCK = "<|message_model|><|content_invoke_tool_json|>"
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,19 @@ CONFIGS: dict[str, Config] = {
         call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
         call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
     ),
+    "inkling+inkling": Config(
+        "inkling",
+        "inkling",
+        call_open=INKLING_BLOCK + '{"name": "save_note", "args": {"body": ',
+        call=INKLING_BLOCK + '{"name": "save_note", "args": {"body": "x"}}<|end_message|>',
+        after_reasoning="<|content_thinking|>Short thought.<|end_message|>",
+    ),
+    "inkling": Config(
+        "inkling",
+        None,
+        call_open=INKLING_BLOCK + '{"name": "save_note", "args": {"body": ',
+        call=INKLING_BLOCK + '{"name": "save_note", "args": {"body": "x"}}<|end_message|>',
+    ),
 }
 
 
@@ -388,6 +402,13 @@ FAMILIES: dict[str, Family] = {
     ),
     "GLM repeated-key storm": Family(
         _in_call("v</arg_value>"), _fixed("<arg_key>body</arg_key><arg_value>v w</arg_value>")
+    ),
+    # Inkling: message headers that never open a block, one header as long as the
+    # output, and a call body's top-level members before its args.
+    "Inkling header storm": Family(_fixed(""), _fixed("<|message_model|>x"), in_tools=False),
+    "Inkling long header": Family(_fixed("<|message_model|>"), _fixed(SENTENCE), in_tools=False),
+    "Inkling members before args": Family(
+        _fixed(INKLING_BLOCK + '{"name": "save_note", '), _fixed('"argz": {"a": [1, "}"]}, ')
     ),
     # Harmony: a header that never closes, and markers inside one message's text.
     "Harmony header storm": Family(_fixed(""), _fixed("<|start|>assistant<|channel|> to=f")),

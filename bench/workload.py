@@ -89,6 +89,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "glm45+glm45": ("glm45", "glm45", "glm_call"),
     "granite4": ("granite4", None, "hermes_call"),
     "granite": (None, "granite", "granite_reasoning"),
+    "inkling+inkling": ("inkling", "inkling", "inkling_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -122,6 +123,18 @@ SEED_MARKERS = (
     "</seed:tool_call>",
 )
 DSML_TOOLS = frozenset({"deepseek_v32", "deepseek_v4", "deepseek_v41"})
+# Inkling: a thinking block, then a tool block's ``save_note`` string ``body`` left open
+# (its markers are tokens of their own, read by their text).
+INKLING_MARKERS = (
+    "<|message_model|>",
+    "<|content_thinking|>",
+    "<|content_invoke_tool_json|>",
+    "<|end_message|>",
+)
+INKLING_CALL_OPEN = (
+    "<|content_thinking|>Short thought.<|end_message|><|message_model|>"
+    '<|content_invoke_tool_json|>{"name": "save_note", "args": {"body": "'
+)
 LLAMA4_MARKERS = (PYTHON_START, PYTHON_END)
 DSML_STRING_PARAM = '<｜DSML｜parameter name="body" string="true">'
 
@@ -190,6 +203,12 @@ def qwen3_with_minimax_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_inkling_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus Inkling's block markers as tokens (as in Inkling's own)."""
+    return qwen3_with_tokens(*INKLING_MARKERS)
+
+
+@cache
 def qwen3_with_llama4_markers() -> Tokenizer:
     """A test tokenizer: Qwen3's vocabulary plus Llama 4's ``<|python_start|>`` and
     ``<|python_end|>`` as tokens that reach the parser as text, as in Meta's files."""
@@ -236,6 +255,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_glm_markers()
     if tool == "seed_oss":
         return qwen3_with_seed_markers()
+    if tool == "inkling":
+        return qwen3_with_inkling_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -281,6 +302,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "kimi_call": "Short thought.\n</think>\n\n" + KIMI_CALL_OPEN + '"',
         "glm_call": "Short thought.\n</think>\n\n" + GLM_CALL_OPEN,
         "granite_reasoning": "Here is my thought process:\n",
+        "inkling_call": INKLING_CALL_OPEN,
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -36,6 +36,15 @@ class ReasoningStream(Protocol):
     def finish(self) -> Delta | None: ...
 
 
+@runtime_checkable
+class ContinuesPrompt(Protocol):
+    """A reasoning parser that starts reading where the prompt leaves off (Inkling:
+    inside thinking, text or a message header), told so when the prompt leaves
+    reasoning open, as vLLM's ``adjust_initial_state_from_prompt`` is."""
+
+    def continue_prompt(self, prompt_token_ids: Sequence[int]) -> None: ...
+
+
 class ToolStream(Protocol):
     engine_based: bool
     supports_required_and_named: bool
@@ -172,6 +181,8 @@ class ChatStream:
             state.prompt_checked = True
             if reasoning is None or reasoning.is_reasoning_end(prompt_token_ids):
                 state.reasoning_ended = True
+            elif isinstance(reasoning, ContinuesPrompt):
+                reasoning.continue_prompt(prompt_token_ids)
         delta: Delta | None = None
         transitioned = False
         if reasoning is not None and not state.reasoning_ended:

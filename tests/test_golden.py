@@ -25,8 +25,8 @@ from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 # Qwen3 (C), DeepSeek (D), gpt-oss (G), Llama (L) and Mistral (S) configurations, and
-# the synthetic-tokenizer MiniMax M2 (M), Kimi K2 (K) and GLM (Z) ones; see
-# tests/golden/README.md.
+# the synthetic-tokenizer MiniMax M2 (M), Kimi K2 (K), GLM (Z), Inkling (I) and Poolside
+# (V) ones; see tests/golden/README.md.
 CONFIGS = (
     *("C1", "C2", "C3", "C4", "C5", "C6", "C7"),
     *("D1", "D2", "D3", "D4", "D5", "D6", "D7"),
@@ -39,6 +39,8 @@ CONFIGS = (
     *("Q1", "Q2", "Q3"),
     "Y1",
     *("F1", "F2", "F3"),
+    *("I1", "I2", "I3"),
+    "V1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -80,10 +80,14 @@ CONFIGS: dict[str, tuple[tuple[str, ...], Any]] = {
     # Kimi K2's and GLM's markers are text with Qwen3's vocabulary (lexed, not by id).
     "kimi_k2+kimi_k2": (("--reasoning-parser", "kimi_k2", *TOOL_FLAGS, "kimi_k2"), "auto"),
     "glm45+glm47": (("--reasoning-parser", "glm45", *TOOL_FLAGS, "glm47"), "auto"),
+    "inkling+inkling": (("--reasoning-parser", "inkling", *TOOL_FLAGS, "inkling"), "auto"),
 }
 # Their engine drops whitespace-only content per delta once a call exists, so text
 # after a call depends on the chunking as in vLLM (docs/parity.md): no invariance claim.
-CHUNKING_DEPENDENT = frozenset({"minimax_m2+minimax_m2", "minimax_m2_append_think+minimax_m2"})
+# Inkling's too, and it holds back a thinking block's trailing whitespace likewise.
+CHUNKING_DEPENDENT = frozenset(
+    {"minimax_m2+minimax_m2", "minimax_m2_append_think+minimax_m2", "inkling+inkling"}
+)
 
 # What parsers react to, and what makes them work hardest when repeated.
 PIECES = [
@@ -98,6 +102,8 @@ PIECES = [
     "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
     "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
     "<|tool_call_end|>", "functions.get_weather:0",
+    "<|message_model|>", "<|content_text|>", "<|content_thinking|>", "<|end_message|>",
+    "<|content_invoke_tool_json|>", '{"name": "get_weather", "args": ',
 ]  # fmt: skip
 OPENINGS = [
     "",
@@ -113,6 +119,7 @@ OPENINGS = [
     "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>",
     "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
     '<|tool_call_argument_begin|>{"city": ',
+    '<|content_invoke_tool_json|>{"name": "get_weather", "args": {"city": ',
 ]
 MAX_TOKENS = 80
 

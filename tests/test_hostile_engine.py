@@ -73,6 +73,13 @@ HOSTILE = [
     "Here is my thought process:",
     "Here's my response:",
     "Here is my",
+    "<|message_model|>",
+    "<|content_thinking|>",
+    "<|content_text|>",
+    "<|content_invoke_tool_json|>",
+    "<|end_message|>",
+    "<|content_",
+    '{"name": "count", "args": ',
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -87,6 +94,8 @@ CONFIGS = [
     ("step3p5", "step3p5"),
     (None, "granite4"),
     ("granite", "granite4"),
+    ("inkling", "inkling"),
+    (None, "inkling"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -22,7 +22,7 @@ from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import Vocabulary
 from tests.support.outputs import args, llama_output, text
-from tests.support.parity import Assembled, chunked
+from tests.support.parity import Assembled, chunked, chunking_invariant
 from tests.support.streams import PROMPT, PROPS, factory_for, options, run, stream
 
 
@@ -93,6 +93,23 @@ def granite_phrases_output(draw: st.DrawFn) -> str:
     return opening + draw(text) + draw(noise) + draw(text) + response + draw(text)
 
 
+def inkling_output(draw: st.DrawFn, reasoning: bool) -> str:
+    """Inkling's blocks, markers spelled as text (Qwen3's vocabulary has none of them)."""
+    blocks = []
+    if reasoning and draw(st.booleans()):
+        blocks.append("<|content_thinking|>" + draw(text))
+    if draw(st.booleans()):
+        blocks.append("<|content_text|>" + draw(text))
+    for name, arguments in draw(st.lists(args, max_size=3)):
+        separators = draw(st.sampled_from([(", ", ": "), (",", ":")]))
+        body = {"name": name, "args": arguments}
+        blocks.append(
+            "<|content_invoke_tool_json|>"
+            + json.dumps(body, ensure_ascii=False, separators=separators)
+        )
+    return "<|message_model|>".join(block + "<|end_message|>" for block in blocks)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -109,6 +126,8 @@ CONFIGS = {
     "step3p5": (("step3p5", "step3p5"), coder_output()),
     "granite4": (("granite4", None), granite4_output()),
     "granite": ((None, "granite"), granite_phrases_output()),
+    "inkling+inkling": (("inkling", "inkling"), inkling_output(reasoning=True)),
+    "inkling": (("inkling", None), inkling_output(reasoning=False)),
 }
 
 
@@ -144,6 +163,8 @@ def test_any_chunking_assembles_the_same_message(
         ids = ids[: max(1, len(ids) * 2 // 3)]
     one_token = [[i] for i in ids]
     baseline, _ = run(tokenizer, factory, options(), one_token, finish)
+    if not chunking_invariant(reasoning, output):
+        return  # vLLM's own stream depends on the chunking here (docs/parity.md)
     for cuts in (cuts_a, cuts_b, [10**6]):
         folded, _ = run(tokenizer, factory, options(), chunked(ids, cuts), finish)
         assert folded == baseline, (config, output, cuts)

@@ -43,6 +43,10 @@ DROP = "DROP"
 # States.
 REASONING = "reasoning"
 CONTENT = "content"
+# A message's header (Inkling's role marker to its content-kind marker): its text is
+# held, dropped when a block opens, and content where a transition says so (or at the
+# end). A format with headers keeps a ``HeaderEngineState``.
+HEADER = "message_header"
 TOOL_PREAMBLE = "tool_preamble"
 TOOL_NAME = "tool_name"
 TOOL_ARGS = "tool_args"
@@ -104,8 +108,6 @@ TRANSITIONS: dict[tuple[str, str], Transition] = {
     (TOOL_BETWEEN, FUNC_PREFIX): Transition(TOOL_NAME, (CALL_START,)),
 }
 
-REASONING_MARKUP = frozenset({THINK_START, THINK_END})
-
 
 class Format:
     """A marker format's state machine as data: one table per family, no code.
@@ -134,6 +136,27 @@ class Format:
             for (s, t), tr in transitions.items()
             if s in call_states and tr.next_state not in call_states
         )
+        self.reasoning_markup = self._reasoning_markup()
+
+    def _reasoning_markup(self) -> frozenset[str]:
+        """The markers that pass through as text when no reasoning parser reads the
+        output: those that only ever move between reasoning and content and mean
+        nothing else. One marker that also closes other blocks (Inkling's
+        ``<|end_message|>``) leaves none, as in vLLM."""
+        plain = (CONTENT, REASONING)
+        markers = frozenset(
+            t
+            for (s, t), tr in self.transitions.items()
+            if REASONING in (s, tr.next_state) and tr.next_state not in self.call_states
+        )
+        for (s, t), tr in self.transitions.items():
+            if t in markers and (
+                s not in plain
+                or tr.next_state not in plain
+                or not set(tr.events) <= {REASONING_END}
+            ):
+                return frozenset()
+        return markers
 
 
 QWEN3_FORMAT = Format(TRANSITIONS, STATE_EVENTS, TOOL_STATES)
@@ -219,6 +242,29 @@ class EngineState(Struct):
     # Reasoning-only mode: inside tool markup that passes through as content.
     in_skipped_calls: bool = False
 
+    def hold_header(self, text: str) -> None:
+        """Header text is held only by the state of a format with message headers."""
+        raise TypeError("a format with message headers keeps a HeaderEngineState")
+
+    def take_header(self) -> str:
+        """The header text held so far, no longer held."""
+        return ""
+
+
+class HeaderEngineState(EngineState):
+    """The state of a format with message headers (``HEADER``): the header's text, in
+    the pieces it came in, while it is read."""
+
+    header: list[str] = field(default_factory=list)
+
+    def hold_header(self, text: str) -> None:
+        self.header.append(text)
+
+    def take_header(self) -> str:
+        header = "".join(self.header)
+        self.header = []
+        return header
+
 
 class MarkerEngine:
     """Feeds deltas through scanner, lexer and state machine into events.
@@ -289,6 +335,11 @@ class MarkerEngine:
             s.state = CONTENT
         elif s.state == REASONING:
             events.append(Event(REASONING_END, "", s.tool_index))
+            s.state = CONTENT
+        elif s.state == HEADER:
+            header = s.take_header()
+            if header:
+                events.append(Event(TEXT, header, s.tool_index))
             s.state = CONTENT
         return events
 
@@ -476,6 +527,9 @@ class MarkerEngine:
     # ------------------------------------------------------------------ state machine
 
     def _text(self, text: str) -> list[Event]:
+        if self.s.state == HEADER:
+            self.s.hold_header(text)
+            return []
         kind = self.grammar.format.state_events.get(self.s.state)
         return [Event(kind, text, self.s.tool_index)] if kind is not None else []
 
@@ -507,21 +561,31 @@ class MarkerEngine:
             if self.skip_tools and terminal in markup.exit_terminals:
                 s.in_skipped_calls = False
             return self._text(text)
-        if self.skip_reasoning and terminal in REASONING_MARKUP:
+        if self.skip_reasoning and terminal in markup.reasoning_markup:
             return self._text(text)
         if (
             self.skip_tools
             and terminal in markup.tool_terminals
             and self._skips(terminal, transition)
         ):
+            # The marker passes as text; leaving a header drops what it held.
+            leaving_header = s.state == HEADER
+            if leaving_header:
+                s.take_header()
             if REASONING_END in transition.events:
                 s.state = CONTENT
                 return [Event(REASONING_END, text, s.tool_index), Event(TEXT, text, s.tool_index)]
+            if leaving_header:
+                s.state = CONTENT
             return self._text(text)
+        header = s.take_header() if s.state == HEADER else None
         s.state = transition.next_state
         events = []
         for kind in transition.events:
             if kind == CALL_START:
                 s.tool_index += 1
-            events.append(Event(kind, text, s.tool_index))
+            value = header if header is not None and kind == TEXT else text
+            if kind == TEXT and not value:
+                continue
+            events.append(Event(kind, value, s.tool_index))
         return events

@@ -350,8 +350,11 @@ def json_name(args: GrowingText, match: KeyMatch) -> str | None:
     return args[match.value_start : match.value_end]
 
 
-def name_and_arguments(raw: str) -> tuple[str, str]:
-    """A JSON body that names its function: ``{"name": ..., "arguments": ...}``."""
+def name_and_arguments(
+    raw: str, keys: tuple[str, ...] = ("arguments", "parameters")
+) -> tuple[str, str]:
+    """A JSON body that names its function: ``{"name": ..., "arguments": ...}`` (the
+    first of ``keys`` it has holds the arguments)."""
     raw = raw.strip()
     try:
         parsed: Any = json.loads(raw)
@@ -359,7 +362,7 @@ def name_and_arguments(raw: str) -> tuple[str, str]:
         return "", raw
     if not isinstance(parsed, dict) or not isinstance(name := parsed.get("name", ""), str):
         return "", raw
-    for key in ("arguments", "parameters"):
+    for key in keys:
         if key in parsed:
             value = parsed[key]
             return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -389,6 +392,8 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
     # One-shot calls carry their slot's id (Kimi's are the model's own); else the
     # message numbers the calls it keeps.
     one_shot_ids = False
+    # The keys of a body that names its function which may hold its arguments, first wins.
+    argument_keys: tuple[str, ...] = ("arguments", "parameters")
 
     def _accepts(self, name: str) -> bool:
         """Whether a call of this name is one (a format may check it against the tools)."""
@@ -433,7 +438,7 @@ class BodyTools(EngineTools[BodySlotT, StateT]):
         name = slot.name.strip()
         raw = slot.args.text()
         if not name and raw.strip():
-            name, arguments = name_and_arguments(raw)
+            name, arguments = name_and_arguments(raw, self.argument_keys)
             arguments = self._coerce(arguments, name)
         elif raw.strip():
             arguments = self._body_arguments(slot, name)

@@ -15,11 +15,13 @@ from parsers.families import (
     granite_phrases,
     harmony,
     hermes,
+    inkling,
     kimi_k2,
     llama3_json,
     llama4_pythonic,
     minimax,
     mistral_json,
+    poolside,
     pythonic,
     qwen3,
     qwen3_coder,
@@ -48,6 +50,8 @@ FAMILIES: tuple[Family, ...] = (
     step3p5.FAMILY,
     granite4.FAMILY,
     granite_phrases.FAMILY,
+    inkling.FAMILY,
+    poolside.FAMILY,
 )
 
 

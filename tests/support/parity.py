@@ -16,11 +16,23 @@ _SWITCHES = {
     "kimi_k2": ("</think>", "<|tool_calls_section_begin|>"),
     "glm45": ("</think>", "<tool_call>"),
     "glm47": ("</think>", "<tool_call>"),
+    # Inkling: the first block that renders as content (its markers read by their text).
+    "inkling": (
+        "<|content_text|>",
+        "<|content_invoke_tool_json|>",
+        "<|content_invoke_tool_text|>",
+        "<|content_tool_error|>",
+        "<|content_model_end_sampling|>",
+    ),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
-_MORE_STRAY = {"kimi_k2": ("<|tool_calls_section_begin|>",)}
+# Inkling's engine consumes its closers, model-message markers and openers in that chunk.
+_MORE_STRAY = {
+    "kimi_k2": ("<|tool_calls_section_begin|>",),
+    "inkling": ("<|end_message|>", "<|message_model|>", "<|content_"),
+}
 
 
 def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:

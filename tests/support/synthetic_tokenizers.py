@@ -60,6 +60,29 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "</arg_value>",
     ),
     "granite": ("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", "<|tool_call|>"),
+    "inkling": (
+        "<|message_system|>",
+        "<|message_user|>",
+        "<|message_tool|>",
+        "<|message_model|>",
+        "<|content_text|>",
+        "<|content_thinking|>",
+        "<|content_invoke_tool_json|>",
+        "<|content_invoke_tool_text|>",
+        "<|content_tool_error|>",
+        "<|content_model_end_sampling|>",
+        "<|end_message|>",
+    ),
+    # Poolside's Laguna: role tags (Qwen3's vocabulary has <think> and <tool_call> already).
+    "poolside": (
+        "<system>",
+        "<user>",
+        "<assistant>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+    ),
 }
 # The added tokens that are special (turn structure); the rest are ordinary tokens.
 FAMILY_SPECIAL: dict[str, frozenset[str]] = {
@@ -71,6 +94,9 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
     ),
     "granite": frozenset({"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"}),
+    # Every Inkling marker is a special token of its own.
+    "inkling": frozenset(FAMILY_TOKENS["inkling"]),
+    "poolside": frozenset({"<system>", "<user>", "<assistant>"}),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -79,6 +105,8 @@ _EOS = {
     "seed_oss": "<seed:eos>",
     "glm45": "<|endoftext|>",
     "granite": "<|end_of_text|>",
+    "inkling": "<|im_end|>",
+    "poolside": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -142,6 +170,30 @@ _SEED_TEMPLATE = (
     "<seed:think></seed:think>{%- endif -%}"
     "{%- endif -%}"
 )
+# Typed blocks: each message a role marker, a content-kind marker, its text and
+# <|end_message|>; tools listed as JSON in a system block. The generation prompt opens
+# the model's message and, when the request says, its thinking or its text block.
+_INKLING_TEMPLATE = (
+    "{%- if tools -%}<|message_system|><|content_text|># Tools\n"
+    "{%- for tool in tools %}{{ tool | tojson }}\n{% endfor -%}<|end_message|>{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' -%}<|message_model|>"
+    "{%- else -%}<|message_{{ m.role }}|>{%- endif -%}"
+    "<|content_text|>{{ m.content or '' }}<|end_message|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|message_model|>"
+    "{%- if thinking is defined and thinking -%}<|content_thinking|>"
+    "{%- elif thinking is defined -%}<|content_text|>{%- endif -%}"
+    "{%- endif -%}"
+)
+# Role tags around each turn; the generation prompt opens the assistant's turn and, when
+# the request asks for thinking, its reasoning.
+_POOLSIDE_TEMPLATE = (
+    "{%- for m in messages -%}<{{ m.role }}>{{ m.content or '' }}<|im_end|>\n{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<assistant>"
+    "{%- if thinking is defined and thinking -%}<think>\n{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -149,6 +201,8 @@ _TEMPLATES = {
     "seed_oss": _SEED_TEMPLATE,
     "glm45": _GLM_TEMPLATE,
     "granite": _GRANITE_TEMPLATE,
+    "inkling": _INKLING_TEMPLATE,
+    "poolside": _POOLSIDE_TEMPLATE,
 }
 
 
