@@ -52,7 +52,7 @@ class Example:
 
     family: str
     tokenizer: str
-    tool_parser: str
+    tool_parser: str | None
     prompt: str
     output: str
     reasoning_parser: str | None = None
@@ -66,27 +66,31 @@ class Example:
     def flags(self, model: str | None = None) -> list[str]:
         """The server's flags, as the family table gives them (``--model model`` if
         given, else the bundled name or ``DIR``)."""
-        reasoning = ["--reasoning-parser", self.reasoning_parser] if self.reasoning_parser else []
-        return [
-            "--model", model or self.tokenizer,
-            *reasoning,
-            "--tool-call-parser", self.tool_parser,
-            "--enable-auto-tool-choice",
-        ]  # fmt: skip
+        flags = ["--model", model or self.tokenizer]
+        if self.reasoning_parser:
+            flags += ["--reasoning-parser", self.reasoning_parser]
+        if self.tool_parser:
+            flags += ["--tool-call-parser", self.tool_parser, "--enable-auto-tool-choice"]
+        return flags
 
     def chat_request(self, model: str | None = None) -> dict[str, Any]:
         """The chat request as the user sent it (sent with every chunk), to the model
         the server serves."""
         request: dict[str, Any] = {
             "model": model or self.tokenizer,
-            "tools": [WEATHER_TOOL],
             "messages": [{"role": "user", "content": QUESTION}],
         }
+        if self.tool_parser:
+            request["tools"] = [WEATHER_TOOL]
         if self.chat_template_kwargs:
             request["chat_template_kwargs"] = self.chat_template_kwargs
         return request
 
 
+_GRANITE_PROMPT = (
+    f"<|start_of_role|>user<|end_of_role|>{QUESTION}<|end_of_text|>"
+    "<|start_of_role|>assistant<|end_of_role|>"
+)
 QWEN3_PROMPT = f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
 HERMES_CALL = (
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n'
@@ -364,5 +368,47 @@ EXAMPLES: dict[str, Example] = {
             + _QWEN3_XML_CALL.replace("tool_call>", "seed:tool_call>")
             + "<seed:eos>"
         ),
+    ),
+    "granite4": Example(
+        family="Granite 4.0",
+        tokenizer=MODEL_DIR,
+        tool_parser="granite4",
+        prompt=_GRANITE_PROMPT,
+        output=f"{ANSWER}\n{HERMES_CALL.removesuffix('<|im_end|>')}<|end_of_text|>",
+    ),
+    # Granite 3.2's reasoning never says it ended while streaming (as in vLLM), so its
+    # quick start answers without calling a tool.
+    "granite": Example(
+        family="Granite 3.2 (reasoning in phrases)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="granite",
+        tool_parser=None,
+        prompt=_GRANITE_PROMPT,
+        output=(
+            f"Here is my thought process:\n{REASONING}\n\nHere is my response:\n{ANSWER}"
+            "<|end_of_text|>"
+        ),
+    ),
+    "inkling": Example(
+        family="Inkling (typed blocks, `<|content_thinking|>`, `<|content_invoke_tool_json|>`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="inkling",
+        tool_parser="inkling",
+        prompt=f"<|message_user|><|content_text|>{QUESTION}<|end_message|><|message_model|>",
+        output=(
+            f"<|content_thinking|>{REASONING}<|end_message|>"
+            f"<|message_model|><|content_text|>{ANSWER}<|end_message|>"
+            "<|message_model|><|content_invoke_tool_json|>"
+            '{"name": "get_weather", "args": {"city": "Paris", "unit": "celsius"}}<|end_message|>'
+        ),
+    ),
+    "poolside": Example(
+        family="Poolside Laguna",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="poolside_v1",
+        tool_parser=None,
+        prompt=f"<user>{QUESTION}<|im_end|>\n<assistant><think>\n",
+        output=f"{REASONING}</think>{ANSWER}<|im_end|>",
+        chat_template_kwargs={"enable_thinking": True},
     ),
 }
