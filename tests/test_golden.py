@@ -36,6 +36,8 @@ CONFIGS = (
     *("S1", "S2"),
     "K1",
     "Z1",
+    *("N1", "N2"),
+    "P1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

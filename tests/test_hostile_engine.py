@@ -77,6 +77,9 @@ CONFIGS = [
     ("qwen3", "qwen3_coder"),
     (None, "qwen3_coder"),
     ("deepseek_r1", "hermes"),
+    ("holo2", "hermes"),
+    ("nemotron_v3", "qwen3_coder"),
+    (None, "phi4_mini_json"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -18,6 +18,8 @@ from parsers.families import (
     llama4_pythonic,
     minimax,
     mistral_json,
+    nemotron,
+    phi4_mini,
     pythonic,
     qwen3,
     qwen3_coder,
@@ -40,6 +42,8 @@ FAMILIES: tuple[Family, ...] = (
     mistral_json.FAMILY,
     kimi_k2.FAMILY,
     glm.FAMILY,
+    nemotron.FAMILY,
+    phi4_mini.FAMILY,
 )
 
 

@@ -535,7 +535,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: Qwen3Grammar(vocab),
             one_shot=_tools,
             stream=_stream,
-            golden=("C3",),
+            golden=("C3", "N2"),
         ),
     ),
 )

@@ -72,6 +72,10 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
             ("D2", "content_then_call_no_thinking", ("t3", "r16")),
             ("D2", "malformed_arguments", ("t3", "r16")),
             ("D2", "multibyte", ("t3", "r16")),
+            ("N1", "reason_two_calls", ("r16",)),
+            ("N1", "content_then_call_no_thinking", ("t3", "r16")),
+            ("N1", "malformed_arguments", ("t3", "r16")),
+            ("N1", "multibyte", ("t3", "r16")),
         )
         for chunking in chunkings
     },
@@ -110,6 +114,10 @@ _SYNTHETIC = {"M": "minimax_m2", "K": "kimi_k2", "Z": "glm45"}
 # mistral-common's tekken file, by configuration.
 _LLAMA_FAMILIES = {"L1": "llama3", "L2": "llama4", "L3": "llama3"}
 _TEKKEN_TOKENIZERS = {"S1": "mistral_v13", "S2": "mistral_v3"}
+# Configurations recorded with a bundled tokenizer other than their letter's.
+_BUNDLED_BY_CONFIG = {"N1": "deepseek"}
+# Synthetic tokenizers chosen by configuration rather than by letter.
+_SYNTHETIC_BY_CONFIG = {"N2": "nemotron_v3", "P1": "phi4_mini"}
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
@@ -117,10 +125,14 @@ def tokenizer_of(case: dict[str, Any]) -> str:
     config = case["config"]
     if config[0] in _SYNTHETIC:
         return str(synthetic_model(_SYNTHETIC[config[0]]))
+    if config in _SYNTHETIC_BY_CONFIG:
+        return str(synthetic_model(_SYNTHETIC_BY_CONFIG[config]))
     if config in _LLAMA_FAMILIES:
         return str(llama_tokenizer_dir(_LLAMA_FAMILIES[config]))
     if config in _TEKKEN_TOKENIZERS:
         return str(tekken_tokenizer_dir(_TEKKEN_TOKENIZERS[config]))
+    if config in _BUNDLED_BY_CONFIG:
+        return _BUNDLED_BY_CONFIG[config]
     return _TOKENIZERS[config[0]]
 
 

@@ -16,6 +16,7 @@ _SWITCHES = {
     "kimi_k2": ("</think>", "<|tool_calls_section_begin|>"),
     "glm45": ("</think>", "<tool_call>"),
     "glm47": ("</think>", "<tool_call>"),
+    "nemotron_v3": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in

@@ -49,6 +49,10 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<arg_value>",
         "</arg_value>",
     ),
+    # Nemotron 3: Qwen3's markers (<think>, <tool_call>) and ChatML turns, all in Qwen3's own.
+    "nemotron_v3": (),
+    # Phi-4-mini's turn markers; its calls (functools[...]) are plain text.
+    "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
 }
 # The added tokens that are special (turn structure); the rest are ordinary tokens.
 FAMILY_SPECIAL: dict[str, frozenset[str]] = {
@@ -57,8 +61,16 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "glm45": frozenset(
         {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}
     ),
+    "nemotron_v3": frozenset(),
+    "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
 }
-_EOS = {"kimi_k2": "<|im_end|>", "minimax_m2": "<|im_end|>", "glm45": "<|endoftext|>"}
+_EOS = {
+    "kimi_k2": "<|im_end|>",
+    "minimax_m2": "<|im_end|>",
+    "glm45": "<|endoftext|>",
+    "nemotron_v3": "<|im_end|>",
+    "phi4_mini": "<|end|>",
+}
 
 _KIMI_TEMPLATE = (
     "{%- for m in messages -%}"
@@ -102,7 +114,21 @@ _CHATML_TEMPLATE = (
     "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
 )
-_TEMPLATES = {"kimi_k2": _KIMI_TEMPLATE, "minimax_m2": _CHATML_TEMPLATE, "glm45": _GLM_TEMPLATE}
+_PHI4_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "<|{{ m.role }}|>{{ m.content or '' }}"
+    "{%- if m.role == 'system' and tools -%}<|tool|>{{ tools | tojson }}<|/tool|>{%- endif -%}"
+    "<|end|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
+)
+_TEMPLATES = {
+    "kimi_k2": _KIMI_TEMPLATE,
+    "minimax_m2": _CHATML_TEMPLATE,
+    "glm45": _GLM_TEMPLATE,
+    "nemotron_v3": _CHATML_TEMPLATE,
+    "phi4_mini": _PHI4_TEMPLATE,
+}
 
 
 def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
