@@ -662,6 +662,43 @@ def phi4_scenarios() -> list[Scenario]:
     ]  # fmt: skip
 
 
+OLMO3 = "olmo3"  # the synthetic tokenizer's family (Qwen3's vocabulary, no think tokens)
+
+
+def olmo3_scenarios() -> list[Scenario]:
+    """olmo3 reasoning (markers spelled in ordinary tokens): the reasoning-only list plus
+    text around and between the markers, and angle brackets that look like them."""
+    chat = _served(OLMO3)
+    think = {"chat_template_kwargs": THINK}
+    extra = [
+        Scenario(
+            "text_before_think",
+            "content before an explicit <think>",
+            chat([ASK_SUM], **think),
+            [f"Okay. <think>{REASONING}</think>391."],
+        ),
+        Scenario(
+            "two_think_ends",
+            "two </think>: one-shot splits at the first, the stream at the last",
+            chat([ASK_SUM], **think),
+            [f"{REASONING}</think>First.</think>Second."],
+        ),
+        Scenario(
+            "angle_brackets",
+            "< and > in reasoning and answer (held while they may be a marker)",
+            chat([ASK_SUM], **think),
+            ["Is 3<4 and 5>2? <b>Yes</b>.</think>So a<b> and <think-ish> hold."],
+        ),
+        Scenario(
+            "ends_in_marker_piece",
+            "an answer whose last text could start a marker: held, then lost",
+            chat([ASK_SUM], **think),
+            [f"{REASONING}</think>Use x </"],
+        ),
+    ]
+    return served_as(OLMO3, plain_scenarios() + extra)
+
+
 def _parsers(reasoning: str | None, tools: str | None) -> list[str]:
     flags = ["--reasoning-parser", reasoning] if reasoning else []
     if tools:
@@ -1302,6 +1339,14 @@ CONFIGS = {
             eos="<|end|>",
             served=PHI4,
         ),
+        Config(
+            "O1",
+            _parsers("olmo3", None),
+            OLMO3,
+            olmo3_scenarios(),
+            eos=QWEN3_EOS,
+            served=OLMO3,
+        ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),
         Config(
@@ -1380,6 +1425,8 @@ CONFIGS = {
         ),
     )
 }
+# Synthetic tokenizers recorded with the oracle's Qwen3 config.json.
+QWEN3_SHAPED = (MINIMAX, NEMOTRON, PHI4, OLMO3)
 MODEL_TYPES = {
     "DeepseekV4ForCausalLM": "deepseek_v4",
     "DeepseekV41ForCausalLM": "deepseek_v41",
@@ -1790,7 +1837,7 @@ def record(
         model = tekken_model_dir(config.tokenizer, work, project_python)
     elif config.architecture == GPT_OSS:
         model = gptoss_model_dir(work, project_python)
-    elif config.architecture in (MINIMAX, NEMOTRON, PHI4) or config.architecture in SYNTHETIC:
+    elif config.architecture in QWEN3_SHAPED or config.architecture in SYNTHETIC:
         model = synthetic_model_dir(config.architecture, work, project_python, oracle_dir)
     elif config.architecture in LLAMA_FAMILIES:
         model = llama_model_dir(LLAMA_FAMILIES[config.architecture], work, project_python)

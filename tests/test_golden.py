@@ -38,6 +38,7 @@ CONFIGS = (
     "Z1",
     *("N1", "N2"),
     "P1",
+    "O1",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

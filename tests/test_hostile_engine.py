@@ -80,6 +80,7 @@ CONFIGS = [
     ("holo2", "hermes"),
     ("nemotron_v3", "qwen3_coder"),
     (None, "phi4_mini_json"),
+    ("olmo3", None),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

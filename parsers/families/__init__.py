@@ -19,6 +19,7 @@ from parsers.families import (
     minimax,
     mistral_json,
     nemotron,
+    olmo3,
     phi4_mini,
     pythonic,
     qwen3,
@@ -44,6 +45,7 @@ FAMILIES: tuple[Family, ...] = (
     glm.FAMILY,
     nemotron.FAMILY,
     phi4_mini.FAMILY,
+    olmo3.FAMILY,
 )
 
 

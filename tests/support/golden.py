@@ -90,7 +90,16 @@ CHUNK_DEPENDENT = {
     # a llama3_json call cut short sends what its last two readings agree on, and all
     # of the last one's arguments when the last chunk's step sends a piece of them
     "L1.call_cut_length": "llama3-json-cut-call",
-}
+    # olmo3 reads its markers as text, chunk by chunk: where they fall against the chunk
+    # boundaries decides what is reasoning, content, or never sent
+    **{
+        f"O1.{scenario}": "olmo3-text-markers"
+        for scenario in (
+            "call_markup_stays_content", "ends_in_marker_piece", "text_before_think",
+            "two_think_ends",
+        )
+    },
+}  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
 Post = Callable[[str, bytes, str], tuple[int, Any]]
@@ -117,7 +126,7 @@ _TEKKEN_TOKENIZERS = {"S1": "mistral_v13", "S2": "mistral_v3"}
 # Configurations recorded with a bundled tokenizer other than their letter's.
 _BUNDLED_BY_CONFIG = {"N1": "deepseek"}
 # Synthetic tokenizers chosen by configuration rather than by letter.
-_SYNTHETIC_BY_CONFIG = {"N2": "nemotron_v3", "P1": "phi4_mini"}
+_SYNTHETIC_BY_CONFIG = {"N2": "nemotron_v3", "P1": "phi4_mini", "O1": "olmo3"}
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:

@@ -19,6 +19,9 @@ _SWITCHES = {
     "nemotron_v3": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
+# Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers): no
+# chunking claim at all.
+_TEXT_MARKERS = frozenset({"olmo3"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 _MORE_STRAY = {"kimi_k2": ("<|tool_calls_section_begin|>",)}
@@ -26,6 +29,8 @@ _MORE_STRAY = {"kimi_k2": ("<|tool_calls_section_begin|>",)}
 
 def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
+    if reasoning_parser in _TEXT_MARKERS:
+        return False
     switches = _SWITCHES.get(reasoning_parser or "")
     if switches is None:
         return True
