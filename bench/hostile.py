@@ -307,6 +307,22 @@ CONFIGS: dict[str, Config] = {
         call_open=INKLING_BLOCK + '{"name": "save_note", "args": {"body": ',
         call=INKLING_BLOCK + '{"name": "save_note", "args": {"body": "x"}}<|end_message|>',
     ),
+    "holo2": Config(None, "holo2"),
+    "olmo3": Config(None, "olmo3"),
+    "nemotron_v3+qwen3_coder": Config(
+        "qwen3_coder",
+        "nemotron_v3",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "phi4_mini_json": Config(
+        "phi4_mini_json",
+        None,
+        call_open='functools[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="functools[",
+    ),
 }
 
 

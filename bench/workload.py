@@ -90,6 +90,10 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "granite4": ("granite4", None, "hermes_call"),
     "granite": (None, "granite", "granite_reasoning"),
     "inkling+inkling": ("inkling", "inkling", "inkling_call"),
+    "holo2": (None, "holo2", "reasoning"),
+    "olmo3": (None, "olmo3", "reasoning"),
+    "nemotron_v3+qwen3_coder": ("qwen3_coder", "nemotron_v3", "coder_call"),
+    "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -303,6 +307,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "glm_call": "Short thought.\n</think>\n\n" + GLM_CALL_OPEN,
         "granite_reasoning": "Here is my thought process:\n",
         "inkling_call": INKLING_CALL_OPEN,
+        "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -217,7 +217,8 @@ def longcat_calls(calls: list[tuple[str, Any]]) -> str:
 
 
 def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
-    """Qwen3-Coder (and Step-5): ``<function=NAME>`` with ``<parameter=KEY>`` tags."""
+    """Qwen3-Coder's XML calls (Nemotron 3, Step and Seed-OSS write them too):
+    ``<function=NAME>`` with ``<parameter=KEY>`` lines per value."""
     texts = []
     for name, args in calls:
         text = f"<tool_call>\n<function={name}>\n"
@@ -534,6 +535,204 @@ def engine_family_scenarios(fmt: str, served: str) -> list[Scenario]:
     for scenario in scenarios:
         scenario.chat_request["model"] = served
     return scenarios
+
+
+NEMOTRON = "nemotron_v3"  # the synthetic tokenizer's family (Qwen3's vocabulary, ChatML)
+
+
+def nemotron_scenarios() -> list[Scenario]:
+    """Nemotron 3 (``nemotron_v3`` reasoning, Qwen3-Coder calls): the tool scenarios plus
+    what the family adds: reasoning swapped into content when ``enable_thinking`` is false
+    or ``force_nonempty_content`` is true and content is empty."""
+    force = {"chat_template_kwargs": {"force_nonempty_content": True}}
+    no_think = {"chat_template_kwargs": {"enable_thinking": False}}
+    extra = [
+        Scenario(
+            "explicit_think_start",
+            "output that opens with <think> itself",
+            _chat([ASK_SUM]),
+            [f"<think>{REASONING}</think>391."],
+        ),
+        Scenario(
+            "force_content_reasoning_only",
+            "force_nonempty_content, reasoning never closed: it becomes the content",
+            _chat([ASK_SUM], **force),
+            [f"{REASONING}\n"],
+            finish="length",
+        ),
+        Scenario(
+            "force_content_blank_answer",
+            "force_nonempty_content, an answer of whitespace after </think>",
+            _chat([ASK_SUM], **force),
+            [f"{REASONING}\n</think>\n\n"],
+        ),
+        Scenario(
+            "force_content_with_answer",
+            "force_nonempty_content with a real answer: nothing swapped",
+            _chat([ASK_SUM], **force),
+            [f"{REASONING}</think>391."],
+        ),
+        Scenario(
+            "enable_thinking_false",
+            "enable_thinking false: a plain answer",
+            _chat([ASK_SUM], **no_think),
+            ["17 × 23 = 391."],
+        ),
+        Scenario(
+            "enable_thinking_false_blank",
+            "enable_thinking false and a blank answer",
+            _chat([ASK_SUM], **no_think),
+            ["\n"],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the call markup is read and dropped",
+            _chat([SYSTEM, ASK_WEATHER], tools=TOOLS, tool_choice="none"),
+            [f"{PLAN}</think>{qwen3_xml_calls([WEATHER])}"],
+        ),
+    ]
+    return served_as(NEMOTRON, tool_scenarios("qwen3_xml", False) + extra)
+
+
+PHI4 = "phi4_mini"  # the synthetic tokenizer's family (Qwen3's vocabulary, Phi's turns)
+
+
+def phi4_calls(calls: list[tuple[str, Any]], key: str = "arguments") -> str:
+    """Phi-4-mini: ``functools`` then a JSON array of ``{name, arguments}``."""
+    body = ", ".join(f'{{"name": "{name}", "{key}": {_json_args(args)}}}' for name, args in calls)
+    return f"functools[{body}]"
+
+
+def phi4_scenarios() -> list[Scenario]:
+    """phi4_mini_json: one-shot reads ``functools[...]``; the stream sends nothing."""
+    chat = _served(PHI4)
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    return [
+        Scenario("plain_answer", "plain content", chat([ASK_SUM]), ["17 × 23 = **391**."]),
+        Scenario("one_call", "one call", chat(weather, **tools), [phi4_calls([WEATHER])]),
+        Scenario(
+            "two_calls", "two calls in one array", chat(weather, **tools),
+            [phi4_calls([WEATHER, TIME])],
+        ),
+        Scenario(
+            "content_then_call",
+            "text before functools: dropped when calls are read",
+            chat(weather, **tools),
+            ["Let me check. " + phi4_calls([WEATHER])],
+        ),
+        Scenario(
+            "parameters_key",
+            "a call written with parameters instead of arguments",
+            chat(weather, **tools),
+            [phi4_calls([TIME], key="parameters")],
+        ),
+        Scenario(
+            "bracket_in_arguments",
+            "a ] inside the arguments cuts the array: calls made, none readable",
+            chat(weather, **tools),
+            [phi4_calls([("get_weather", {"city": "Paris", "days": [1, 2]})])],
+        ),
+        Scenario(
+            "malformed_arguments",
+            "malformed JSON in the array",
+            chat(weather, **tools),
+            [phi4_calls([("get_weather", '{"city": "Paris", "unit": }')])],
+        ),
+        Scenario(
+            "missing_name",
+            "a member without a name: no calls, the output is content",
+            chat(weather, **tools),
+            ['functools[{"arguments": {"city": "Paris"}}]'],
+        ),
+        Scenario(
+            "unknown_tool", "a call to a tool the request does not declare",
+            chat(weather, **tools), [phi4_calls([UNKNOWN])],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required: a JSON list of {name, parameters}",
+            chat(weather, **tools, tool_choice="required"),
+            [json.dumps([{"name": WEATHER[0], "parameters": WEATHER[1]}])],
+        ),
+        Scenario(
+            "tool_choice_named",
+            "named tool_choice: the output is the arguments alone",
+            chat(weather, **tools, tool_choice=NAMED_TIME),
+            [json.dumps(TIME[1])],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the call stays content",
+            chat(weather, **tools, tool_choice="none"),
+            [phi4_calls([WEATHER])],
+        ),
+        Scenario(
+            "call_cut_length",
+            "a call cut by length in its arguments",
+            chat(weather, **tools),
+            [phi4_calls([WEATHER])[:-12]],
+            finish="length",
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in content and a string argument",
+            chat([ASK_JA], **tools),
+            ["晴れ 🌞。" + phi4_calls([("get_weather", {"city": "東京 🗼", "days": 2})])],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs: one choice answers, the other calls a tool",
+            chat(weather, **tools, n=2, logprobs=True, top_logprobs=2),
+            ["Sunny.", phi4_calls([WEATHER])],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            chat(weather, **tools, stream_options={"include_usage": True}),
+            [phi4_calls([WEATHER])],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]  # fmt: skip
+
+
+OLMO3 = "olmo3"  # the synthetic tokenizer's family (Qwen3's vocabulary, no think tokens)
+
+
+def olmo3_scenarios() -> list[Scenario]:
+    """olmo3 reasoning (markers spelled in ordinary tokens): the reasoning-only list plus
+    text around and between the markers, and angle brackets that look like them."""
+    chat = _served(OLMO3)
+    think = {"chat_template_kwargs": THINK}
+    extra = [
+        Scenario(
+            "text_before_think",
+            "content before an explicit <think>",
+            chat([ASK_SUM], **think),
+            [f"Okay. <think>{REASONING}</think>391."],
+        ),
+        Scenario(
+            "two_think_ends",
+            "two </think>: one-shot splits at the first, the stream at the last",
+            chat([ASK_SUM], **think),
+            [f"{REASONING}</think>First.</think>Second."],
+        ),
+        Scenario(
+            "angle_brackets",
+            "< and > in reasoning and answer (held while they may be a marker)",
+            chat([ASK_SUM], **think),
+            ["Is 3<4 and 5>2? <b>Yes</b>.</think>So a<b> and <think-ish> hold."],
+        ),
+        Scenario(
+            "ends_in_marker_piece",
+            "an answer whose last text could start a marker: held, then lost",
+            chat([ASK_SUM], **think),
+            [f"{REASONING}</think>Use x </"],
+        ),
+    ]
+    return served_as(OLMO3, plain_scenarios() + extra)
 
 
 def _parsers(reasoning: str | None, tools: str | None) -> list[str]:
@@ -1757,6 +1956,31 @@ CONFIGS = {
             eos=QWEN3_EOS,
             served=POOLSIDE,
         ),
+        Config("N1", _parsers("holo2", "deepseek_v31"), V4, tool_scenarios("v31", False)),
+        Config(
+            "N2",
+            _parsers("nemotron_v3", "qwen3_coder"),
+            NEMOTRON,
+            nemotron_scenarios(),
+            eos=QWEN3_EOS,
+            served=NEMOTRON,
+        ),
+        Config(
+            "P1",
+            _parsers(None, "phi4_mini_json"),
+            PHI4,
+            phi4_scenarios(),
+            eos="<|end|>",
+            served=PHI4,
+        ),
+        Config(
+            "O1",
+            _parsers("olmo3", None),
+            OLMO3,
+            olmo3_scenarios(),
+            eos=QWEN3_EOS,
+            served=OLMO3,
+        ),
         Config("D6", _parsers("deepseek_r1", None), V4, plain_scenarios()),
         Config("D7", [], V4, plain_scenarios()),
         Config(
@@ -1835,6 +2059,8 @@ CONFIGS = {
         ),
     )
 }
+# Synthetic tokenizers recorded with the oracle's Qwen3 config.json.
+QWEN3_SHAPED = (MINIMAX, NEMOTRON, PHI4, OLMO3, INKLING, POOLSIDE)
 MODEL_TYPES = {
     "DeepseekV4ForCausalLM": "deepseek_v4",
     "DeepseekV41ForCausalLM": "deepseek_v41",
@@ -2245,7 +2471,7 @@ def record(
         model = tekken_model_dir(config.tokenizer, work, project_python)
     elif config.architecture == GPT_OSS:
         model = gptoss_model_dir(work, project_python)
-    elif config.architecture in (MINIMAX, INKLING, POOLSIDE) or config.architecture in SYNTHETIC:
+    elif config.architecture in QWEN3_SHAPED or config.architecture in SYNTHETIC:
         model = synthetic_model_dir(config.architecture, work, project_python, oracle_dir)
     elif config.architecture in LLAMA_FAMILIES:
         model = llama_model_dir(LLAMA_FAMILIES[config.architecture], work, project_python)

@@ -168,6 +168,32 @@ def test_deepseek_v3_reasoning_follows_the_thinking_kwarg(ds_tokenizer: Tokenize
         assert folded.reasoning == reasoning
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "thinks"),
+    [
+        ({}, True),
+        ({"thinking": None}, True),
+        ({"thinking": False}, False),
+        ({"enable_thinking": False}, False),
+        ({"thinking": False, "enable_thinking": True}, True),
+        ({"other": 1}, True),
+    ],
+)
+def test_holo2_reads_deepseek_v3s_switch_with_thinking_on_by_default(
+    ds_tokenizer: Tokenizer, kwargs: dict[str, object], thinks: bool
+) -> None:
+    """vLLM's ``holo2``: ``deepseek_v3`` reasoning that thinks unless a kwarg says not."""
+    factory = ParserFactory(None, "holo2", True, ds_tokenizer.vocabulary)
+    opts = options(chat_template_kwargs=kwargs)
+    text = "Hmm.</think>Ok."
+    parsed = factory.for_request(opts).parse(text, ds_tokenizer.encode(PROMPT), "seed")
+    expected = ("Hmm.", "Ok.") if thinks else (None, text)
+    assert (parsed.reasoning, parsed.content) == expected
+    ids = ds_tokenizer.encode(text)
+    folded = assemble(stream(ds_tokenizer, factory, opts, [[i] for i in ids]))
+    assert (folded.reasoning, folded.content) == (("Hmm.", "Ok.") if thinks else ("", text))
+
+
 def test_the_parsers_are_registered_under_vllms_names(ds_tokenizer: Tokenizer) -> None:
     for tool in ("deepseek_v3", "deepseek_v31"):
         ParserFactory(tool, "deepseek_v3", True, ds_tokenizer.vocabulary)

@@ -96,6 +96,10 @@ CONFIGS = [
     ("granite", "granite4"),
     ("inkling", "inkling"),
     (None, "inkling"),
+    ("holo2", "hermes"),
+    ("nemotron_v3", "qwen3_coder"),
+    (None, "phi4_mini_json"),
+    ("olmo3", None),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

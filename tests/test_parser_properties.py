@@ -128,13 +128,17 @@ CONFIGS = {
     "granite": ((None, "granite"), granite_phrases_output()),
     "inkling+inkling": (("inkling", "inkling"), inkling_output(reasoning=True)),
     "inkling": (("inkling", None), inkling_output(reasoning=False)),
+    "holo2+hermes": (("hermes", "holo2"), hermes_output(reasoning=True)),
+    "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
 }
 
 
 def _without_leading_think(output: str, config: str) -> str:
-    # vLLM's deepseek_r1 keeps a literal <think> in reasoning when it shares a chunk
-    # with other text (docs/parity.md); its generated outputs leave it to the template.
-    return output.removeprefix("<think>\n") if config.startswith("deepseek") else output
+    # vLLM's deepseek_r1 (and holo2, its reading) keeps a literal <think> in reasoning
+    # when it shares a chunk with other text (docs/parity.md); its generated outputs
+    # leave it to the template.
+    think_tags = config.startswith(("deepseek", "holo2"))
+    return output.removeprefix("<think>\n") if think_tags else output
 
 
 @st.composite

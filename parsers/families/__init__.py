@@ -21,6 +21,9 @@ from parsers.families import (
     llama4_pythonic,
     minimax,
     mistral_json,
+    nemotron,
+    olmo3,
+    phi4_mini,
     poolside,
     pythonic,
     qwen3,
@@ -52,6 +55,9 @@ FAMILIES: tuple[Family, ...] = (
     granite_phrases.FAMILY,
     inkling.FAMILY,
     poolside.FAMILY,
+    nemotron.FAMILY,
+    phi4_mini.FAMILY,
+    olmo3.FAMILY,
 )
 
 

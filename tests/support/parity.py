@@ -24,8 +24,12 @@ _SWITCHES = {
         "<|content_tool_error|>",
         "<|content_model_end_sampling|>",
     ),
+    "nemotron_v3": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
+# Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers): no
+# chunking claim at all.
+_TEXT_MARKERS = frozenset({"olmo3"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 # Inkling's engine consumes its closers, model-message markers and openers in that chunk.
@@ -37,6 +41,8 @@ _MORE_STRAY = {
 
 def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
+    if reasoning_parser in _TEXT_MARKERS:
+        return False
     switches = _SWITCHES.get(reasoning_parser or "")
     if switches is None:
         return True

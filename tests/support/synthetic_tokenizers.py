@@ -83,7 +83,16 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<arg_value>",
         "</arg_value>",
     ),
+    # Nemotron 3: Qwen3's markers (<think>, <tool_call>) and ChatML turns, all in Qwen3's own.
+    "nemotron_v3": (),
+    # Phi-4-mini's turn markers; its calls (functools[...]) are plain text.
+    "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
+    # Olmo 3: ChatML turns, and no think tokens at all (below).
+    "olmo3": (),
 }
+# Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
+# in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
+FAMILY_DROPS: dict[str, frozenset[str]] = {"olmo3": frozenset({"<think>", "</think>"})}
 # The added tokens that are special (turn structure); the rest are ordinary tokens.
 FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "kimi_k2": frozenset({"<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"}),
@@ -97,6 +106,9 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     # Every Inkling marker is a special token of its own.
     "inkling": frozenset(FAMILY_TOKENS["inkling"]),
     "poolside": frozenset({"<system>", "<user>", "<assistant>"}),
+    "nemotron_v3": frozenset(),
+    "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
+    "olmo3": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -107,6 +119,9 @@ _EOS = {
     "granite": "<|end_of_text|>",
     "inkling": "<|im_end|>",
     "poolside": "<|im_end|>",
+    "nemotron_v3": "<|im_end|>",
+    "phi4_mini": "<|end|>",
+    "olmo3": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -194,6 +209,14 @@ _POOLSIDE_TEMPLATE = (
     "{%- if thinking is defined and thinking -%}<think>\n{%- endif -%}"
     "{%- endif -%}"
 )
+_PHI4_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "<|{{ m.role }}|>{{ m.content or '' }}"
+    "{%- if m.role == 'system' and tools -%}<|tool|>{{ tools | tojson }}<|/tool|>{%- endif -%}"
+    "<|end|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -203,7 +226,19 @@ _TEMPLATES = {
     "granite": _GRANITE_TEMPLATE,
     "inkling": _INKLING_TEMPLATE,
     "poolside": _POOLSIDE_TEMPLATE,
+    "nemotron_v3": _CHATML_TEMPLATE,
+    "phi4_mini": _PHI4_TEMPLATE,
+    "olmo3": _CHATML_TEMPLATE,
 }
+
+
+def _without(path: Path, dropped: frozenset[str]) -> RustTokenizer:
+    """The tokenizer at ``path`` without the added tokens ``dropped``."""
+    if not dropped:
+        return RustTokenizer.from_file(str(path))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] not in dropped]
+    return RustTokenizer.from_str(json.dumps(data))
 
 
 def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
@@ -212,7 +247,7 @@ def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
         raise ValueError(f"no synthetic tokenizer for {family!r}; known: {sorted(FAMILY_TOKENS)}")
     source = bundled_qwen3_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = RustTokenizer.from_file(str(source / "tokenizer.json"))
+    tokenizer = _without(source / "tokenizer.json", FAMILY_DROPS.get(family, frozenset()))
     special = FAMILY_SPECIAL[family]
     for token in FAMILY_TOKENS[family]:
         tokenizer.add_tokens([AddedToken(token, special=token in special, normalized=False)])
