@@ -59,6 +59,11 @@ class Example:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def calls(self) -> bool:
+        """Whether the output holds a call its parser streams."""
+        return self.tool_parser is not None and "get_weather" in self.output
+
+    @property
     def bundled(self) -> bool:
         """Whether the family's own vocabulary is bundled (else ``--model DIR``)."""
         return self.tokenizer != MODEL_DIR
@@ -80,7 +85,7 @@ class Example:
             "model": model or self.tokenizer,
             "messages": [{"role": "user", "content": QUESTION}],
         }
-        if self.tool_parser:
+        if self.calls:
             request["tools"] = [WEATHER_TOOL]
         if self.chat_template_kwargs:
             request["chat_template_kwargs"] = self.chat_template_kwargs
@@ -410,5 +415,48 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"<user>{QUESTION}<|im_end|>\n<assistant><think>\n",
         output=f"{REASONING}</think>{ANSWER}<|im_end|>",
         chat_template_kwargs={"enable_thinking": True},
+    ),
+    "holo2": Example(
+        family="Holo2",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="holo2",
+        tool_parser="deepseek_v31",
+        prompt=DEEPSEEK_PROMPT,
+        output=(
+            f"{REASONING}</think>{ANSWER}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather"
+            '<｜tool▁sep｜>{"city": "Paris", "unit": "celsius"}'
+            f"<｜tool▁call▁end｜><｜tool▁calls▁end｜>{DEEPSEEK_END}"
+        ),
+    ),
+    "nemotron-3": Example(
+        family="Nemotron 3",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="nemotron_v3",
+        tool_parser="qwen3_coder",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}\n</think>\n\n{ANSWER}\n{_QWEN3_XML_CALL}<|im_end|>",
+    ),
+    # Phi-4-mini's calls are read one-shot only (its stream sends nothing, as vLLM's), so
+    # its quick start streams an answer.
+    "phi4-mini": Example(
+        family=(
+            "Phi-4-mini (`functools[...]` JSON calls; one-shot only: the stream sends "
+            "nothing, as vLLM's)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="phi4_mini_json",
+        prompt=f"<|user|>{QUESTION}<|end|><|assistant|>",
+        output=f"{ANSWER}<|end|>",
+    ),
+    "olmo3": Example(
+        family=(
+            "Olmo 3 (think markers spelled as text, read chunk by chunk as vLLM does: "
+            "docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="olmo3",
+        tool_parser=None,
+        prompt=f"{QWEN3_PROMPT}",
+        output=f"<think>{REASONING}</think>{ANSWER}<|im_end|>",
     ),
 }
