@@ -302,6 +302,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a WebSocket connection may go without a message before it is closed",
     )
     parser.add_argument(
+        "--batch-max-entries",
+        type=_positive_int,
+        default=_DEFAULTS.batch_max_entries,
+        help="chunks one batch frame may carry (WebSocket or HTTP); a larger frame is refused",
+    )
+    parser.add_argument(
+        "--batch-max-bytes",
+        type=_positive_int,
+        default=_DEFAULTS.batch_max_bytes,
+        help="largest batch frame accepted (WebSocket or HTTP; 413 beyond it); each of its "
+        "chunks is still bounded by --max-request-bytes",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -348,6 +361,8 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         max_response_bytes=args.max_response_bytes,
         ws_max_streams=args.ws_max_streams,
         ws_idle_timeout=args.ws_idle_timeout,
+        batch_max_entries=args.batch_max_entries,
+        batch_max_bytes=args.batch_max_bytes,
     )
     return ServerOptions(
         settings,
@@ -406,9 +421,10 @@ def uvicorn_options(options: ServerOptions, metrics: Metrics) -> dict[str, Any]:
         # log, the one place that shows them: the middleware costs every chunk.
         "proxy_headers": options.access_log,
         "loop": "uvloop",
-        # A frame over the request limit is refused by the app as one stream's error
-        # (the connection stays); uvicorn's own limit, beyond it, closes the connection.
-        "ws_max_size": settings.max_request_bytes + 1024 * 1024,
+        # A message over the request limit (a batch frame over its own) is refused by the
+        # app as one error reply (the connection stays); uvicorn's own limit, beyond it,
+        # closes the connection.
+        "ws_max_size": max(settings.max_request_bytes, settings.batch_max_bytes) + 1024 * 1024,
         # A chunk's message is a few hundred bytes: deflating it cost more CPU than the
         # rest of its answer (profiled, bench/README.md).
         "ws_per_message_deflate": False,
