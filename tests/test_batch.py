@@ -26,6 +26,7 @@ pytestmark = pytest.mark.usefixtures("no_internal_errors")
 PARSED = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
 PARSED += ["--enable-auto-tool-choice"]
 CHAT_PATH = "/v1/chat/completions/derender"
+COMPLETIONS_PATH = "/v1/completions/derender"
 CHAT = {"messages": [{"role": "user", "content": "Hi"}]}
 CHUNKS = split(DEMO_OUTPUT_IDS, [2, 1, 3])
 NAMES = ("s1", "s2", "s3")
@@ -138,6 +139,84 @@ def test_a_frame_over_its_bounds_is_refused_whole_and_the_streams_stay(
         socket.send_text(_frame([_entry("a", 1)]))  # nothing of the refused frames ran
         replies = json.loads(socket.receive_text())["batch"]
         assert replies[0]["chunk"]["choices"][0]["delta"]["reasoning"] == "The"
+
+
+def _post_frame(http: TestClient, entries: list[Any], path: str = CHAT_PATH) -> list[Any]:
+    reply = http.post(path + "/batch", json={"batch": entries})
+    assert reply.status_code == 200, reply.text
+    replies: list[Any] = reply.json()["batch"]
+    return replies
+
+
+def test_a_batch_post_answers_as_compact_posts_and_a_miss_as_their_409(
+    http: TestClient,
+) -> None:
+    """Each entry as a compact POST: the replies carry compact states; after an
+    eviction every entry gets stream_state_required, and the chunk re-sent in full gives
+    the full protocol's chunk."""
+    expected = _expected(http)
+    got: dict[str, list[bytes]] = {name: [] for name in NAMES}
+    histories: dict[str, list[int]] = {name: [] for name in NAMES}
+    states: dict[str, Any] = {}
+    for step in range(len(CHUNKS)):
+        if step == 2:
+            http.app.service.store.cache.clear()
+        entries = [_entry(name, step, states.get(name)) for name in NAMES]
+        replies = _post_frame(http, entries)
+        if step == 2:
+            assert [r["error"]["code"] for r in replies] == ["stream_state_required"] * 3
+            full = []
+            for name in NAMES:
+                state = {k: v for k, v in states[name].items() if k not in
+                         ("output_tokens", "output_digest", "tool_calls")}  # fmt: skip
+                state["output_token_ids"] = histories[name]
+                state["output_chunk_lens"] = [len(c) for c in CHUNKS[:step]]
+                full.append(_entry(name, step, state, context=True))
+            replies = _post_frame(http, full)
+        for name, reply in zip(NAMES, replies, strict=True):
+            assert reply["request_id"] == name
+            assert "output_digest" in reply["stream_state"]
+            got[name].append(_chunk_bytes(json.dumps(reply).encode()))
+            states[name] = reply["stream_state"]
+            histories[name] += CHUNKS[step]
+    assert got == expected
+
+
+def test_a_batch_post_refuses_a_malformed_frame_whole(make_app: AppFactory) -> None:
+    http = TestClient(make_app([*PARSED, "--batch-max-entries", "2", "--batch-max-bytes", "3000"]))
+    with http:
+        for body, status in (
+            (b"{not json", 400),
+            (b'{"generate_chunk": {}}', 400),
+            (b'{"batch": 3}', 400),
+            (json.dumps({"batch": [{}] * 3}).encode(), 400),
+            (json.dumps({"batch": ["x" * 3000]}).encode(), 413),
+        ):
+            reply = http.post(CHAT_PATH + "/batch", content=body, headers={"content-type":
+                              "application/json"})  # fmt: skip
+            assert reply.status_code == status, reply.text
+            assert reply.json()["error"]["code"] == status
+        replies = _post_frame(http, ["junk", _entry("a", 0)])
+        assert replies[0]["error"]["code"] == 400 and "chunk" in replies[1]
+
+
+def test_completions_entries_answer_as_completions_posts(make_app: AppFactory) -> None:
+    http = TestClient(make_app([]))
+    body = {
+        "stream": True,
+        "generate_chunk": {"request_id": "c", "choices": [{"index": 0, "token_ids": [9707]}]},
+        "completion_request": {"prompt": "Hi"},
+    }
+    with http:
+        alone = http.post(COMPLETIONS_PATH, json=body).json()
+        entry = _post_frame(http, [body], COMPLETIONS_PATH)[0]
+        with http.websocket_connect(COMPLETIONS_PATH + "/ws") as socket:
+            socket.send_text(_frame([body]))
+            on_socket = json.loads(socket.receive_text())["batch"][0]
+    for reply in (entry, on_socket):
+        assert reply["request_id"] == "c"
+        assert reply["chunk"] | {"created": 0} == alone["chunk"] | {"created": 0}
+        assert reply["stream_state"] == alone["stream_state"]
 
 
 def test_a_long_frame_lets_the_event_loop_turn_between_entries() -> None:
