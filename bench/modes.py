@@ -96,6 +96,10 @@ MODES: tuple[Mode, ...] = (
     # derender work, the least their server CPU can be
     Mode("compact-floor", "compact floor", echo_floor, wire="compact-echo"),
     Mode("websocket-floor", "WebSocket floor", echo_floor, wire="socket-echo"),
+    # cache-on's server, batch frames: one frame per engine step carries every stream's
+    # chunk, on one WebSocket connection or POSTed
+    Mode("batch", "batch WebSocket", ours(), wire="batch"),
+    Mode("batch-http", "batch HTTP", ours(), wire="batch-http"),
 )
 BASELINE = MODES[0]  # the mode every other one is compared with
 
