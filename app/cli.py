@@ -328,6 +328,21 @@ def _transport_flags(parser: argparse.ArgumentParser) -> None:
         default=_DEFAULTS.ws_idle_timeout,
         help="seconds a WebSocket connection may go without a message before it is closed",
     )
+    group.add_argument(
+        "--batch-max-entries",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.batch_max_entries,
+        help="chunks one batch frame may carry (WebSocket or HTTP); a larger frame is refused",
+    )
+    group.add_argument(
+        "--batch-max-bytes",
+        type=byte_size,
+        metavar=_SIZE,
+        default=_DEFAULTS.batch_max_bytes,
+        help="largest batch frame accepted (WebSocket or HTTP; 413 beyond it); each of its "
+        "chunks is still bounded by --max-request-bytes",
+    )
 
 
 def _limit_flags(parser: argparse.ArgumentParser) -> None:
@@ -454,6 +469,8 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         max_response_bytes=args.max_response_bytes,
         ws_max_streams=args.ws_max_streams,
         ws_idle_timeout=args.ws_idle_timeout,
+        batch_max_entries=args.batch_max_entries,
+        batch_max_bytes=args.batch_max_bytes,
     )
     return ServerOptions(
         settings,
@@ -512,9 +529,10 @@ def uvicorn_options(options: ServerOptions, metrics: Metrics) -> dict[str, Any]:
         # log, the one place that shows them: the middleware costs every chunk.
         "proxy_headers": options.access_log,
         "loop": "uvloop",
-        # A frame over the request limit is refused by the app as one stream's error
-        # (the connection stays); uvicorn's own limit, beyond it, closes the connection.
-        "ws_max_size": settings.max_request_bytes + 1024 * 1024,
+        # A message over the request limit (a batch frame over its own) is refused by the
+        # app as one error reply (the connection stays); uvicorn's own limit, beyond it,
+        # closes the connection.
+        "ws_max_size": max(settings.max_request_bytes, settings.batch_max_bytes) + 1024 * 1024,
         # A chunk's message is a few hundred bytes: deflating it cost more CPU than the
         # rest of its answer (profiled, bench/README.md).
         "ws_per_message_deflate": False,

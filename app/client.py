@@ -1,5 +1,5 @@
 """Drive streamed chats through a derender tier, as an orchestrator does, in any of the
-three transports of docs/transports.md.
+transports of docs/transports.md.
 
 - ``full``: the vLLM protocol. Each chunk is one POST carrying the context and the
   previous reply's ``stream_state``, passed on byte for byte (never decoded and rebuilt).
@@ -9,10 +9,17 @@ three transports of docs/transports.md.
 - ``websocket``: one connection carries every stream of the client, a message per chunk;
   a dropped connection is re-opened (through the balancer: any replica) and each stream
   resumes on it with its full state.
+- ``batch``: the same connection, batch frames: each stream ``stage``s its next chunk
+  and ``flush`` sends every staged chunk in one frame; entries answered
+  ``stream_state_required`` go again in full in the next frame, and a dropped
+  connection is re-opened and the frame re-sent with every stream's full context.
+- ``batch-http``: the same frames POSTed to the batch path, each entry as a compact
+  chunk (``stream_state_required`` entries re-sent in full in the next frame), for a
+  router that cannot hold a WebSocket.
 
 Every HTTP call carries ``X-Derender-Stream-Id`` so a balancer hashing on it keeps the
-stream on the process that holds its session; a WebSocket handshake carries the client's
-own id in it.
+stream on the process that holds its session; a WebSocket handshake and a batch POST
+carry the client's own id in it.
 
     python -m app.client http://127.0.0.1:8000 --mode compact   # a short demo stream
 """
@@ -25,7 +32,7 @@ import itertools
 import secrets
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, get_args
 
 import httpx
@@ -38,12 +45,17 @@ from app.routing import STREAM_ID_HEADER
 
 CHAT_PATH = "/v1/chat/completions/derender"
 SOCKET_PATH = CHAT_PATH + "/ws"
+BATCH_PATH = CHAT_PATH + "/batch"
 CACHE_HEADER = "x-derender-cache"
 STATE_HEADER = "X-Derender-State"
 STATE_REQUIRED = "stream_state_required"
 
-Mode = Literal["full", "compact", "websocket"]
+Mode = Literal["full", "compact", "websocket", "batch", "batch-http"]
 MODES: tuple[Mode, ...] = get_args(Mode)
+BATCH_MODES: tuple[Mode, ...] = ("batch", "batch-http")
+# The server's default frame bounds (--batch-max-entries, --batch-max-bytes).
+FRAME_ENTRIES = 1024
+FRAME_BYTES = 4 * 1024 * 1024
 
 # The demo stream, Qwen3 token ids for a chat that says "Hi": the prompt as the chat
 # template renders it, and an output with reasoning and an answer.
@@ -80,7 +92,15 @@ class _Decoded(msgspec.Struct):
     error: dict[str, Any] | None = None
 
 
+class _Frame(msgspec.Struct):
+    """A batch frame's reply: its entries' replies, or the error that refused it whole."""
+
+    batch: list[msgspec.Raw] | None = None
+    error: dict[str, Any] | None = None
+
+
 _decode = msgspec.json.Decoder(_Decoded).decode
+_decode_frame = msgspec.json.Decoder(_Frame).decode
 _decode_state = msgspec.json.Decoder(dict[str, Any]).decode
 
 
@@ -155,7 +175,9 @@ class DerenderClient:
     would; the replies are the same, only the balancer can no longer keep a stream on one
     process. ``resends`` counts chunks re-sent in full after a 409, ``reconnects`` the
     WebSocket connections re-opened after a drop. ``http``: an httpx client to post
-    through instead of the client's own (a test's in-process one, say).
+    through instead of the client's own (a test's in-process one, say). In the batch
+    modes a flush sends one frame, more only past ``frame_entries`` entries or
+    ``frame_bytes`` bytes (the server's ``--batch-max-entries`` and ``--batch-max-bytes``).
     """
 
     def __init__(
@@ -167,6 +189,8 @@ class DerenderClient:
         timeout: float = 30.0,
         route: bool = True,
         http: httpx.Client | None = None,
+        frame_entries: int = FRAME_ENTRIES,
+        frame_bytes: int = FRAME_BYTES,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
@@ -184,6 +208,9 @@ class DerenderClient:
         self._socket_scope = contextlib.ExitStack()
         self.connection = 0  # counts the WebSocket connections opened
         self._socket_id = secrets.token_hex(8)
+        self.frame_entries = frame_entries
+        self.frame_bytes = frame_bytes
+        self._staged: list[Pending] = []
 
     def stream(
         self,
@@ -195,13 +222,61 @@ class DerenderClient:
     ) -> ChatStream:
         return ChatStream(self, request_id, chat_request, prompt_token_ids, index)
 
-    def post(self, body: bytes, request_id: str, compact: bool) -> httpx.Response:
+    def post(
+        self, body: bytes, request_id: str, compact: bool, path: str = CHAT_PATH
+    ) -> httpx.Response:
         headers = dict(self.headers)
         if self.route:
             headers[STREAM_ID_HEADER] = request_id
         if compact:
             headers[STATE_HEADER] = "compact"
-        return self.http.post(CHAT_PATH, content=body, headers=headers)
+        return self.http.post(path, content=body, headers=headers)
+
+    def flush(self) -> list[Pending]:
+        """Send every staged chunk in one batch frame (more only past the frame bounds)
+        and settle each with its reply or its error; the entries answered
+        ``stream_state_required`` go again, in full, in a frame of their own."""
+        staged, self._staged = self._staged, []
+        todo = staged
+        while todo:
+            todo = [again for part in self._parts(todo) for again in self._send_frame(part)]
+        return staged
+
+    def _parts(self, staged: list[Pending]) -> Iterator[list[Pending]]:
+        """The staged chunks in frames within the bounds, as this connection gets them."""
+        part: list[Pending] = []
+        size = 0
+        connection = self.connection if self._socket is not None else -1  # -1: a new one
+        for pending in staged:
+            entry = len(pending.entry(connection)) + 1
+            if part and (len(part) == self.frame_entries or size + entry > self.frame_bytes):
+                yield part
+                part, size = [], 0
+            part.append(pending)
+            size += entry
+        if part:
+            yield part
+
+    def _send_frame(self, part: list[Pending]) -> list[Pending]:
+        """Send one frame and settle its entries; returns those to send again in full."""
+        if self.mode == "batch":
+            body = self.exchange(lambda connection: _frame(p.entry(connection) for p in part))
+        else:
+            response = self.post(
+                _frame(p.entry(0) for p in part), self._socket_id, False, BATCH_PATH
+            )
+            body = response.content
+            if response.status_code != 200:
+                for pending in part:
+                    pending.fail(ReplyError(response.status_code, body))
+                return []
+        frame = _decode_frame(body)
+        if frame.batch is None or len(frame.batch) != len(part):  # refused whole
+            code = (frame.error or {}).get("code")
+            for pending in part:
+                pending.fail(ReplyError(code if isinstance(code, int) else 400, body))
+            return []
+        return [p for p, entry in zip(part, frame.batch, strict=True) if not p.settle(bytes(entry))]
 
     def exchange(self, message: Callable[[int], bytes]) -> bytes:
         """Send one WebSocket message (``message(connection)`` builds it for the
@@ -253,6 +328,45 @@ class DerenderClient:
         self.close()
 
 
+def _frame(entries: Iterable[bytes]) -> bytes:
+    return b'{"batch":[' + b",".join(entries) + b"]}"
+
+
+class Pending:
+    """A chunk a stream staged, until a flush settles it: ``result()`` is its reply or
+    raises its ``ReplyError``."""
+
+    def __init__(
+        self, stream: ChatStream, generate_chunk: dict[str, Any], fields: dict[str, Any]
+    ) -> None:
+        self.stream = stream
+        self.generate_chunk = generate_chunk
+        self.fields = fields
+        self.full = False  # re-sent in full after stream_state_required
+        self.reply: Reply | None = None
+        self.error: ReplyError | None = None
+
+    def entry(self, connection: int) -> bytes:
+        """Its frame entry, for WebSocket connection ``connection``."""
+        return self.stream._entry(self, connection)
+
+    def settle(self, body: bytes) -> bool:
+        """Settle it with its entry's reply; False when it is to be re-sent in full."""
+        return self.stream._settled(self, body)
+
+    def fail(self, error: ReplyError) -> None:
+        self.error = error
+        self.stream._staged = None
+        self.stream._opened_on = 0
+
+    def result(self) -> Reply:
+        if self.error is not None:
+            raise self.error
+        if self.reply is None:
+            raise RuntimeError("the chunk is staged: flush the client first")
+        return self.reply
+
+
 class ChatStream:
     """One stream: what it repeats, the state to thread and, past the full protocol,
     its history (to rebuild the full state when a chunk must be re-sent in full)."""
@@ -277,6 +391,7 @@ class ChatStream:
         # A chunk with a finish reason was answered: the server let the stream's session
         # go, so what follows (the usage-only chunk) is sent in full, not refused first.
         self._finished = False
+        self._staged: Pending | None = None  # its chunk in the client's next frame
 
     def send(self, token_ids: Sequence[int], finish_reason: str | None = None) -> Reply:
         """Derender one generate chunk of this stream's choice; raises ``ReplyError``."""
@@ -287,14 +402,67 @@ class ChatStream:
         """Derender a generate chunk given whole (logprobs and all), with any other body
         ``fields`` (``model``, ``prompt_tokens``)."""
         mode = self.client.mode
+        if mode in BATCH_MODES:  # a frame of its own, with what else is staged
+            pending = self.stage_chunk(generate_chunk, **fields)
+            self.client.flush()
+            return pending.result()
         if mode == "websocket":
             reply = self._over_socket(generate_chunk, fields)
         else:
             reply = self._over_http(generate_chunk, fields, mode == "compact")
+        self._kept(generate_chunk, reply)
+        return reply
+
+    def stage(self, token_ids: Sequence[int], finish_reason: str | None = None) -> Pending:
+        """Put one generate chunk of this stream's choice in the client's next frame
+        (batch modes); ``client.flush()`` sends it."""
+        choice = {"index": self.index, "token_ids": list(token_ids), "finish_reason": finish_reason}
+        return self.stage_chunk({"request_id": self.request_id, "choices": [choice]})
+
+    def stage_chunk(self, generate_chunk: dict[str, Any], **fields: Any) -> Pending:
+        """``stage`` for a generate chunk given whole, with any other body ``fields``."""
+        if self.client.mode not in BATCH_MODES:
+            raise ValueError(f"staging is for the batch modes ({', '.join(BATCH_MODES)})")
+        if self._staged is not None:
+            raise ValueError("this stream has a chunk staged already: flush the client first")
+        self._staged = Pending(self, generate_chunk, fields)
+        self.client._staged.append(self._staged)
+        return self._staged
+
+    def _kept(self, generate_chunk: dict[str, Any], reply: Reply) -> None:
         self.history.keep(generate_chunk, reply.chunk, bytes(reply.stream_state))
         choices = generate_chunk.get("choices", ())
         self._finished |= any(choice.get("finish_reason") for choice in choices)
-        return reply
+
+    def _entry(self, pending: Pending, connection: int) -> bytes:
+        """A staged chunk's frame entry: on a WebSocket as its message would be on
+        ``connection``; over HTTP as a compact chunk, in full when it must be."""
+        generate_chunk, fields = pending.generate_chunk, pending.fields
+        if self.client.mode == "batch-http":
+            return self._body(generate_chunk, fields, pending.full or self._finished)
+        if self._finished:
+            self._opened_on = 0  # the connection let the stream go with its final chunk
+        if connection == self._opened_on:
+            return msgspec.json.encode({"generate_chunk": generate_chunk, **fields})
+        return self._body(generate_chunk, fields, True)
+
+    def _settled(self, pending: Pending, body: bytes) -> bool:
+        decoded = _decode(body)
+        if decoded.error is not None:
+            code = decoded.error.get("code")
+            if code == STATE_REQUIRED and not pending.full:
+                self._opened_on = 0
+                pending.full = True
+                self.client.resends += 1
+                return False
+            pending.fail(ReplyError(code if isinstance(code, int) else 409, body))
+            return True
+        assert decoded.chunk is not None
+        pending.reply = Reply(body, decoded.chunk, decoded.stream_state)
+        self._kept(pending.generate_chunk, pending.reply)
+        self._opened_on = self.client.connection
+        self._staged = None
+        return True
 
     def run(
         self, output_ids: Sequence[int], sizes: Sequence[int] = (1,), finish_reason: str = "stop"

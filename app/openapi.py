@@ -21,6 +21,7 @@ from app.protocol import (
     ErrorBody,
     StreamState,
 )
+from app.settings import Settings
 from app.wire_docs import describe
 
 _REF = "#/components/schemas/{name}"
@@ -97,6 +98,104 @@ def _compact(path: dict[str, Any]) -> dict[str, Any]:
     return path
 
 
+def _batch_schemas() -> dict[str, Any]:
+    """A batch frame and its reply (docs/transports.md), per route, by hand: their
+    entries are the routes' own chunk bodies and replies."""
+    limits = Settings()
+
+    def frame(entries: list[str], description: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "description": description,
+            "required": ["batch"],
+            "properties": {
+                "batch": {
+                    "type": "array",
+                    "maxItems": limits.batch_max_entries,
+                    "description": "One streamed chunk body per entry, at most "
+                    "--batch-max-entries entries and --batch-max-bytes bytes in all.",
+                    "items": {"oneOf": [_ref(name) for name in entries]},
+                }
+            },
+        }
+
+    stream = {
+        "request_id": {
+            "type": ["string", "null"],
+            "description": "The entry's generate_chunk.request_id (null when it names none).",
+        },
+        "index": {
+            "type": ["integer", "null"],
+            "description": "The entry's choice index (null when it names none).",
+        },
+    }
+    return {
+        "ChatBatchRequest": frame(
+            ["ChatStreamDerenderRequest", "CompactChatStreamRequest"],
+            "Chunks of many chat streams, each answered as a POST with X-Derender-State: compact.",
+        ),
+        "CompletionBatchRequest": frame(
+            ["CompletionStreamDerenderRequest"], "Chunks of many text completion streams."
+        ),
+        "BatchReply": {
+            "type": "object",
+            "description": "One reply per entry, in the entries' order.",
+            "required": ["batch"],
+            "properties": {
+                "batch": {
+                    "type": "array",
+                    "description": "Each entry's chunk and state, or its own error.",
+                    "items": {"oneOf": [_ref("BatchChunkReply"), _ref("BatchErrorReply")]},
+                }
+            },
+        },
+        "BatchChunkReply": {
+            "type": "object",
+            "description": "An entry's chunk and the state to send with its stream's next one.",
+            "required": ["request_id", "index", "chunk", "stream_state"],
+            "properties": {
+                **stream,
+                "chunk": {
+                    "oneOf": [_ref("ChatCompletionChunk"), _ref("CompletionChunk")],
+                    "description": "The chunk, as the route's single POST gives it.",
+                },
+                "stream_state": {
+                    "oneOf": [_ref("CompactStreamState"), _ref("StreamState")],
+                    "description": "Compact for a parsed chat stream, else the full state.",
+                },
+            },
+        },
+        "BatchErrorReply": {
+            "type": "object",
+            "description": "An entry refused or failed; the other entries are answered. "
+            "error.code stream_state_required: re-send that chunk in full.",
+            "required": ["request_id", "index", "error"],
+            "properties": {**stream, "error": _ref("ErrorInfo")},
+        },
+    }
+
+
+def _batch(summary: str, request: str) -> dict[str, Any]:
+    frame_errors = {
+        "400": "the frame is not a batch, its batch is not a list, or it has more entries "
+        "than --batch-max-entries",
+        "401": _ERRORS["401"],
+        "413": "the frame is over --batch-max-bytes",
+    }
+    responses = {"200": _json(_ref("BatchReply"), "each entry's reply, in order")}
+    responses.update({code: _json(_ref("ErrorBody"), text) for code, text in frame_errors.items()})
+    return {
+        "post": {
+            "summary": summary,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref(request)}},
+            },
+            "responses": responses,
+        }
+    }
+
+
 def _get(summary: str, content: dict[str, Any] | None, secured: bool) -> dict[str, Any]:
     response: dict[str, Any] = {"description": summary}
     if content is not None:
@@ -118,6 +217,7 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
     # On the wire a chat stream reply's state is the StreamState it encodes.
     schemas["ChatStreamReply"]["properties"]["stream_state"] = _ref("StreamState")
     describe(schemas)
+    schemas.update(_batch_schemas())
     json_object = {"application/json": {"schema": {"type": "object"}}}
     document: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -139,6 +239,13 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
                 "Generate responses into a text completion, or one streamed chunk",
                 ["CompletionDerenderRequest", "CompletionStreamDerenderRequest"],
                 ["Completion", "CompletionStreamReply"],
+            ),
+            "/v1/chat/completions/derender/batch": _batch(
+                "Chunks of many chat streams in one frame (docs/transports.md)",
+                "ChatBatchRequest",
+            ),
+            "/v1/completions/derender/batch": _batch(
+                "Chunks of many text completion streams in one frame", "CompletionBatchRequest"
             ),
             "/health": _get("the server is up", None, secured=False),
             "/v1/models": _get("the served model names", json_object, secured),

@@ -24,12 +24,14 @@ from starlette.types import Receive, Scope, Send
 
 from app.advisories import Advisory, advise, named
 from app.auth import ApiKeyGuard
+from app.batch import BATCH_SUFFIX, frame_too_large
+from app.batch_http import BatchEndpoint
 from app.body import PROTOCOL_FIELDS, Received, read_body, received
 from app.chunk_path import json_response
 from app.compact import wants_compact
 from app.docs_page import docs_endpoint
 from app.endpoints import ChatEndpoint, CompletionsEndpoint
-from app.errors import RoutingError
+from app.errors import BodyTooLarge, DerenderError, RoutingError
 from app.failures import failure
 from app.openapi import openapi_document
 from app.protocol import encoder
@@ -73,6 +75,10 @@ class DerenderApp:
             CHAT_PATH: ("chat", ChatEndpoint(service)),
             COMPLETIONS_PATH: ("completions", CompletionsEndpoint(service)),
         }
+        self._batches = {
+            path + BATCH_SUFFIX: BatchEndpoint(service, endpoint, handle)
+            for path, (endpoint, handle) in self._direct.items()
+        }
         chat = self._direct[CHAT_PATH][1]
         assert isinstance(chat, ChatEndpoint)
         self._lanes: dict[str, Lane] = {
@@ -95,6 +101,10 @@ class DerenderApp:
             direct = self._direct.get(scope["path"])
             if direct is not None:
                 await self._respond(scope, receive, send, *direct)
+                return
+            batch = self._batches.get(scope["path"])
+            if batch is not None:
+                await self._respond_batch(scope, receive, send, batch)
                 return
         await self.routes(scope, receive, send)
 
@@ -136,6 +146,30 @@ class DerenderApp:
         service.metrics.observe(endpoint, mode, response.status_code, time.perf_counter() - started)
         await response(scope, receive, send)
 
+    async def _respond_batch(
+        self, scope: Scope, receive: Receive, send: Send, batch: BatchEndpoint
+    ) -> None:
+        """A batch frame: refused whole (a 4xx) when it cannot be read or is over a
+        bound, else a 200 whose entries answer each chunk, an error included."""
+        service = self.service
+        body = b""
+        try:
+            headers = dict(scope["headers"])
+            limit = service.settings.batch_max_bytes
+            try:
+                body = await read_body(headers, receive, limit)
+            except BodyTooLarge:
+                raise frame_too_large(limit) from None
+            response = await batch(body)
+        except ClientDisconnect:
+            return
+        except DerenderError as exc:
+            service.metrics.observe(batch.endpoint, "batch", exc.status, 0.0)
+            response = exc.response()
+        except Exception as exc:
+            response = failure(exc, service.metrics, batch.endpoint, body).response()
+        await response(scope, receive, send)
+
 
 def build_app(settings: Settings) -> DerenderApp:
     """Check the parser flags, load the tokenizer, check the parsers against it, and
@@ -165,6 +199,8 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
         # Reached only by methods other than POST: Starlette answers 405.
         Route(CHAT_PATH, _post_only, methods=["POST"]),
         Route(COMPLETIONS_PATH, _post_only, methods=["POST"]),
+        Route(CHAT_PATH + BATCH_SUFFIX, _post_only, methods=["POST"]),
+        Route(COMPLETIONS_PATH + BATCH_SUFFIX, _post_only, methods=["POST"]),
         Route("/health", _health, methods=["GET"]),
         Route("/v1/models", _models(service), methods=["GET"]),
         Route("/metrics", _metrics(service), methods=["GET"]),
@@ -224,7 +260,8 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     method, path = request.method, request.url.path
     headers = exc.headers or {}
-    if exc.status_code == 405 and path in (CHAT_PATH, COMPLETIONS_PATH):
+    derender_paths = (CHAT_PATH, COMPLETIONS_PATH)
+    if exc.status_code == 405 and path.removesuffix(BATCH_SUFFIX) in derender_paths:
         message = f"{method} is not allowed on {path}: send a POST with a JSON body."
     elif exc.status_code == 405:
         message = f"{method} is not allowed on {path}: use {headers.get('Allow', 'GET')}."

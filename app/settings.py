@@ -38,6 +38,8 @@ class Settings:
     max_response_bytes: int = 64 * 1024 * 1024
     ws_max_streams: int = 256
     ws_idle_timeout: float = 300.0
+    batch_max_entries: int = 1024
+    batch_max_bytes: int = 4 * 1024 * 1024
 
     @property
     def served_names(self) -> tuple[str, ...]:

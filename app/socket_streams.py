@@ -353,9 +353,10 @@ class PlainLane:
 
 
 class SocketReply(Struct):
-    """A chunk's reply on a connection: its stream, the chunk, the state it carries."""
+    """A chunk's reply on a connection or in a batch frame: its stream (null when a
+    batch POST's chunk names no request_id), the chunk, the state it carries."""
 
-    request_id: str
-    index: int
+    request_id: str | None
+    index: int | None
     chunk: Any
     stream_state: Raw

@@ -1,15 +1,16 @@
 """The WebSocket transport (docs/transports.md): one connection, many streams, a
-message per chunk.
+message per chunk, or a batch frame (app/batch.py) of chunks of many streams.
 
-Messages are answered one at a time, in the order they came, so each stream's replies
-are in order. An error answers its own message's stream (which leaves the connection:
-it resumes with its context) and the connection stays open for the others. The
-connection closes when the client closes it or after ``--ws-idle-timeout`` seconds
-without a message.
+Messages are answered one at a time, in the order they came (a frame's entries in
+theirs), so each stream's replies are in order. An error answers its own message's
+stream (which leaves the connection: it resumes with its context) and the connection
+stays open for the others. The connection closes when the client closes it or after
+``--ws-idle-timeout`` seconds without a message.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 
 import anyio
@@ -17,8 +18,9 @@ import msgspec
 from msgspec import Struct
 from starlette.types import Message, Receive, Send
 
+from app.batch import answered, frame_entries
 from app.body import decode_body, received, too_large
-from app.errors import BadRequest
+from app.errors import BadRequest, DerenderError
 from app.failures import failure
 from app.protocol import ErrorInfo, encoder
 from app.service import DerenderService
@@ -57,7 +59,7 @@ _keyed = msgspec.json.Decoder(_Keyed)
 _message = msgspec.json.Decoder(SocketMessage)
 
 
-def _named_stream(body: bytes) -> StreamKey | None:
+def named_stream(body: bytes) -> StreamKey | None:
     """The stream a message that could not be read is for, if it names one."""
     try:
         chunk = _keyed.decode(body).generate_chunk
@@ -74,6 +76,7 @@ class SocketConnection:
         self.lane = lane
         self.streams = HeldStreams(service.store.cache)
         self._last_message = time.monotonic()
+        self._answer_entry = functools.partial(self._answer_chunk, mode="batch")
 
     def close(self) -> None:
         """The connection is gone: the streams it held stop counting in the cache."""
@@ -116,8 +119,20 @@ class SocketConnection:
         connection.cancel()
 
     async def answer(self, body: bytes) -> bytes:
-        """One message's reply (an error reply for a refused or failed one), counted and
-        timed as a request of mode ``socket``."""
+        """One message's reply: a chunk's, or a batch frame's (its entries' replies; an
+        error reply naming no stream when the frame is refused whole)."""
+        try:
+            entries = frame_entries(body, self.service.settings)
+        except DerenderError as exc:
+            self.service.metrics.observe(self.lane.endpoint, "batch", exc.status, 0.0)
+            return encoder.encode(SocketError(None, None, exc.body().error))
+        if entries is None:
+            return await self._answer_chunk(body)
+        return await answered(entries, self._answer_entry)
+
+    async def _answer_chunk(self, body: bytes, mode: str = "socket") -> bytes:
+        """One chunk's reply (an error reply for a refused or failed one), counted and
+        timed as a request of ``mode``."""
         started = time.perf_counter()
         key = None
         status = 200
@@ -126,7 +141,7 @@ class SocketConnection:
             key = message.key
             reply = await self._answer(body, message)
         except Exception as exc:
-            key = key or _named_stream(body)
+            key = key or named_stream(body)
             if key is not None:
                 self.streams.drop(key)
             error = failure(exc, self.service.metrics, self.lane.endpoint, body)
@@ -134,7 +149,7 @@ class SocketConnection:
             request_id, index = key if key is not None else (None, None)
             reply = encoder.encode(SocketError(request_id, index, error.body().error))
         elapsed = time.perf_counter() - started
-        self.service.metrics.observe(self.lane.endpoint, "socket", status, elapsed)
+        self.service.metrics.observe(self.lane.endpoint, mode, status, elapsed)
         return reply
 
     def _read(self, body: bytes) -> SocketMessage:

@@ -20,6 +20,11 @@ How a chunk travels is the mode's ``Wire`` (docs/transports.md):
 - ``compact-echo`` and ``socket-echo``: the bodies and messages of ``compact`` and
   ``websocket`` to the echo server; a compact body carries a compact state of a real
   one's size (``ECHO_COMPACT_STATE``).
+- ``batch`` and ``batch-http``: batch frames, as an engine sends a step of all its
+  streams at once (``run_engine``): on one WebSocket connection, an entry per stream as
+  ``websocket`` sends its message, or POSTed to the batch path, an entry per stream as
+  ``compact`` sends its body; entries answered ``stream_state_required`` go again in
+  full in a second frame. A single stream (``run_stream``) sends frames of one.
 """
 
 from __future__ import annotations
@@ -36,12 +41,24 @@ from typing import Any, Literal, Protocol
 import aiohttp
 import msgspec
 
-from app.client import CHAT_PATH, SOCKET_PATH, STATE_HEADER, STATE_REQUIRED, StreamHistory
+from app.client import (
+    BATCH_PATH,
+    CHAT_PATH,
+    FRAME_ENTRIES,
+    SOCKET_PATH,
+    STATE_HEADER,
+    STATE_REQUIRED,
+    StreamHistory,
+)
 from app.protocol import CompactStreamState
 from bench.servers import Target
 from bench.workload import CHAT_REQUEST
 
-Wire = Literal["full", "echo", "json-dumps", "compact", "websocket", "compact-echo", "socket-echo"]
+Wire = Literal[
+    "full", "echo", "json-dumps", "compact", "websocket", "compact-echo", "socket-echo", "batch",
+    "batch-http",
+]  # fmt: skip
+BATCHED: tuple[Wire, ...] = ("batch", "batch-http")
 JSON_HEADERS = {"content-type": "application/json"}
 COMPACT_HEADERS = {**JSON_HEADERS, STATE_HEADER: "compact"}
 # What the echo floors carry as the state a reply returned: a compact state as the
@@ -69,7 +86,12 @@ class _Reply(msgspec.Struct):
     error: dict[str, Any] | None = None
 
 
+class _Frame(msgspec.Struct):
+    batch: list[msgspec.Raw] | None = None
+
+
 _decode = msgspec.json.Decoder(_Reply).decode
+_decode_frame = msgspec.json.Decoder(_Frame).decode
 
 
 @dataclass(slots=True)
@@ -303,6 +325,101 @@ class _Socket:
         return answer
 
 
+class _Engine:
+    """An engine's way to the server: each step of its streams is one batch frame (more
+    past the server's default ``--batch-max-entries``), on one WebSocket connection or
+    POSTed; the entries answered ``stream_state_required`` go again in full."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        target: Target,
+        socket: aiohttp.ClientWebSocketResponse | None,
+    ) -> None:
+        self.http = http
+        self.url = target.bases[0] + BATCH_PATH
+        self.socket = socket
+
+    async def step(self, entries: list[tuple[_History, dict[str, Any]]]) -> list[Exchange]:
+        """Each stream's chunk through the server; every entry's latency is its frame's
+        (its re-send's included)."""
+        exchanges = [Exchange() for _ in entries]
+        begun = time.perf_counter()
+        answers: list[bytes] = [b""] * len(entries)
+        todo = list(range(len(entries)))
+        full = False
+        while todo:
+            again = []
+            for start in range(0, len(todo), FRAME_ENTRIES):
+                part = todo[start : start + FRAME_ENTRIES]
+                bodies = [self._entry(*entries[i], exchanges[i], full) for i in part]
+                replies = await self._frame(b'{"batch":[' + b",".join(bodies) + b"]}")
+                for i, reply in zip(part, replies, strict=True):
+                    exchanges[i].received += len(reply)
+                    if not full and _required(reply):
+                        exchanges[i].resent = True
+                        again.append(i)
+                    answers[i] = reply
+            todo, full = again, True
+        latency = time.perf_counter() - begun
+        for (history, chunk), exchange, answer in zip(entries, exchanges, answers, strict=True):
+            exchange.latency = latency
+            _keep(history, chunk, answer, echo=False)
+        return exchanges
+
+    def _entry(
+        self, history: _History, chunk: dict[str, Any], exchange: Exchange, full: bool
+    ) -> bytes:
+        state = history.full_state() if full else None
+        if self.socket is not None:  # the connection holds the stream after its first entry
+            context = full or history.state is None
+            return history.body(chunk, exchange, context=context, state=state, stream=False)
+        context = full or not history.compact
+        state = state if full else history.state
+        return history.body(chunk, exchange, context=context, state=state, stream=True)
+
+    async def _frame(self, frame: bytes) -> list[bytes]:
+        if self.socket is not None:
+            await self.socket.send_str(frame.decode())
+            message = await self.socket.receive()
+            if message.type != aiohttp.WSMsgType.TEXT:
+                raise ReplyError(f"the WebSocket gave {message.type.name}: {message.data!r}")
+            answer: bytes = message.data.encode()
+        else:
+            async with self.http.post(self.url, data=frame, headers=JSON_HEADERS) as reply:
+                answer = await reply.read()
+                if reply.status != 200:
+                    raise ReplyError(f"derender replied {reply.status}: {answer[:500]!r}")
+        batch = _decode_frame(answer).batch
+        if batch is None:
+            raise ReplyError(f"the frame was refused: {answer[:500]!r}")
+        return [bytes(entry) for entry in batch]
+
+
+class _OneStreamFrames:
+    """One stream's chunks as frames of one entry."""
+
+    def __init__(self, engine: _Engine, prompt: list[int]) -> None:
+        self.engine = engine
+        self.history = _History(prompt)
+
+    async def send(self, chunk: dict[str, Any]) -> Exchange:
+        [exchange] = await self.engine.step([(self.history, chunk)])
+        return exchange
+
+
+@contextlib.asynccontextmanager
+async def engine(http: aiohttp.ClientSession, target: Target, wire: Wire) -> AsyncIterator[_Engine]:
+    """An engine's connection (``batch``: a WebSocket to the first replica, opened before
+    the first frame) or its POSTs (``batch-http``)."""
+    if wire == "batch":
+        url = "ws" + target.bases[0].removeprefix("http") + SOCKET_PATH
+        async with http.ws_connect(url, max_msg_size=0) as socket:
+            yield _Engine(http, target, socket)
+    else:
+        yield _Engine(http, target, None)
+
+
 def _keep(history: StreamHistory, chunk: dict[str, Any], answer: bytes, echo: bool) -> None:
     """Remember a chunk and what its reply (read once) names and carries; an echo (the
     request itself) stands for a reply that named no tool call and returned a compact
@@ -331,7 +448,10 @@ async def opened(
 ) -> AsyncIterator[_Wire]:
     """The stream's way to the server: a WebSocket connection is opened (to the first
     replica) before the first chunk, so its handshake is not a chunk's latency."""
-    if wire in ("websocket", "socket-echo"):
+    if wire in BATCHED:
+        async with engine(http, target, wire) as batches:
+            yield _OneStreamFrames(batches, prompt)
+    elif wire in ("websocket", "socket-echo"):
         url = "ws" + target.bases[0].removeprefix("http") + SOCKET_PATH
         async with http.ws_connect(url, max_msg_size=0) as socket:
             yield _Socket(socket, prompt, echo=wire == "socket-echo")
@@ -378,6 +498,44 @@ async def run_stream(
             if on_chunk is not None:
                 on_chunk(position, record)
     return record
+
+
+async def run_engine(
+    http: aiohttp.ClientSession,
+    target: Target,
+    prefix: str,
+    streams: int,
+    output: list[int],
+    prompt: list[int],
+    chunk_size: int,
+    *,
+    wire: Wire,
+    interval_s: float = 0.0,
+    on_step: Callable[[int], None] | None = None,
+) -> tuple[list[StreamRecord], list[float]]:
+    """``streams`` streams of ``output`` driven as an engine drives them: every step (one
+    every ``interval_s``, else as soon as the last is answered) is one frame carrying the
+    next chunk of each. Returns each stream's record and each step's frame latency;
+    ``on_step`` gets the chunks answered so far after each step."""
+    records = [StreamRecord() for _ in range(streams)]
+    histories = [_History(prompt) for _ in range(streams)]
+    steps = [list(chunks(f"{prefix}-{index}", output, chunk_size)) for index in range(streams)]
+    latencies = []
+    started = time.perf_counter()
+    async with engine(http, target, wire) as batches:
+        for step in range(len(steps[0])):
+            if interval_s:
+                await asyncio.sleep(max(0.0, started + step * interval_s - time.perf_counter()))
+            entries = [
+                (history, own[step][1]) for history, own in zip(histories, steps, strict=True)
+            ]
+            exchanges = await batches.step(entries)
+            latencies.append(exchanges[0].latency)
+            for record, own, exchange in zip(records, steps, exchanges, strict=True):
+                record.add(own[step][0], exchange)
+            if on_step is not None:
+                on_step((step + 1) * streams)
+    return records, latencies
 
 
 async def warm_up(target: Target, output: list[int], prompt: list[int], wire: Wire) -> None:

@@ -3,8 +3,12 @@
 ``--streams`` qwen3 + hermes streams of ``--tokens`` tokens share one server set-up,
 each on its own keep-alive connection. By default every stream sends its next chunk
 as soon as the last one is answered (throughput); ``--rate`` paces each stream like a
-decoding engine and ``--ramp`` spreads their starts. Reported: chunks per second,
-per-chunk p50 and p99, server CPU per generated token, the cache hit ratio (from
+decoding engine and ``--ramp`` spreads their starts. The batched modes drive the
+streams as one engine does: each step is one batch frame carrying the next chunk of
+every stream, on one connection (paced by ``--rate``, all streams from the first step).
+Reported: chunks per second, p50 and p99 of a chunk's round trip (a frame's, in the
+batched modes), server CPU per chunk and per generated token, chunks per second per
+server core (chunks over server CPU seconds), the cache hit ratio (from
 ``x-derender-cache``) and the servers' peak resident memory.
 """
 
@@ -20,7 +24,7 @@ from pathlib import Path
 import msgspec
 
 from bench import plots
-from bench.client import StreamRecord, http_client, run_stream, warm_up
+from bench.client import BATCHED, StreamRecord, http_client, run_engine, run_stream, warm_up
 from bench.modes import BASELINE, Mode, Setup, by_name, started, style
 from bench.report import machine, progress, table, write
 from bench.servers import Target, cpu_seconds, peak_rss_mb
@@ -45,6 +49,8 @@ class LoadRun(msgspec.Struct):
     p99_ms: float
     cpu_s: float
     cpu_per_token_ms: float
+    cpu_per_chunk_us: float
+    chunks_per_core_s: float  # chunks over the servers' CPU seconds
     hit_ratio: float | None
     peak_rss_mb: float
     latency: list[AtPosition]
@@ -83,16 +89,49 @@ async def drive(
             reporter.cancel()
 
 
+async def drive_engine(
+    mode: Mode, target: Target, output: list[int], prompt: list[int], args: argparse.Namespace
+) -> tuple[list[StreamRecord], list[float]]:
+    """Every stream to its end in the engine's frames, with a progress line every few
+    seconds; each stream's record and each frame's latency."""
+    done = 0
+
+    def count(answered: int) -> None:
+        nonlocal done
+        done = answered
+
+    async def report() -> None:
+        total = args.streams * -(-len(output) // args.chunk_size)
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            progress(f"  {mode.label}: {done}/{total} chunks")
+
+    async with http_client(1) as client:
+        reporter = asyncio.create_task(report())
+        try:
+            return await run_engine(
+                client, target, f"load-{mode.name}-{len(prompt)}", args.streams, output, prompt,
+                args.chunk_size, wire=mode.wire,
+                interval_s=args.chunk_size / args.rate if args.rate else 0.0, on_step=count,
+            )  # fmt: skip
+        finally:
+            reporter.cancel()
+
+
 def measure(
     mode: Mode, target: Target, output: list[int], prompt: list[int], args: argparse.Namespace
 ) -> LoadRun:
     cpu_before = cpu_seconds(target)
     started = time.perf_counter()
-    records = asyncio.run(drive(mode, target, output, prompt, args))
+    if mode.wire in BATCHED:
+        records, latencies = asyncio.run(drive_engine(mode, target, output, prompt, args))
+    else:
+        records = asyncio.run(drive(mode, target, output, prompt, args))
+        latencies = [latency for record in records for latency in record.latencies]
     wall = time.perf_counter() - started
     cpu = cpu_seconds(target) - cpu_before
     positions = [p for record in records for p in record.positions]
-    latencies = [latency for record in records for latency in record.latencies]
+    chunks = sum(len(record.positions) for record in records)
     hits = sum(record.hits for record in records)
     answered = hits + sum(record.misses for record in records)
     return LoadRun(
@@ -103,15 +142,17 @@ def measure(
         prompt_tokens=len(prompt),
         rate=args.rate,
         wall_s=wall,
-        chunks=len(latencies),
-        chunks_per_s=len(latencies) / wall,
+        chunks=chunks,
+        chunks_per_s=chunks / wall,
         p50_ms=1e3 * percentile(latencies, 50),
         p99_ms=1e3 * percentile(latencies, 99),
         cpu_s=cpu,
         cpu_per_token_ms=1e3 * cpu / (args.streams * len(output)),
+        cpu_per_chunk_us=1e6 * cpu / chunks,
+        chunks_per_core_s=chunks / cpu if cpu else 0.0,
         hit_ratio=hits / answered if answered else None,
         peak_rss_mb=peak_rss_mb(target),
-        latency=by_position(positions, latencies),
+        latency=by_position(positions, [t for r in records for t in r.latencies]),
     )
 
 
@@ -131,9 +172,12 @@ def run(modes: Sequence[Mode], setup: Setup, args: argparse.Namespace) -> list[L
 def render(runs: Sequence[LoadRun]) -> str:
     first = runs[0]
     pacing = f"{first.rate:g} tokens/s per stream" if first.rate else "unpaced"
+    where = machine()
     title = (
         f"{first.streams} concurrent {first.tokens}-token qwen3 + hermes streams, chunk size "
-        f"{first.chunk_size}, {pacing}; rates and times are this machine's"
+        f"{first.chunk_size}, {pacing}; rates and times are this machine's "
+        f"({where['cpu']}, {where['cores']} cores, shared by client and server). "
+        "p50/p99: a chunk's round trip, a frame's in the batch modes"
     )
     columns = [
         "mode",
@@ -142,6 +186,8 @@ def render(runs: Sequence[LoadRun]) -> str:
         "p50 ms",
         "p99 ms",
         "server CPU s",
+        "CPU µs/chunk",
+        "chunks/s per server core",
         "CPU ms/token",
         "hits",
         "peak RSS MiB",
@@ -154,6 +200,8 @@ def render(runs: Sequence[LoadRun]) -> str:
             f"{r.p50_ms:.2f}",
             f"{r.p99_ms:.2f}",
             f"{r.cpu_s:.2f}",
+            f"{r.cpu_per_chunk_us:.0f}",
+            f"{r.chunks_per_core_s:.0f}",
             f"{r.cpu_per_token_ms:.3f}",
             "-" if r.hit_ratio is None else f"{r.hit_ratio:.3f}",
             f"{r.peak_rss_mb:.0f}",
@@ -178,7 +226,28 @@ def render(runs: Sequence[LoadRun]) -> str:
                 f"chunks/s x{r.chunks_per_s / base.chunks_per_s:.3g}, "
                 f"p99 x{r.p99_ms / base.p99_ms:.3g}"
             )
+    lines += _batched_ratios(runs)
     return "\n".join([title, "", table(columns, rows), *(lines if len(lines) > 2 else [])])
+
+
+def _batched_ratios(runs: Sequence[LoadRun]) -> list[str]:
+    """How much less server CPU a chunk costs in the batch modes than in the per-chunk
+    modes they replace, in the same run."""
+    lines = []
+    for batched in (r for r in runs if by_name(r.mode).wire in BATCHED):
+        for other in ("cache-on", "websocket"):
+            base = next(
+                (b for b in runs if b.mode == other and b.prompt_tokens == batched.prompt_tokens),
+                None,
+            )
+            if base is None or min(base.cpu_s, batched.cpu_s) < MEASURABLE_CPU_S:
+                continue
+            lines.append(
+                f"  {by_name(batched.mode).label}, prompt {batched.prompt_tokens}: server CPU "
+                f"per chunk {base.cpu_per_chunk_us / batched.cpu_per_chunk_us:.3g}x less than "
+                f"{by_name(other).label}"
+            )
+    return lines
 
 
 def draw(runs: Sequence[LoadRun], out: Path) -> list[Path]:

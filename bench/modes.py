@@ -109,6 +109,10 @@ MODES: tuple[Mode, ...] = (
     # derender work, the least their server CPU can be
     Mode("compact-floor", "compact floor", echo_floor, wire="compact-echo", linestyle=FLOOR),
     Mode("websocket-floor", "WebSocket floor", echo_floor, wire="socket-echo", linestyle=FLOOR),
+    # cache-on's server, batch frames: one frame per engine step carries every stream's
+    # chunk, on one WebSocket connection or POSTed
+    Mode("batch", "batch WebSocket", ours(), wire="batch", linestyle=OTHER_WIRE),
+    Mode("batch-http", "batch HTTP", ours(), wire="batch-http", linestyle=OTHER_WIRE),
 )
 BASELINE = MODES[0]  # the mode every other one is compared with
 

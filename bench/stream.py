@@ -20,7 +20,7 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from bench import plots
-from bench.client import StreamRecord, http_client, run_stream, warm_up
+from bench.client import BATCHED, StreamRecord, http_client, run_stream, warm_up
 from bench.modes import BASELINE, Mode, Setup, by_name, started, style
 from bench.report import machine, progress, table, write
 from bench.servers import TICK_S, Target, cpu_seconds, redis_bytes_in
@@ -164,7 +164,7 @@ def measure(
         prompt_share=last.prompt_share,
         history_share=last.history_share,
         hit_ratio=hit_ratio(record),
-        resends=record.resends if mode.wire in ("compact", "websocket") else None,
+        resends=record.resends if mode.wire in ("compact", "websocket", *BATCHED) else None,
         latency=by_position(record.positions, record.latencies),
         bytes_per_chunk=means_by_position(record.positions, record.chunk_bytes),
         by_length=lengths,

@@ -17,13 +17,15 @@ from tests.support.processes import ROOT
 
 SERVED_MODES = [
     "cache-on", "redis-replicas", "cache-off", "http-floor", "json-dumps", "compact", "websocket",
-    "compact-redis", "compact-floor", "websocket-floor",
+    "compact-redis", "compact-floor", "websocket-floor", "batch", "batch-http",
 ]  # fmt: skip
 KEEPS_SESSIONS = ("cache-on", "redis-replicas", "json-dumps", "compact", "compact-redis")
 # docs/transports.md: they re-send, the others cannot
-TRANSPORTS = ("compact", "websocket", "compact-redis")
-# echoes, and messages without headers
-NO_CACHE_HEADER = ("http-floor", "websocket", "compact-floor", "websocket-floor")
+TRANSPORTS = ("compact", "websocket", "compact-redis", "batch", "batch-http")
+# echoes, and messages and frames without headers
+NO_CACHE_HEADER = (
+    "http-floor", "websocket", "compact-floor", "websocket-floor", "batch", "batch-http",
+)  # fmt: skip
 
 
 def bench(*argv: str) -> subprocess.CompletedProcess[str]:

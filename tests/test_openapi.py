@@ -41,6 +41,8 @@ def test_document_lists_every_route(app: DerenderApp) -> None:
     assert set(document["paths"]) == {
         "/v1/chat/completions/derender",
         "/v1/completions/derender",
+        "/v1/chat/completions/derender/batch",
+        "/v1/completions/derender/batch",
         "/health",
         "/v1/models",
         "/metrics",

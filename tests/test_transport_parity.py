@@ -1,16 +1,19 @@
-"""Issue 17's acceptance: the compact and WebSocket transports (docs/transports.md) give
-the full protocol's chunks, on every recorded transcript and on every miss path.
+"""The compact, WebSocket and batch transports (docs/transports.md) give the full
+protocol's chunks, on every recorded transcript and on every miss path.
 
 1. Every recorded chat_stream transcript of the seven Qwen3 configurations (C1-C7),
    driven by app/client.py in compact mode and over the WebSocket endpoint (a real
-   server per configuration; one connection carries all its transcripts), gives the
+   server per configuration; one connection carries all its transcripts), then all of
+   them interleaved in batch frames (over that connection, and POSTed), gives the
    chunks vLLM 0.33.0 gave, compared as tests/test_golden.py compares; the full state
    the client rebuilds from each compact one is the state vLLM's reply carried.
 2. Random qwen3 + hermes streams (reasoning, an answer, tool calls; random chunkings),
    with misses injected between chunks (compact: an eviction, a restart, a second
    replica without shared Redis, a retried chunk; WebSocket: a dropped connection, a
-   reconnection to another replica, a server restarted on its port), assemble the same
-   chunk bytes (``created`` aside) as a cache-off full-protocol run of the same chunks.
+   reconnection to another replica, a server restarted on its port; batch frames, on a
+   connection and POSTed: an eviction, a restart, a second replica, a dropped
+   connection, and bad entries beside the good ones), assemble the same chunk bytes
+   (``created`` aside) as a cache-off full-protocol run of the same chunks.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -30,16 +33,18 @@ from starlette.testclient import TestClient
 
 from app.client import (
     CHAT_PATH,
+    SOCKET_PATH,
     STATE_HEADER,
     STATE_REQUIRED,
     ChatStream,
     DerenderClient,
+    Pending,
     Reply,
     ReplyError,
 )
 from app.routing import STREAM_ID_HEADER
 from tests.support.apps import AppFactory
-from tests.support.golden import flags_of, load_cases, replay
+from tests.support.golden import flags_of, load_cases, replay, stream_body
 from tests.support.parity import chunked
 from tests.support.processes import ServerProcess, serving
 from tests.support.replies import without_created
@@ -89,26 +94,108 @@ class Transcript:
         return 200, {"chunk": reply.chunk, "stream_state": json.loads(stream.full_state() or b"")}
 
 
+Answer = tuple[int, Any]
+
+
+@dataclass
+class _Call:
+    """A transcript's call as a client stream sends it."""
+
+    key: tuple[str, int]
+    generate_chunk: dict[str, Any]
+    fields: dict[str, Any]
+    opens: bool  # the lane's first call: the client stream begins
+
+
+def _calls(case: dict[str, Any]) -> list[_Call]:
+    """A transcript's calls, what replay sends without the state (the client keeps it)."""
+    calls, lanes = [], set()
+    for chunk, lane in zip(case["chunks"], case["lanes"], strict=True):
+        body = stream_body(case, chunk, None)
+        index = chunk["choices"][0]["index"] if chunk["choices"] else 0
+        calls.append(_Call((chunk["request_id"], index), chunk, body, lane not in lanes))
+        lanes.add(lane)
+    return calls
+
+
+def interleaved(client: DerenderClient, cases: list[dict[str, Any]]) -> list[str]:
+    """Every transcript of ``cases`` at once through ``client``'s batch frames, a call of
+    each running transcript per frame (transcripts whose streams share a key wait for
+    one another), then compared with vLLM's replies as ``replay`` compares them."""
+    waiting = {case["id"]: _calls(case) for case in cases}
+    answers: dict[str, list[Answer]] = {case_id: [] for case_id in waiting}
+    streams: dict[tuple[str, int], ChatStream] = {}
+    running: dict[str, list[_Call]] = {}
+    while waiting or running:
+        for case_id, calls in list(waiting.items()):
+            busy = {call.key for rest in running.values() for call in rest}
+            if not busy & {call.key for call in calls}:
+                running[case_id] = waiting.pop(case_id)
+        staged: list[tuple[str, Pending]] = []
+        for case_id, calls in running.items():
+            call = calls.pop(0)
+            if call.opens:
+                streams[call.key] = client.stream(
+                    call.key[0],
+                    chat_request=call.fields.get("chat_request"),
+                    prompt_token_ids=call.fields.get("prompt_token_ids", []),
+                    index=call.key[1],
+                )
+            fields = {k: v for k, v in call.fields.items() if k in ("model", "prompt_tokens")}
+            staged.append((case_id, streams[call.key].stage_chunk(call.generate_chunk, **fields)))
+        client.flush()
+        for case_id, pending in staged:
+            answers[case_id].append(_answer(pending))
+        running = {case_id: calls for case_id, calls in running.items() if calls}
+    problems = []
+    for case in cases:
+        found = replay(case, _answered_by(answers[case["id"]]))
+        problems += [f"{client.mode} {case['id']} {p}" for p in found]
+    return problems
+
+
+def _answered_by(answers: list[Answer]) -> Callable[[str, bytes, str], Answer]:
+    """``replay``'s post, answered by the replies the transcript's calls got."""
+    replies = iter(answers)
+    return lambda path, body, content_type: next(replies)
+
+
+def _answer(pending: Pending) -> Answer:
+    """A settled chunk as ``replay`` reads a reply: the full state the client rebuilt."""
+    try:
+        reply = pending.result()
+    except ReplyError as exc:
+        return exc.status, json.loads(exc.body)  # the entry's reply: its error, its stream
+    state = pending.stream.full_state() or b""
+    return 200, {"chunk": reply.chunk, "stream_state": json.loads(state)}
+
+
 @pytest.mark.parametrize("config", CONFIGS)
-def test_every_transcript_over_compact_http_and_websocket(config: str) -> None:
+def test_every_transcript_over_compact_http_websocket_and_batch_frames(config: str) -> None:
     """One server, every transcript of its configuration in compact mode, then all over
-    one WebSocket connection. Every chunk after a parsed stream's first is answered from
-    the stream's live session, and a usage chunk after the final one, its session gone,
-    is sent in full at once: nothing is re-sent."""
+    one WebSocket connection, then all interleaved in batch frames on one connection and
+    in batch POSTs. Every chunk after a parsed stream's first is answered from the
+    stream's live session, and a usage chunk after the final one, its session gone, is
+    sent in full at once: nothing is re-sent."""
     cases = TRANSCRIPTS[config]
     problems: list[str] = []
     with (
         serving(*flags_of(cases[0])) as base,
         DerenderClient(base, "compact") as compact,
         DerenderClient(base, "websocket") as socket,
+        DerenderClient(base, "batch") as frames,
+        DerenderClient(base, "batch-http") as posted,
     ):
         for client in (compact, socket):
             for case in cases:
                 where = f"{client.mode} {case['id']}"
                 problems += [f"{where} {p}" for p in replay(case, Transcript(client))]
+        for client in (frames, posted):
+            problems += interleaved(client, cases)
     assert not problems, "\n".join(problems[:8])
-    assert compact.resends == 0
+    assert compact.resends == posted.resends == 0
     assert (socket.connection, socket.reconnects, socket.resends) == (1, 0, 0)
+    assert (frames.connection, frames.reconnects, frames.resends) == (1, 0, 0)
 
 
 # ------------------------------------------------------------------- random streams
@@ -500,3 +587,138 @@ def test_websocket_streams_resume_on_a_restarted_server(expected: Expected) -> N
     finally:
         server.stop()
     assert run.assembled() == expected(example)
+
+
+# ------------------------------------------------------------------ batch frames
+
+
+class _InProcessSocket:
+    """A connection of an in-process app as app/client.py uses one (``send``, ``recv``);
+    once closed under the client, it fails as a dropped connection does."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.open = True
+
+    def send(self, text: str) -> None:
+        if not self.open:
+            raise OSError("the connection dropped")
+        self.session.send_text(text)
+
+    def recv(self, timeout: float | None = None) -> str:
+        text: str = self.session.receive_text()
+        return text
+
+    def close(self) -> None:
+        self.open = False
+
+
+class InProcessBatchClient(DerenderClient):
+    """A batch-mode client of the replicas' current app: its WebSocket connection opens
+    on the app in process, so a test can evict, restart or switch under it."""
+
+    def __init__(self, replicas: Replicas, mode: Any) -> None:
+        super().__init__("http://testserver", mode, http=replicas.clients[replicas.current])
+        self.replicas = replicas
+
+    def _connected(self) -> Any:
+        if self._socket is None:
+            http = self.replicas.clients[self.replicas.current]
+            session = self._socket_scope.enter_context(http.websocket_connect(SOCKET_PATH))
+            socket = _InProcessSocket(session)
+            self._socket_scope.callback(socket.close)
+            self._socket = cast(Any, socket)
+            self.connection += 1
+        return self._socket
+
+    def drop(self) -> None:
+        """The connection drops under the client: its next frame reconnects."""
+        self._socket_scope.close()
+
+
+def frames_of(example: Example) -> list[tuple[list[str], list[int]]]:
+    """An example's steps cut into frames: a frame runs until a stream comes again or an
+    event is due; each with the events run before it."""
+    frames: list[tuple[list[str], list[int]]] = []
+    for step, which in enumerate(example.order):
+        events = example.events.get(step, [])
+        if not frames or events or which in frames[-1][1]:
+            frames.append((list(events), []))
+        frames[-1][1].append(which)
+    return frames
+
+
+BAD_CHUNKS = ([-5], [10**9])  # a negative id, an id past the vocabulary
+
+
+def drive_frames(client: InProcessBatchClient, example: Example) -> tuple[Run, int]:
+    """Send an example's chunks in batch frames, its events run before their frame: a
+    "bad" event puts an entry the server must refuse in the frame. Returns the run and
+    how many bad entries were refused on their own."""
+    run = Run()
+    replicas = client.replicas
+    streams = {
+        plan.request_id: client.stream(
+            plan.request_id, chat_request=CHAT_REQUEST, prompt_token_ids=_prompt_ids()
+        )
+        for plan in example.plans
+    }
+    progress = dict.fromkeys(streams, 0)
+    refused = 0
+    for events, members in frames_of(example):
+        bad: list[Pending] = []
+        for kind in events:
+            if kind == "bad":
+                stream = client.stream(
+                    f"bad-{next(_request_ids)}",
+                    chat_request=CHAT_REQUEST,
+                    prompt_token_ids=_prompt_ids(),
+                )
+                bad.append(stream.stage(BAD_CHUNKS[len(bad) % 2]))
+                continue
+            if kind != "drop":
+                getattr(replicas, kind)()
+                client.http = replicas.clients[replicas.current]
+            if kind != "evict":  # a restart or another replica is a new connection too
+                client.drop()
+        staged = []
+        for which in members:
+            plan = example.plans[which]
+            generate_chunk = plan.generate_chunk(progress[plan.request_id])
+            staged.append((plan, generate_chunk, streams[plan.request_id].stage_chunk(
+                generate_chunk)))  # fmt: skip
+        client.flush()
+        for pending in bad:
+            with pytest.raises(ReplyError) as refusal:
+                pending.result()
+            assert refusal.value.status == 400
+            refused += 1
+        for plan, generate_chunk, pending in staged:
+            stream = streams[plan.request_id]
+            sent = run.sent.setdefault(plan.request_id, [])
+            sent.append(Sent(generate_chunk, pending.result(), None, None))
+            run.states.setdefault(plan.request_id, []).append(
+                json.loads(stream.full_state() or b"")
+            )
+            progress[plan.request_id] += 1
+    return run, refused
+
+
+@pytest.mark.parametrize("mode", ["batch", "batch-http"])
+@settings(EXAMPLES, max_examples=20)
+@given(example=examples(("evict", "restart", "switch", "drop", "bad")))
+def test_batch_frames_survive_misses_and_bad_entries(
+    replicas: Replicas, expected: Expected, mode: str, example: Example
+) -> None:
+    """Streams in batch frames, with evictions, restarts, a second replica, dropped
+    connections and refused entries between and beside them: every stream's chunks and
+    rebuilt states are a cache-off full-protocol run's, and every bad entry is refused
+    on its own."""
+    replicas.current = 0
+    client = InProcessBatchClient(replicas, mode)
+    try:
+        run, refused = drive_frames(client, example)
+    finally:  # the replicas' clients stay open for the next example
+        client.drop()
+    assert run.assembled() == expected(example)
+    assert refused == sum(kinds.count("bad") for kinds in example.events.values())
