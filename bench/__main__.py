@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REF",
         help="with --one-token: also measure git REF's tree, alternated with this one",
     )
+    m.add_argument(
+        "--now",
+        metavar="REF",
+        help="with --against: measure git REF's tree instead of this working tree",
+    )
     m.add_argument("--rounds", type=positive, default=3, help="--against's rounds")
     m.add_argument(
         "--chunks", type=positive, default=2048, help="one-token chunks timed per scenario"

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import msgspec
@@ -269,17 +269,19 @@ def one_token(args: argparse.Namespace) -> int:
         write(args.out, "micro-one-token", {"machine": machine(), "now": after}, text)
         return 0
     before: Lanes = {}
-    with tree_of(args.against) as old:
+    now = args.now or "this tree"
+    with tree_of(args.against) as old, ExitStack() as stack:
+        new = stack.enter_context(tree_of(args.now)) if args.now else ROOT
         for round_ in range(args.rounds):
-            sides = [(old, before), (ROOT, after)]
-            for tree, into in sides if round_ % 2 == 0 else sides[::-1]:
-                name = args.against if tree is old else "this tree"
+            sides = [(old, before, args.against), (new, after, now)]
+            for tree, into, name in sides if round_ % 2 == 0 else sides[::-1]:
                 progress(f"micro: one-token chunks, round {round_ + 1}, {name}")
                 collect(into, one_token_run(tree, configs, args.chunks))
     text = one_token_table(after, before, args.against)
     result = {
         "machine": machine(),
         "against": args.against,
+        "now_ref": args.now,
         "before": {"|".join(k): v for k, v in before.items()},
         "now": {"|".join(k): v for k, v in after.items()},
     }

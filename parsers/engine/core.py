@@ -246,14 +246,15 @@ class MarkerEngine:
         s = self.s
         if token_ids:
             s.ever_had_token_ids = True
-        id_terminals = self.grammar.id_terminals
-        has_marker_id = any(t in id_terminals for t in token_ids)
+        # The plain-text fast path: nothing held or deferred, no marker id, and no
+        # character a literal marker could start with.
+        has_marker_id = not self.grammar.id_terminals.keys().isdisjoint(token_ids)
         if (
             text
             and not s.held
             and not s.deferred
-            and self.grammar.first_chars.isdisjoint(text)
             and not has_marker_id
+            and self.grammar.first_chars.isdisjoint(text)
         ):
             return self._text(text)
         events: list[Event] = []

@@ -49,10 +49,15 @@ TOOL_END = "</tool_call>"
 
 
 def _tag_overlap(text: str, tag: str) -> int:
-    """Length of the longest proper prefix of ``tag`` that ``text`` ends with."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:size]):
-            return size
+    """Length of the longest proper prefix of ``tag`` that ``text`` ends with: tried
+    from where ``tag``'s first character stands in the last ``len(tag) - 1``
+    characters, the earliest (longest) first."""
+    size = len(text)
+    at = text.find(tag[0], max(0, size - len(tag) + 1))
+    while at >= 0:
+        if tag.startswith(text[at:]):
+            return size - at
+        at = text.find(tag[0], at + 1)
     return 0
 
 
@@ -240,6 +245,8 @@ class HermesStream:
     def _consume(self, text: str) -> str:
         """Route new text into content, regions and the gaps between them."""
         s = self.s
+        if s.mode == "content" and not s.pending and TOOL_START[0] not in text:
+            return text  # plain content: no tag can start in it
         content = ""
         while text:
             if s.mode == "region":
