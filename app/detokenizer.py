@@ -64,6 +64,8 @@ class Detokenizer:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Feed ids and return the text they complete."""
+        if len(token_ids) == 1:
+            return self._step(token_ids[0])
         return "".join([self._step(t) for t in token_ids])
 
     def _step(self, token_id: int) -> str:

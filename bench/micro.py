@@ -234,7 +234,8 @@ def collect(into: Lanes, scenarios: list[onetoken.Scenario]) -> None:
 
 
 def one_token_table(after: Lanes, before: Lanes | None, ref: str | None) -> str:
-    """One row per configuration and section: µs per chunk (the median over rounds)."""
+    """One row per configuration and section: µs per chunk (the median over rounds of
+    each round's least block mean)."""
     columns = ["parsers", "text"]
     for lane in onetoken.LANES:
         columns += [f"{lane} µs"] if before is None else [f"{lane} µs {ref}", "now", "ratio"]
