@@ -233,6 +233,11 @@ def collect(into: Lanes, scenarios: list[onetoken.Scenario]) -> None:
         lanes.setdefault("http", []).append(s.http_us)
 
 
+def keyed(lanes: Lanes) -> dict[str, dict[str, list[float]]]:
+    """``lanes`` keyed by ``config|section``, as JSON keys must be strings."""
+    return {"|".join(key): value for key, value in lanes.items()}
+
+
 def one_token_table(after: Lanes, before: Lanes | None, ref: str | None) -> str:
     """One row per configuration and section: µs per chunk (the median over rounds of
     each round's least block mean)."""
@@ -267,7 +272,7 @@ def one_token(args: argparse.Namespace) -> int:
         progress("micro: one-token chunks")
         collect(after, onetoken.measure(configs, args.chunks))
         text = one_token_table(after, None, None)
-        write(args.out, "micro-one-token", {"machine": machine(), "now": after}, text)
+        write(args.out, "micro-one-token", {"machine": machine(), "now": keyed(after)}, text)
         return 0
     before: Lanes = {}
     now = args.now or "this tree"
@@ -283,8 +288,8 @@ def one_token(args: argparse.Namespace) -> int:
         "machine": machine(),
         "against": args.against,
         "now_ref": args.now,
-        "before": {"|".join(k): v for k, v in before.items()},
-        "now": {"|".join(k): v for k, v in after.items()},
+        "before": keyed(before),
+        "now": keyed(after),
     }
     write(args.out, "micro-one-token", result, text)
     return 0

@@ -164,6 +164,12 @@ class Qwen3Reasoning:
             if state.engine is None:
                 state.engine = EngineState(self._start_state())
             live = self._live = self._engine(state.engine)
+        if (
+            not state.deferred_content
+            and live.plain(text, token_ids)
+            and live.plain_kind() == REASONING_TEXT
+        ):
+            return Delta(reasoning=text)  # what the lone event's delta would be
         return self._delta(live.feed(text, token_ids), finished=False)
 
     def finish(self) -> Delta | None:
