@@ -238,7 +238,9 @@ def keyed(lanes: Lanes) -> dict[str, dict[str, list[float]]]:
     return {"|".join(key): value for key, value in lanes.items()}
 
 
-def one_token_table(after: Lanes, before: Lanes | None, ref: str | None) -> str:
+def one_token_table(
+    after: Lanes, before: Lanes | None, ref: str | None, now: str = "this tree"
+) -> str:
     """One row per configuration and section: µs per chunk (the median over rounds of
     each round's least block mean)."""
     columns = ["parsers", "text"]
@@ -261,7 +263,7 @@ def one_token_table(after: Lanes, before: Lanes | None, ref: str | None) -> str:
         "socket = WebSocket reply with a compact state, http = reply with the full state"
     )
     if before is not None:
-        title += f"; {ref} and this tree alternated round by round, medians, ratio = {ref}/now"
+        title += f"; {ref} and {now} alternated round by round, medians, ratio = {ref}/now"
     return "\n".join([title, "", table(columns, rows)])
 
 
@@ -283,7 +285,7 @@ def one_token(args: argparse.Namespace) -> int:
             for tree, into, name in sides if round_ % 2 == 0 else sides[::-1]:
                 progress(f"micro: one-token chunks, round {round_ + 1}, {name}")
                 collect(into, one_token_run(tree, configs, args.chunks))
-    text = one_token_table(after, before, args.against)
+    text = one_token_table(after, before, args.against, now)
     result = {
         "machine": machine(),
         "against": args.against,
