@@ -53,18 +53,25 @@ class StreamDigest:
         stream's fingerprint digest: two streams sharing a request id and a history
         still differ). ``state`` continues what it was last taken of: a stream's
         history and pinned ids only grow."""
-        token_ids = state.output_token_ids
-        for size in state.output_chunk_lens[self._chunks_seen :]:
-            chunk = token_ids[self._tokens_seen : self._tokens_seen + size]
-            self._history = _link(self._history, msgspec.msgpack.encode(chunk))
-            self._tokens_seen += size
-        self._chunks_seen = len(state.output_chunk_lens)
-        for call_id in state.last_tool_call_ids[self._ids_seen :]:
-            self._ids = _link(self._ids, call_id.encode())
-        self._ids_seen = len(state.last_tool_call_ids)
+        token_ids, chunk_lens = state.output_token_ids, state.output_chunk_lens
+        if self._chunks_seen < len(chunk_lens):
+            history, seen = self._history, self._tokens_seen
+            for size in chunk_lens[self._chunks_seen :]:
+                history = _link(history, _msgpack(token_ids[seen : seen + size]))
+                seen += size
+            self._history, self._tokens_seen = history, seen
+            self._chunks_seen = len(chunk_lens)
+        call_ids = state.last_tool_call_ids
+        if self._ids_seen < len(call_ids):
+            for call_id in call_ids[self._ids_seen :]:
+                self._ids = _link(self._ids, call_id.encode())
+            self._ids_seen = len(call_ids)
         return hashlib.blake2b(
             context + self._history + self._ids, digest_size=_DIGEST_BYTES
         ).hexdigest()
+
+
+_msgpack = msgspec.msgpack.Encoder().encode
 
 
 def _link(chain: bytes, item: bytes) -> bytes:

@@ -196,14 +196,20 @@ def chat_chunk(
     choices: list[ChatStreamChoice],
     return_token_ids: bool,
 ) -> ChatCompletionChunk:
-    """A streamed chat chunk around its choices."""
-    prompt_token_ids = request.generate_chunk.prompt_token_ids if return_token_ids else None
+    """A streamed chat chunk around its choices (made field by field: it is made once
+    per chunk of every stream)."""
+    chunk = request.generate_chunk
     return ChatCompletionChunk(
+        id=chunk.request_id,
         object="chat.completion.chunk",
+        created=int(time.time()),
+        model=model,
         choices=choices,
-        prompt_token_ids=prompt_token_ids,
+        usage=stream_usage(chunk, request.prompt_tokens) if chunk.usage is not None else None,
+        system_fingerprint=None,
+        prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
         prompt_text=None,
-        **chunk_envelope(request, model),
+        metrics=chunk.metrics,
     )
 
 

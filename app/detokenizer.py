@@ -6,6 +6,11 @@ pieces after ``read_offset`` as the difference between decoding the window from
 clean-ups. A trailing U+FFFD means an unfinished UTF-8 sequence, so nothing is
 emitted until a later token completes it. After every token the window is trimmed to
 what can still be read, so it stays a handful of pieces long however long the stream.
+
+When nothing is pending (the window was all read) and the new id is whole characters
+(``Tokenizer.whole_text``), decoding the window with the id adds exactly the id's own
+text: it is emitted and the window becomes that one piece, what the full step gives,
+without decoding anything.
 """
 
 from __future__ import annotations
@@ -59,11 +64,19 @@ class Detokenizer:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Feed ids and return the text they complete."""
+        if len(token_ids) == 1:
+            return self._step(token_ids[0])
         return "".join([self._step(t) for t in token_ids])
 
     def _step(self, token_id: int) -> str:
         tokenizer = self._tokenizer
         window = self.window
+        if window.prefix_offset <= window.read_offset == len(window.prev_tokens):
+            whole = tokenizer.whole_text(token_id)
+            if whole is not None and token_id not in self._special:
+                window.prev_tokens = [whole[1]]
+                window.prefix_offset, window.read_offset = 0, 1
+                return whole[0]
         if 0 <= token_id < tokenizer.vocab_size:
             new = [] if token_id in self._special else [tokenizer.piece(token_id) or ""]
         else:

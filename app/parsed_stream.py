@@ -22,6 +22,9 @@ from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.types import Delta
 
+# What a chunk the parser says nothing of shows (read only).
+_NO_DELTA = Delta()
+
 
 class ParsedStreamDerenderer:
     """One parsed chunk at a time, fed to the stream's session."""
@@ -66,14 +69,18 @@ class ParsedStreamDerenderer:
         )
         delta, finish_reason = session.feed(token_ids, text_ids, choice.finish_reason)
         logprobs = None
-        if not hide_metadata:
+        if choice.logprobs is not None and not hide_metadata:
             logprobs = resolve_stream_logprobs(
                 self.tokenizer, choice.logprobs, state, chat_top_logprobs(chat_request)
             )
-        pinned_ids = list(state.last_tool_call_ids)
+        pinned_ids = state.last_tool_call_ids
+        if delta is None:
+            delta = _NO_DELTA
+        elif delta.tool_calls:
+            pinned_ids = list(pinned_ids)  # grows by the ids of calls first seen
         reply = ChatStreamChoice(
             index=choice.index,
-            delta=to_wire_delta(delta or Delta(), pinned_ids, state.role_sent),
+            delta=to_wire_delta(delta, pinned_ids, state.role_sent),
             logprobs=logprobs,
             finish_reason=finish_reason,
             stop_reason=stop_reason,

@@ -72,6 +72,12 @@ def to_wire_delta(delta: Delta, pinned_ids: list[str], role_sent: bool) -> Delta
     ``pinned_ids`` (the stream state's ``last_tool_call_ids``) grows by the ids of
     calls seen for the first time, so a replayed or retried chunk keeps its ids.
     """
+    if not delta.tool_calls:  # most chunks: text only
+        return DeltaMessage(
+            role=None if role_sent else "assistant",
+            content=delta.content,
+            reasoning=delta.reasoning,
+        )
     calls = []
     for call in delta.tool_calls:
         call_id = call.id

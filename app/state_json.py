@@ -51,12 +51,13 @@ class HistoryJson:
     """A stream's token ids and chunk lengths as two JSON arrays, items joined by
     ``separator``, grown by each chunk in O(chunk)."""
 
-    __slots__ = ("_ids", "_lens", "separator")
+    __slots__ = ("_glue", "_ids", "_lens", "separator")
 
     def __init__(
         self, separator: str, token_ids: Sequence[int] = (), chunk_lens: Sequence[int] = ()
     ) -> None:
         self.separator = separator
+        self._glue = separator.encode()
         self._ids = self._opened(token_ids)
         self._lens = self._opened(chunk_lens)
 
@@ -70,9 +71,13 @@ class HistoryJson:
 
     def extend(self, token_ids: Sequence[int]) -> None:
         """Append one chunk (never empty)."""
-        glue = self.separator if len(self._lens) > 1 else ""
-        self._ids += f"{glue}{self.separator.join(map(str, token_ids))}".encode()
-        self._lens += f"{glue}{len(token_ids)}".encode()
+        glue = self._glue if len(self._lens) > 1 else b""
+        if len(token_ids) == 1:  # most chunks
+            self._ids += b"%s%d" % (glue, token_ids[0])
+            self._lens += glue + b"1"
+            return
+        self._ids += glue + self._glue.join(b"%d" % token_id for token_id in token_ids)
+        self._lens += b"%s%d" % (glue, len(token_ids))
 
     def arrays(self) -> tuple[bytes, bytes]:
         return b"".join((self._ids, b"]")), b"".join((self._lens, b"]"))

@@ -3,7 +3,9 @@
 The wrapper keeps vLLM's semantics for a Hugging Face fast tokenizer: vocab pieces
 by id (special ones dropped when skipping), pieces joined through the backend's
 decoder, and whole-id decoding for logprob strings. Pieces are precomputed into a
-list, so the per-token path is a list index instead of a call into transformers.
+list, so the per-token path is a list index instead of a call into transformers; a
+byte-level vocabulary also gives each id's bytes, so a token that is whole characters
+is decoded without calling the backend's decoder at all.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ class Tokenizer:
         self.model_eos_token_ids: frozenset[int] = frozenset(eos_ids)
         self.default_max_model_len = default_max_model_len
         self.space_marker = _leading_space_marker(backend)
+        self._byte_level = _component_type(decoder) == "ByteLevel"
+        # By id: (its text, its piece), or None; filled in as ids are first met.
+        self._whole: list[object] = [_UNKNOWN] * self.vocab_size
 
     def piece(self, token_id: int) -> str | None:
         """The vocab piece of an id, or None when the id has none."""
@@ -92,6 +97,35 @@ class Tokenizer:
         """Join pieces into text the way the backend's decoder does."""
         text: str = self._join(pieces)
         return text
+
+    def whole_text(self, token_id: int) -> tuple[str, str] | None:
+        """The text an id adds after any settled text, with its piece, when the decoder
+        is byte-level and the id's bytes are whole UTF-8 characters (not ending in
+        U+FFFD); else None, and only decoding the window can tell.
+
+        Byte-level decoding maps each piece's characters to bytes and decodes all of
+        them at once, replacing what is not UTF-8; bytes that are valid on their own
+        start at a character boundary, so appended to any bytes they decode to this
+        text after what those decode to (app/detokenizer.py relies on it).
+        """
+        if not 0 <= token_id < self.vocab_size:
+            return None
+        found = self._whole[token_id]
+        if found is _UNKNOWN:
+            found = self._whole[token_id] = self._whole_of(token_id)
+        return found  # type: ignore[return-value]
+
+    def _whole_of(self, token_id: int) -> tuple[str, str] | None:
+        piece = self.piece(token_id)
+        if not self._byte_level or not piece:
+            return None
+        try:
+            text = piece_bytes(piece).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if text.endswith("\ufffd"):
+            return None
+        return (piece if text == piece else text), piece
 
     def encode(self, text: str) -> list[int]:
         """The ids of ``text`` as a model writes it: special-token texts become their
@@ -132,6 +166,39 @@ class Tokenizer:
         markers = len(raw) - len(raw.lstrip(marker))
         missing = markers - (len(text) - len(text.lstrip(" ")))
         return " " * missing + text if missing > 0 else text
+
+
+_UNKNOWN = object()
+
+
+def _byte_chars() -> dict[str, int]:
+    """Byte-level BPE's character for each byte (GPT-2's table): printable bytes stand
+    for themselves, the others for the characters from U+0100 on, in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars = {chr(byte): byte for byte in printable}
+    others = [byte for byte in range(256) if byte not in chars.values()]
+    chars.update((chr(256 + index), byte) for index, byte in enumerate(others))
+    return chars
+
+
+_BYTE_OF = _byte_chars()
+
+
+def piece_bytes(piece: str) -> bytes:
+    """A piece's bytes as the byte-level decoder reads them: each character's byte, or
+    the piece's own UTF-8 when any character has none (an added token's text)."""
+    try:
+        return bytes([_BYTE_OF[char] for char in piece])
+    except KeyError:
+        return piece.encode("utf-8")
+
+
+def _component_type(component: Any) -> str | None:
+    """The ``type`` a tokenizers component (decoder, pre-tokenizer) serializes with."""
+    if component is None:
+        return None
+    kind = json.loads(component.__getstate__()).get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def _leading_space_marker(backend: Any) -> str | None:

@@ -1,6 +1,7 @@
 """``python -m bench`` / ``derender-bench``: the session cache against pure replay and vLLM.
 
     python -m bench micro                                # in-process cost of one chunk
+    python -m bench micro --one-token --against 6399818  # a one-token chunk, then and now
     python -m bench hostile                              # cost per token on adversarial output
     python -m bench stream --quick                       # under a minute: cache on, off, floor
     python -m bench stream --tokens 4096                 # one stream over HTTP, per mode
@@ -78,6 +79,30 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--positions", type=positive, default=16384, help="last output position")
     m.add_argument("--repeats", type=positive, default=3, help="replays timed per position")
     m.add_argument("--configs", nargs="+", choices=list(PARSER_CONFIGS), help="default: all")
+    m.add_argument(
+        "--one-token",
+        action="store_true",
+        help="instead: the cost of a one-token chunk of plain text on a kept session",
+    )
+    m.add_argument(
+        "--against",
+        metavar="REF",
+        help="with --one-token: also measure git REF's tree, alternated with this one",
+    )
+    m.add_argument(
+        "--now",
+        metavar="REF",
+        help="with --against: measure git REF's tree instead of this working tree",
+    )
+    m.add_argument("--rounds", type=positive, default=3, help="--against's rounds")
+    m.add_argument(
+        "--chunks", type=positive, default=2048, help="one-token chunks timed per scenario"
+    )
+    m.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: profile qwen3+hermes's one-token chunks (pyinstrument)",
+    )
 
     h = commands.add_parser(
         "hostile",

@@ -7,13 +7,27 @@ derenderer, the live session passed along: the hit path. At each checkpoint (256
 session, rebuilt from the carried ``stream_state`` by replay, as vLLM does on every
 chunk and as the server does on a cache miss. HTTP, request decoding and the cache
 lookup are left out: this is the derender work alone.
+
+``--one-token`` measures instead what a one-token chunk of plain text costs on a kept
+session, hit path and reply encoding included (bench/onetoken.py), per parser
+configuration and section (reasoning text, content); ``--against REF`` runs the same
+measurement in REF's tree too (``git archive`` into a temporary folder), the two trees
+alternated round by round in fresh processes, and gives their ratio; ``--profile``
+profiles qwen3+hermes's chunks with pyinstrument.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import msgspec
@@ -29,7 +43,7 @@ from app.protocol import (
 )
 from app.session import SessionBuilder, StreamSession
 from app.tokenizer import Tokenizer
-from bench import plots
+from bench import onetoken, plots
 from bench.report import machine, progress, table, write
 from bench.stats import checkpoints, window
 from bench.workload import (
@@ -187,7 +201,132 @@ def draw(runs: list[ConfigRun], out: Path) -> Path:
     return path
 
 
+ROOT = Path(__file__).resolve().parent.parent
+Lanes = dict[tuple[str, str], dict[str, list[float]]]  # (config, section) -> lane -> µs
+
+
+@contextmanager
+def tree_of(ref: str) -> Iterator[Path]:
+    """REF's files (``git archive`` of this repository) in a temporary folder, with this
+    tree's bench/onetoken.py, so both sides are measured by the same code."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-ref-"))
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+        shutil.copy(ROOT / "bench" / "onetoken.py", folder / "bench" / "onetoken.py")
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def one_token_run(tree: Path, configs: list[str], chunks: int) -> list[onetoken.Scenario]:
+    """bench/onetoken.py run in a fresh process on ``tree``'s code."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    argv = [sys.executable, "-m", "bench.onetoken", "--chunks", str(chunks), "--configs", *configs]
+    done = subprocess.run(argv, cwd=tree, env=env, check=True, capture_output=True)
+    return msgspec.json.decode(done.stdout, type=list[onetoken.Scenario])
+
+
+def collect(into: Lanes, scenarios: list[onetoken.Scenario]) -> None:
+    for s in scenarios:
+        lanes = into.setdefault((s.config, s.section), {})
+        lanes.setdefault("socket", []).append(s.socket_us)
+        lanes.setdefault("http", []).append(s.http_us)
+
+
+def keyed(lanes: Lanes) -> dict[str, dict[str, list[float]]]:
+    """``lanes`` keyed by ``config|section``, as JSON keys must be strings."""
+    return {"|".join(key): value for key, value in lanes.items()}
+
+
+def one_token_table(
+    after: Lanes, before: Lanes | None, ref: str | None, now: str = "this tree"
+) -> str:
+    """One row per configuration and section: µs per chunk (the median over rounds of
+    each round's least block mean)."""
+    columns = ["parsers", "text"]
+    for lane in onetoken.LANES:
+        columns += [f"{lane} µs"] if before is None else [f"{lane} µs {ref}", "now", "ratio"]
+    rows = []
+    for (config, section), lanes in after.items():
+        row = [config, section]
+        for lane in onetoken.LANES:
+            now = statistics.median(lanes[lane])
+            if before is None:
+                row.append(f"{now:.1f}")
+                continue
+            then = statistics.median(before[(config, section)][lane])
+            row += [f"{then:.1f}", f"{now:.1f}", f"{then / now:.2f}"]
+        rows.append(row)
+    title = (
+        "cost of a one-token chunk of plain text on a kept session, in-process (chunk "
+        "decoded, derendered, its state and reply encoded; no framing, checks or store): "
+        "socket = WebSocket reply with a compact state, http = reply with the full state"
+    )
+    if before is not None:
+        title += f"; {ref} and {now} alternated round by round, medians, ratio = {ref}/now"
+    return "\n".join([title, "", table(columns, rows)])
+
+
+def one_token(args: argparse.Namespace) -> int:
+    configs = args.configs or list(PARSER_CONFIGS)
+    after: Lanes = {}
+    if args.against is None:
+        progress("micro: one-token chunks")
+        collect(after, onetoken.measure(configs, args.chunks))
+        text = one_token_table(after, None, None)
+        write(args.out, "micro-one-token", {"machine": machine(), "now": keyed(after)}, text)
+        return 0
+    before: Lanes = {}
+    now = args.now or "this tree"
+    with tree_of(args.against) as old, ExitStack() as stack:
+        new = stack.enter_context(tree_of(args.now)) if args.now else ROOT
+        for round_ in range(args.rounds):
+            sides = [(old, before, args.against), (new, after, now)]
+            for tree, into, name in sides if round_ % 2 == 0 else sides[::-1]:
+                progress(f"micro: one-token chunks, round {round_ + 1}, {name}")
+                collect(into, one_token_run(tree, configs, args.chunks))
+    text = one_token_table(after, before, args.against, now)
+    result = {
+        "machine": machine(),
+        "against": args.against,
+        "now_ref": args.now,
+        "before": keyed(before),
+        "now": keyed(after),
+    }
+    write(args.out, "micro-one-token", result, text)
+    return 0
+
+
+def profile(args: argparse.Namespace) -> int:
+    """pyinstrument's view of qwen3+hermes's one-token chunks, per section, printed and
+    saved as text and HTML."""
+    from pyinstrument import Profiler
+
+    config = "qwen3+hermes"
+    tokenizer = tokenizer_for(PARSER_CONFIGS[config][0], config)
+    for section in onetoken.scenarios(config):
+        progress(f"micro: profiling {config} {section}, {args.chunks} chunks")
+        profiler = Profiler(interval=0.0001)
+        with profiler:
+            onetoken.timed(tokenizer, config, section, "socket", args.chunks)
+        name = f"micro-profile-{section}"
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{name}.html").write_text(profiler.output_html())
+        write_text = profiler.output_text(unicode=True, color=False)
+        print(write_text)
+        (args.out / f"{name}.txt").write_text(write_text)
+        print(f"written: {args.out / name}.txt, {args.out / name}.html")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.profile:
+        return profile(args)
+    if args.one_token or args.against is not None:
+        return one_token(args)
     runs = []
     for config in args.configs or PARSER_CONFIGS:
         progress(f"micro: {config}")

@@ -178,3 +178,60 @@ def _byte_piece(byte: int) -> str:
     if byte in printable:
         return chr(byte)
     return chr(256 + [b for b in range(256) if b not in printable].index(byte))
+
+
+def test_whole_texts_are_what_the_decoder_adds(tokenizer: Tokenizer) -> None:
+    """Every id the table decodes alone adds, after settled and after unfinished bytes
+    alike, exactly the text the backend's decoder gives it."""
+    unfinished = _byte_piece(0xE2) + _byte_piece(0x82)  # a cut three-byte character
+    whole = 0
+    for token_id in range(tokenizer.vocab_size):
+        found = tokenizer.whole_text(token_id)
+        if found is None:
+            continue
+        whole += 1
+        text, piece = found
+        assert piece == tokenizer.piece(token_id)
+        assert tokenizer.tokens_to_string([piece]) == text
+        assert tokenizer.tokens_to_string(["Hi", unfinished, piece]) == "Hi\ufffd" + text
+    # Most of the vocabulary is whole characters; the rest (cut characters) is not.
+    assert tokenizer.vocab_size // 2 < whole < tokenizer.vocab_size
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), skip=st.booleans())
+def test_table_steps_decode_as_the_whole_window_does(
+    tokenizer: Tokenizer, data: st.DataObject, skip: bool
+) -> None:
+    """Words, special tokens, cut characters and unknown ids, with special tokens kept
+    or skipped: every step emits what decoding the window emits, window included."""
+    byte_ids = [tokenizer.vocabulary.id_of(_byte_piece(b)) for b in _BYTES]
+    word_ids = tokenizer.encode("".join(PIECES) + "<|im_end|><think>\ufffd")
+    pool = byte_ids + word_ids + [tokenizer.vocab_size + 3, -1]
+    ids = data.draw(st.lists(st.sampled_from(pool), max_size=80))
+    window = DecodeWindow.seeded(tokenizer, word_ids[:9], skip_special=skip)
+    reference = DecodeWindow(list(window.prev_tokens), window.prefix_offset, window.read_offset)
+    detokenizer = Detokenizer(tokenizer, window, skip_special=skip)
+    special = tokenizer.special_ids if skip else frozenset()
+    for token_id in ids:
+        expected = "" if token_id in special else None
+        if expected is None:
+            expected = _reference_step(tokenizer, reference, token_id)
+        else:
+            _reference_skip(tokenizer, reference)
+        assert detokenizer.decode([token_id]) == expected
+        assert window == reference
+
+
+def _reference_skip(tokenizer: Tokenizer, window: DecodeWindow) -> None:
+    """The reference step for a skipped special token: no piece joins the window."""
+    prev, prefix, read = window.prev_tokens, window.prefix_offset, window.read_offset
+    start = min(prefix, read, len(prev))
+    pieces = prev[start:]
+    prefix, read = prefix - start, read - start
+    prefix_text = tokenizer.tokens_to_string(pieces[prefix:read])
+    full_text = tokenizer.tokens_to_string(pieces[prefix:])
+    if len(full_text) > len(prefix_text) and not full_text.endswith("\ufffd"):
+        prefix, read = read, len(pieces)
+    window.prev_tokens = pieces[prefix:]
+    window.read_offset, window.prefix_offset = read - prefix, 0

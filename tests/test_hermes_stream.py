@@ -179,3 +179,12 @@ def test_a_long_call_keeps_little_text() -> None:
     for _ in range(5000):
         stream.stream("word ")
         assert len(stream.s.regions[0].text) < 40
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(alphabet="<tol_cal>/x", max_size=30), tag=st.sampled_from([TOOL_START, TOOL_END])
+)
+def test_tag_overlap_is_the_longest_proper_prefix_text_ends_with(text: str, tag: str) -> None:
+    longest = max((size for size in range(1, len(tag)) if text.endswith(tag[:size])), default=0)
+    assert _tag_overlap(text, tag) == longest

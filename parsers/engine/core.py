@@ -288,20 +288,29 @@ class MarkerEngine:
 
     # ------------------------------------------------------------------ feeding
 
-    def feed(self, text: str, token_ids: Sequence[int]) -> list[Event]:
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether the delta is plain text, the current state's text whole (the fast
+        path): nothing held or deferred, no marker id, and no character a literal
+        marker could start with. A family's parser may then skip the events."""
         s = self.s
         if token_ids:
             s.ever_had_token_ids = True
-        id_terminals = self.grammar.id_terminals
-        has_marker_id = any(t in id_terminals for t in token_ids)
-        if (
-            text
+        return (
+            bool(text)
             and not s.held
             and not s.deferred
+            and self.grammar.id_terminals.keys().isdisjoint(token_ids)
             and self.grammar.first_chars.isdisjoint(text)
-            and not has_marker_id
-        ):
+        )
+
+    def plain_kind(self) -> str | None:
+        """The event kind plain text is in the current state (None: none, it is dropped)."""
+        return self.grammar.format.state_events.get(self.s.state)
+
+    def feed(self, text: str, token_ids: Sequence[int]) -> list[Event]:
+        if self.plain(text, token_ids):
             return self._text(text)
+        has_marker_id = not self.grammar.id_terminals.keys().isdisjoint(token_ids)
         events: list[Event] = []
         for piece in budget.paced(self._scan(text, token_ids, has_marker_id)):
             if piece.terminal is None:
@@ -530,7 +539,7 @@ class MarkerEngine:
         if self.s.state == HEADER:
             self.s.hold_header(text)
             return []
-        kind = self.grammar.format.state_events.get(self.s.state)
+        kind = self.plain_kind()
         return [Event(kind, text, self.s.tool_index)] if kind is not None else []
 
     def _skips(self, terminal: str, transition: Transition) -> bool:

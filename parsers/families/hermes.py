@@ -69,10 +69,15 @@ class HermesTools:
 
 
 def _tag_overlap(text: str, tag: str) -> int:
-    """Length of the longest proper prefix of ``tag`` that ``text`` ends with."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:size]):
-            return size
+    """Length of the longest proper prefix of ``tag`` that ``text`` ends with: tried
+    from where ``tag``'s first character stands in the last ``len(tag) - 1``
+    characters, the earliest (longest) first."""
+    size = len(text)
+    at = text.find(tag[0], max(0, size - len(tag) + 1))
+    while at >= 0:
+        if tag.startswith(text[at:]):
+            return size - at
+        at = text.find(tag[0], at + 1)
     return 0
 
 
@@ -264,6 +269,8 @@ class HermesStream:
         """Route new text into content, regions and the gaps between them."""
         s = self.s
         tool_start, tool_end = self.tags.start, self.tags.end
+        if s.mode == "content" and not s.pending and tool_start[0] not in text:
+            return text  # plain content: no tag can start in it
         content = ""
         while text:
             if s.mode == "region":

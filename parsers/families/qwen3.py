@@ -133,6 +133,8 @@ class Qwen3Reasoning:
         self.grammar = grammar
         self.thinking = bool(options.chat_template_kwargs.get("enable_thinking", True))
         self.state = state if state is not None else Qwen3ReasoningState()
+        # The stream's engine, made once over its state's engine state.
+        self._live: MarkerEngine | None = None
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool:
         return self.grammar.prompt_closes_reasoning(prompt_token_ids, self.thinking)
@@ -169,9 +171,18 @@ class Qwen3Reasoning:
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         state = self.state
-        if state.engine is None:
-            state.engine = EngineState(self._start_state())
-        return self._delta(self._engine(state.engine).feed(text, token_ids), finished=False)
+        live = self._live
+        if live is None or live.s is not state.engine:
+            if state.engine is None:
+                state.engine = EngineState(self._start_state())
+            live = self._live = self._engine(state.engine)
+        if (
+            not state.deferred_content
+            and live.plain(text, token_ids)
+            and live.plain_kind() == REASONING_TEXT
+        ):
+            return Delta(reasoning=text)  # what the lone event's delta would be
+        return self._delta(live.feed(text, token_ids), finished=False)
 
     def finish(self) -> Delta | None:
         """Release what the engine holds (a partial marker, deferred whitespace)."""
@@ -205,6 +216,9 @@ class Qwen3Reasoning:
         state = self.state
         if not events and not state.deferred_content:
             return None
+        if len(events) == 1 and events[0].kind == REASONING_TEXT and not state.deferred_content:
+            # Reasoning text alone (the plain-text fast path's one event).
+            return Delta(reasoning=events[0].value) if events[0].value else None
         content_parts = [state.deferred_content]
         state.deferred_content = ""
         reasoning_parts = []
