@@ -253,12 +253,12 @@ def one_token_table(
     for (config, section), lanes in after.items():
         row = [config, section]
         for lane in onetoken.LANES:
-            now = statistics.median(lanes[lane])
+            cost = statistics.median(lanes[lane])
             if before is None:
-                row.append(f"{now:.1f}")
+                row.append(f"{cost:.1f}")
                 continue
             then = statistics.median(before[(config, section)][lane])
-            row += [f"{then:.1f}", f"{now:.1f}", f"{then / now:.2f}"]
+            row += [f"{then:.1f}", f"{cost:.1f}", f"{then / cost:.2f}"]
         rows.append(row)
     title = (
         "cost of a one-token chunk of plain text on a kept session, in-process (chunk "
