@@ -256,23 +256,16 @@ class ParsedChunks:
         # A usage-only chunk needs no session.
         if chunk.choices and self.store.enabled:
             fingerprint = fingerprint or self.fingerprint(view)
-        if asked is not None:
-            acquired = asked.acquired
-        elif chunk.choices and fingerprint is not None:
-            known = self.store.cache.peek(key, fingerprint)
-            state = request.stream_state or StreamState()
-            if compact:
-                encoded = encoder.encode(compact_of(state, fingerprint.digest))
-                carried = Carried(encoded, history > 0, lambda: compact_state_digest(encoded))
+            if asked is not None:
+                acquired = asked.acquired
             else:
-                encoded, digest = encoded_state(state)
-                carried = Carried(encoded, history > 0, digest, history)
-            acquired = await self.store.acquire(
-                key,
-                fingerprint,
-                carried,
-                lambda snapshot: self.service.sessions.restored(request, snapshot),
-            )
+                known = self.store.cache.peek(key, fingerprint)
+                acquired = await self.store.acquire(
+                    key,
+                    fingerprint,
+                    self._carried_as_sent(request, fingerprint, compact),
+                    lambda snapshot: self.service.sessions.restored(request, snapshot),
+                )
         if acquired.session is None:
             check_carried_state(request.stream_state, self.limits)
             if chunk.choices:
@@ -289,6 +282,20 @@ class ParsedChunks:
             and diverges(known[0].output_token_ids, request.stream_state.output_token_ids)
         )
         return Found(key, fingerprint, acquired, tokens, diverged)
+
+    @staticmethod
+    def _carried_as_sent(
+        request: ChatStreamDerenderRequest, fingerprint: Fingerprint, compact: bool
+    ) -> Carried:
+        """A decoded chunk's state as the store looks it up: encoded as we encode it
+        (compact, with ``compact``), and named as its snapshot's envelope names it."""
+        state = request.stream_state or StreamState()
+        history = len(state.output_token_ids)
+        if compact:
+            encoded = encoder.encode(compact_of(state, fingerprint.digest))
+            return Carried(encoded, history > 0, lambda: compact_state_digest(encoded), history)
+        encoded, digest = encoded_state(state)
+        return Carried(encoded, history > 0, digest, history)
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
