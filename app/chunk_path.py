@@ -189,7 +189,7 @@ class ParsedChunks:
             output_token_ids=Raw(history.token_ids),
             output_chunk_lens=Raw(history.chunk_lens),
         )
-        carried = Carried(encoder.encode(whole), tokens > 0, lambda: digest, tokens)
+        carried = Carried(encoder.encode(whole), lambda: digest, tokens)
         known = self.store.cache.peek(key, fingerprint)
         acquired = await self.store.acquire(
             key,
@@ -293,9 +293,9 @@ class ParsedChunks:
         history = len(state.output_token_ids)
         if compact:
             encoded = encoder.encode(compact_of(state, fingerprint.digest))
-            return Carried(encoded, history > 0, lambda: compact_state_digest(encoded), history)
+            return Carried(encoded, lambda: compact_state_digest(encoded), history)
         encoded, digest = encoded_state(state)
-        return Carried(encoded, history > 0, digest, history)
+        return Carried(encoded, digest, history)
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None

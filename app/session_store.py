@@ -43,15 +43,13 @@ class Source(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Carried:
     """The state a chunk carries as the store looks it up: its bytes as we encode
-    them (what a kept session is compared with), whether it has a history (a state
-    without one has no snapshot), the digest that names it in a snapshot's envelope
-    (taken only if Redis is asked), and its history's length when known (else the
-    digest alone says which history it is)."""
+    them (what a kept session is compared with), the digest that names it in a
+    snapshot's envelope (taken only if Redis is asked), and its history's length (a
+    state without a history has no snapshot)."""
 
     state: bytes
-    history: bool
     digest: Callable[[], bytes]
-    history_len: int | None = None
+    history_len: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +175,7 @@ class SessionStore:
                 self.metrics.cache_hits.inc()
                 return Acquired(session, Source.HIT)
             self.metrics.cache_misses.labels(miss).inc()
-        if self.redis is None or not carried.history:
+        if self.redis is None or not carried.history_len:
             return Acquired(None, Source.MISS, miss)
         snapshot, outcome = await self.redis.take(
             key, fingerprint.digest, carried.digest(), carried.history_len

@@ -184,11 +184,10 @@ class RedisTier:
         stream: tuple[str, int],
         fingerprint: bytes,
         state_digest: bytes,
-        history_len: int | None,
+        history_len: int,
     ) -> tuple[bytes | None, Outcome]:
         """Check out the snapshot that continues the state named ``state_digest``, of
-        ``history_len`` output tokens (None: the digest alone says which): (snapshot,
-        "hit") or (None, why)."""
+        ``history_len`` output tokens: (snapshot, "hit") or (None, why)."""
         if not self.breaker.allows():
             return None, Outcome.BREAKER_OPEN
         key = redis_key(stream, fingerprint)
@@ -212,10 +211,7 @@ class RedisTier:
             return None, Outcome.VERSION
         if envelope.fingerprint != fingerprint:
             return None, Outcome.FINGERPRINT
-        if envelope.state_digest != state_digest or history_len not in (
-            None,
-            envelope.history_len,
-        ):
+        if envelope.history_len != history_len or envelope.state_digest != state_digest:
             return None, Outcome.HISTORY
         return envelope.snapshot, Outcome.HIT
 
