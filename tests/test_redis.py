@@ -496,7 +496,7 @@ CARRIED = {
     # As we encoded it, but not the history the snapshot continues: it must not be used.
     "a token id changed": (_one_id_changed, "miss"),
     "the chunk boundaries moved": (_chunks_joined, "miss"),
-    # The same state in another encoding (a json.dumps client): still that snapshot's.
+    # Every body re-encoded (a json.dumps client): the states are the snapshots' still.
     "re-encoded by json.dumps": (None, "redis"),
 }
 
@@ -505,9 +505,10 @@ CARRIED = {
 def test_a_carried_state_restores_only_the_snapshot_of_that_exact_history(
     make_app: AppFactory, shared_redis: RedisServer, carried: str
 ) -> None:
-    """Chunk 4 carries a changed history (or the same one re-encoded) to the replica
-    that did not answer chunk 3: a history the snapshot does not know misses and
-    replays; every reply equals the cache-off server's; the stream restores again."""
+    """Chunk 4 carries a changed history to the replica that did not answer chunk 3:
+    a history the snapshot does not know misses and replays; every reply equals the
+    cache-off server's; the stream restores again. A client that re-encodes every body
+    restores throughout (through the full decode)."""
     change, expected = CARRIED[carried]
     case = FAULT_CASE
     with replicas(make_app, list(case["server_flags"]), shared_redis.url) as clients:
@@ -519,7 +520,7 @@ def test_a_carried_state_restores_only_the_snapshot_of_that_exact_history(
                 assert state is not None
                 state = change(state)
             body = stream_body(case, chunk, state)
-            content = json.dumps(body) if i == 4 and change is None else None
+            content = json.dumps(body) if change is None else None
             reply = pair[i % 2].post(
                 case["endpoint"],
                 json=None if content else body,
