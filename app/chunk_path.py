@@ -3,8 +3,8 @@
 A chunk is answered from its stream's session: the one kept since the previous
 chunk, else one restored from Redis, else one rebuilt by replaying the carried
 history. Whichever it is, the reply is the same bytes. The direct lane answers a
-chunk that continues its kept session from the body's raw fields, without decoding
-the carried state; anything else takes the full path.
+chunk that continues its kept session, or its Redis snapshot, from the body's raw
+fields, without decoding the carried history; anything else takes the full path.
 """
 
 from __future__ import annotations
@@ -19,21 +19,39 @@ from starlette.responses import Response
 from app.advisories import DIVERGED_WARNING, WARNING_HEADER, Advisory, advise, diverges
 from app.body import Received
 from app.compact import compact_of
-from app.errors import DerenderError
+from app.errors import BadRequest, DerenderError
 from app.protocol import (
     BodyView,
     ChatCompletionChunk,
+    ChatRequest,
     ChatStreamDerenderRequest,
     ChatStreamReply,
     GenerateChunk,
     StreamState,
+    TokenIds,
     encoder,
 )
 from app.routing import check_stream_id
 from app.service import DerenderService
 from app.session import Fingerprint, StreamSession
-from app.session_store import Acquired, Source, StreamKey
-from app.validation import check_carried_state, check_chunk, check_model, chunk_tokens
+from app.session_store import Acquired, Carried, Source, StreamKey
+from app.state_json import (
+    HistoryJson,
+    LiftedHistory,
+    canonical,
+    compact_state_digest,
+    encoded_state,
+    lifted_state,
+    state_digest,
+)
+from app.validation import (
+    check_carried_state,
+    check_chunk,
+    check_model,
+    chunk_tokens,
+    stream_length_error,
+    validate_chat_stream,
+)
 from cache.sessions import Eviction, Miss
 
 logger = logging.getLogger("derender_server")
@@ -41,6 +59,8 @@ logger = logging.getLogger("derender_server")
 _chunk_decoder = msgspec.json.Decoder(GenerateChunk)
 _optional_str = msgspec.json.Decoder(str | None)
 _optional_int = msgspec.json.Decoder(int | None)
+_prompt_decoder = msgspec.json.Decoder(TokenIds | None)
+_chat_request_decoder = msgspec.json.Decoder(ChatRequest | None)
 
 # Set on a reply to a chunk that started its live stream over (see _report_restart).
 RESTART_WARNING = (
@@ -61,6 +81,14 @@ class Found(NamedTuple):
     diverged: bool = False
 
 
+class Asked(NamedTuple):
+    """The store asked on the direct lane, with nothing to continue the chunk: the full
+    path replays it without asking again."""
+
+    acquired: Acquired
+    diverged: bool
+
+
 def json_response(value: object) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
 
@@ -78,14 +106,15 @@ class ParsedChunks:
         digest = self.service.settings_digest
         return Fingerprint(digest, view.chat_request, view.prompt_token_ids)
 
-    async def continue_echoed(self, received: Received) -> Response | None:
-        """Answer a chunk that continues its kept session exactly, from the body's view.
+    async def continue_echoed(self, received: Received) -> Response | Asked | None:
+        """Answer a chunk that continues its kept session exactly, or its Redis
+        snapshot, from the body's view.
 
         The re-sent state, prompt and chat request are compared as raw bytes with
         what the session was built from and last sent, never decoded; only the small
         fields are. Anything else (a miss, a field that fails to decode or check)
         returns None and the chunk takes the full path, which also gives any error
-        its exact message.
+        its exact message; or ``Asked`` when the store was asked and had nothing.
         """
         view = received.view
         try:
@@ -104,24 +133,103 @@ class ParsedChunks:
         delta = chunk_tokens(chunk)
 
         def fits(session: StreamSession) -> bool:
-            used = len(session.prompt_token_ids) + len(session.output_token_ids)
+            used = len(session.prompt_token_ids) + session.output_tokens
             return used + delta <= self.limits.max_model_len
 
         sent = bytes(view.stream_state)
-        session = self.store.acquire_echoed(key, fingerprint, sent, received.history, fits)
-        if session is None:
+        history = received.history
+        session = None
+        if self.store.cache.enabled:
+            session = self.store.acquire_echoed(key, fingerprint, sent, history, fits)
+        if session is not None:
+            request = session.request_for(chunk, requested, prompt_tokens)
+            acquired = Acquired(session, Source.HIT)
+            return await self.respond(request, model, Found(key, fingerprint, acquired, delta))
+        if self.store.redis is None or history is None:
             return None
-        request = session.request_for(chunk, requested, prompt_tokens)
-        acquired = Acquired(session, Source.HIT)
-        return await self.respond(request, model, Found(key, fingerprint, acquired, delta))
+        state = lifted_state(sent)
+        if state is None or not canonical(history):
+            return None  # a state we did not encode: the full path reads it
+        try:
+            request = ChatStreamDerenderRequest(
+                chunk,
+                model=requested,
+                stream_state=state,
+                prompt_tokens=prompt_tokens,
+                prompt_token_ids=_prompt_decoder.decode(view.prompt_token_ids),
+                chat_request=_chat_request_decoder.decode(view.chat_request),
+            )
+            validate_chat_stream(request, view, self.limits)  # but the history's length
+        except (msgspec.DecodeError, DerenderError):
+            return None
+        return await self.restore_echoed(request, model, key, fingerprint, sent, history)
+
+    async def restore_echoed(
+        self,
+        request: ChatStreamDerenderRequest,
+        model: str,
+        key: StreamKey,
+        fingerprint: Fingerprint,
+        sent: bytes,
+        history: LiftedHistory,
+    ) -> Response | Asked:
+        """Continue a chunk from the stream's Redis snapshot, its carried state (``sent``,
+        its history lifted out as ``history``) in our encoding: the history is copied
+        and hashed once to name the snapshot, then adopted as the restored session's,
+        never decoded into ints (its ids are counted, for the snapshot's range checks).
+        The digest covers every byte of the state, so a history that is not the
+        snapshot's misses and the chunk replays."""
+        state = request.stream_state
+        assert state is not None
+        adopted = HistoryJson.adopted(history)
+        tokens = history.tokens()  # for the range checks, as a decoded history's length
+        digest = state_digest(sent, adopted.digest())
+        whole = msgspec.structs.replace(
+            state,
+            output_token_ids=Raw(history.token_ids),
+            output_chunk_lens=Raw(history.chunk_lens),
+        )
+        carried = Carried(encoder.encode(whole), lambda: digest, tokens)
+        known = self.store.cache.peek(key, fingerprint)
+        acquired = await self.store.acquire(
+            key,
+            fingerprint,
+            carried,
+            lambda snapshot: self.service.sessions.restored(request, snapshot, (adopted, tokens)),
+        )
+        diverged = (
+            acquired.miss is Miss.HISTORY
+            and known is not None
+            and known[0].history_diverges(adopted)
+        )
+        session = acquired.session
+        if session is None:
+            return Asked(acquired, diverged)
+        delta = chunk_tokens(request.generate_chunk)
+        used = len(session.prompt_token_ids), session.output_tokens
+        problem = stream_length_error(*used, delta, self.limits)
+        if problem is not None:  # the length the full path checks first, now known
+            await self.store.drop(key, fingerprint, Eviction.ERROR)
+            raise BadRequest(problem)
+        found = Found(key, fingerprint, acquired, delta, diverged)
+        response = await self.respond(request, model, found)
+        if diverged:
+            advise(response, self.metrics, Advisory.DIVERGED_STATE, DIVERGED_WARNING)
+        return response
 
     async def answer(
-        self, request: ChatStreamDerenderRequest, model: str, view: BodyView, compact: bool
+        self,
+        request: ChatStreamDerenderRequest,
+        model: str,
+        view: BodyView,
+        compact: bool,
+        asked: Asked | None = None,
     ) -> Response:
         """A chunk on the full path: its session from the store, else a replay. With
         ``compact``, its reply carries a compact state, and the sessions it may continue
-        are those kept under one (docs/transports.md)."""
-        found = await self.find(request, view, compact)
+        are those kept under one (docs/transports.md). ``asked``: the direct lane asked
+        the store already."""
+        found = await self.find(request, view, compact, asked)
         response = await self.respond(request, model, found, compact)
         # No state, same request, live stream: a restart or a forgotten state.
         if found.acquired.miss is Miss.HISTORY and request.stream_state is None:
@@ -131,7 +239,11 @@ class ParsedChunks:
         return response
 
     async def find(
-        self, request: ChatStreamDerenderRequest, view: BodyView, compact: bool
+        self,
+        request: ChatStreamDerenderRequest,
+        view: BodyView,
+        compact: bool,
+        asked: Asked | None = None,
     ) -> Found:
         """The session of a chunk on the full path, from the store (None: it replays),
         and what its derendering costs in tokens."""
@@ -144,16 +256,16 @@ class ParsedChunks:
         # A usage-only chunk needs no session.
         if chunk.choices and self.store.enabled:
             fingerprint = fingerprint or self.fingerprint(view)
-            known = self.store.cache.peek(key, fingerprint)
-            state = request.stream_state or StreamState()
-            carried = encoder.encode(compact_of(state, fingerprint.digest) if compact else state)
-            acquired = await self.store.acquire(
-                key,
-                fingerprint,
-                carried,
-                history,
-                lambda snapshot: self.service.sessions.restored(request, snapshot),
-            )
+            if asked is not None:
+                acquired = asked.acquired
+            else:
+                known = self.store.cache.peek(key, fingerprint)
+                acquired = await self.store.acquire(
+                    key,
+                    fingerprint,
+                    self._carried_as_sent(request, fingerprint, compact),
+                    lambda snapshot: self.service.sessions.restored(request, snapshot),
+                )
         if acquired.session is None:
             check_carried_state(request.stream_state, self.limits)
             if chunk.choices:
@@ -162,12 +274,28 @@ class ParsedChunks:
         delta = chunk_tokens(chunk)
         tokens = delta if acquired.session else delta + history
         diverged = (
-            acquired.miss is Miss.HISTORY
+            asked.diverged
+            if asked is not None
+            else acquired.miss is Miss.HISTORY
             and known is not None
             and request.stream_state is not None
             and diverges(known[0].output_token_ids, request.stream_state.output_token_ids)
         )
         return Found(key, fingerprint, acquired, tokens, diverged)
+
+    @staticmethod
+    def _carried_as_sent(
+        request: ChatStreamDerenderRequest, fingerprint: Fingerprint, compact: bool
+    ) -> Carried:
+        """A decoded chunk's state as the store looks it up: encoded as we encode it
+        (compact, with ``compact``), and named as its snapshot's envelope names it."""
+        state = request.stream_state or StreamState()
+        history = len(state.output_token_ids)
+        if compact:
+            encoded = encoder.encode(compact_of(state, fingerprint.digest))
+            return Carried(encoded, lambda: compact_state_digest(encoded), history)
+        encoded, digest = encoded_state(state)
+        return Carried(encoded, digest, history)
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
@@ -197,7 +325,13 @@ class ParsedChunks:
             if chunk.choices[0].finish_reason is not None:
                 await self.store.drop(key, fingerprint, Eviction.FINISHED)
             else:
-                await self.store.keep(key, fingerprint, session, carried)
+                kept = session
+                digest = (
+                    (lambda: compact_state_digest(carried))
+                    if context is not None
+                    else (lambda: kept.state_digest(state))
+                )
+                await self.store.keep(key, fingerprint, session, carried, digest)
         response = json_response(ChatStreamReply(reply, Raw(carried)))
         if chunk.choices:
             response.headers["x-derender-cache"] = found.acquired.source

@@ -58,7 +58,7 @@ class CompactChunks:
             raise StateRequired("no live session of this stream continues its stream_state")
         delta = chunk_tokens(chunk)
         problem = stream_length_error(
-            len(session.prompt_token_ids), len(session.output_token_ids), delta, self.limits
+            len(session.prompt_token_ids), session.output_tokens, delta, self.limits
         )
         if problem is not None:
             await self.store.drop(key, fingerprint, Eviction.ERROR)

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from app.advisories import advise_on_state
 from app.body import Received, decode_body
-from app.chunk_path import ParsedChunks, json_response
+from app.chunk_path import Asked, ParsedChunks, json_response
 from app.compact import is_compact
 from app.compact_path import CompactChunks
 from app.errors import BadRequest
@@ -56,16 +56,18 @@ class ChatEndpoint:
         if not view.stream:
             encoded = await self.service.run_one_shot(body, self._one_shot, body, view)
             return Response(encoded, media_type="application/json")
+        asked: Asked | None = None  # the store was asked on the echoed lane
         if self.parsed:
             # Only our own encoding of a kept compact state could match a session's bytes
             # on the echoed lane, and it spells the key plainly: the byte search keeps
             # such a state off that lane; whether a state is compact is then decided by
             # decoding it (an escaped key is the same key).
-            echoed = self.service.store.cache.enabled and not received.compact
+            echoed = self.service.store.enabled and not received.compact
             if echoed and b'"output_digest"' not in bytes(view.stream_state):
                 continued = await self.chunks.continue_echoed(received)
-                if continued is not None:
+                if isinstance(continued, Response):
                     return continued
+                asked = continued
             if is_compact(view.stream_state):
                 if received.compact:
                     return await self.compact.answer(received)
@@ -77,7 +79,7 @@ class ChatEndpoint:
         check_stream_id(received.stream_id, request.generate_chunk.request_id)
         model = validate_chat_stream(request, view, self.service.limits)
         if self.parsed:
-            response = await self.chunks.answer(request, model, view, received.compact)
+            response = await self.chunks.answer(request, model, view, received.compact, asked)
         else:
             check_state_ids(request.stream_state, self.service.limits)
             tokens = chunk_tokens(request.generate_chunk)

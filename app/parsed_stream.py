@@ -2,7 +2,8 @@
 
 The session (kept, restored or rebuilt by replay: app/session_store.py and
 app/session.py) is fed the chunk; the carried ``stream_state`` grows exactly as
-vLLM's, so any later chunk can be answered from it alone.
+vLLM's (its history from the session's JSON of it), so any later chunk can be
+answered from it alone.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ class ParsedStreamDerenderer:
     def chunk(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
     ) -> tuple[ChatCompletionChunk, StreamState]:
-        """The chunk's reply and the state it carries. ``session`` is None only for a
-        chunk without a choice (a usage-only chunk), which needs no parser."""
+        """The chunk's reply and the state it carries, but for its history when a
+        session was fed: the session holds that (``StreamSession.history_json``).
+        ``session`` is None only for a chunk without a choice (a usage-only chunk),
+        which needs no parser; its state is the request's, history and all."""
         chat_request = request.chat_request
         assert chat_request is not None
         state = request.stream_state or StreamState()
@@ -88,8 +91,8 @@ class ParsedStreamDerenderer:
         )
         state = msgspec.structs.replace(
             state,
-            output_token_ids=session.output_token_ids,
-            output_chunk_lens=session.output_chunk_lens,
+            output_token_ids=[],  # the session's now: a reply puts it back (history_json)
+            output_chunk_lens=[],
             role_sent=True,
             tools_streamed=parser.state.tools_streamed,
             last_tool_call_ids=pinned_ids,

@@ -9,14 +9,18 @@ the request body) and slimmed to what a hit reads, and ``size`` is what all of i
 really costs, so the cache's byte bound holds in RSS. A session is built fresh for a
 stream's first chunk or rebuilt from the client-carried ``stream_state`` by replaying
 the history with its original chunk boundaries, which leaves it exactly where the
-previous chunk left it. Either way, the next chunk is fed the same way.
+previous chunk left it, or restored from a Redis snapshot. A session restored from the
+history's JSON as a client sent it keeps that JSON and reads it as ints only if
+something asks for them (a compact state's digest, a ``json.dumps`` client): a restore
+costs a copy and a hash of the history, not a decode. Either way, the next chunk is fed
+the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -42,6 +46,7 @@ from app.state_json import (
     LiftedHistory,
     compact_lifted,
     json_dumps_echo,
+    state_digest,
 )
 from app.tokenizer import Tokenizer
 from cache.redis_tier import Outcome
@@ -94,23 +99,28 @@ class SessionSnapshot(msgspec.Struct, array_like=True):
     read_offset: int
 
     def problem(
-        self, tokenizer: Tokenizer, prompt_token_ids: Sequence[int], history: Sequence[int]
+        self,
+        tokenizer: Tokenizer,
+        prompt_token_ids: Sequence[int],
+        history_len: int,
+        history_tail: Callable[[int], Sequence[int]],
     ) -> str | None:
-        """Why this snapshot cannot continue the stream the request carries, if it cannot.
+        """Why this snapshot cannot continue the stream the request carries (its history
+        of ``history_len`` ids, whose last ones ``history_tail`` gives), if it cannot.
 
         Redis is shared, so a restored snapshot is checked against the request even
         after its MAC: the parser has consumed exactly the carried history, and the
         decode window is the pieces of the last ids of prompt and history (as a
         session's window always is) with its offsets inside it.
         """
-        if self.parser.output_tokens != len(history):
+        if self.parser.output_tokens != history_len:
             return "the parser consumed another history"
         window = len(self.prev_tokens)
-        if window > len(history) + min(len(prompt_token_ids), SEED_IDS):
+        if window > history_len + min(len(prompt_token_ids), SEED_IDS):
             return "the decode window is longer than the ids it comes from"
         if not 0 <= self.prefix_offset <= self.read_offset <= window:
             return "the decode window's offsets are outside it"
-        tail = list(prompt_token_ids[-window:]) + list(history[-window:]) if window else []
+        tail = list(prompt_token_ids[-window:]) + list(history_tail(window)) if window else []
         if self.prev_tokens != tokenizer.pieces(tail[len(tail) - window :], False):
             return "the decode window is not the pieces of the carried ids"
         return None
@@ -148,8 +158,10 @@ class StreamSession:
         self.detokenizer = Detokenizer(tokenizer, window, skip_special=False)
         self.parser = parser
         self.prompt_token_ids = prompt_token_ids
-        self.output_token_ids: list[int] = []
-        self.output_chunk_lens: list[int] = []
+        self.output_tokens = 0  # the history's length
+        # The history as ints; None while only ``_history`` holds it (read when asked).
+        self._token_ids: list[int] | None = []
+        self._chunk_lens: list[int] | None = []
         self._history = HistoryJson(COMPACT)
         self._digest = StreamDigest()  # names the history in a compact state
         # The history as json.dumps writes it, kept once a client re-encodes the state.
@@ -163,6 +175,21 @@ class StreamSession:
         self._fixed_bytes: int | None = None
         self._walked_bytes = 0
         self._walked_at: int | None = None
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self._decoded()[0]
+
+    @property
+    def output_chunk_lens(self) -> list[int]:
+        return self._decoded()[1]
+
+    def _decoded(self) -> tuple[list[int], list[int]]:
+        """The history as ints, read from its JSON the first time a restored session
+        is asked (O(history) once; a chunk's own work never asks)."""
+        if self._token_ids is None or self._chunk_lens is None:
+            self._token_ids, self._chunk_lens = self._history.decoded()
+        return self._token_ids, self._chunk_lens
 
     def answer(self, request: ChatStreamDerenderRequest, state: StreamState) -> None:
         """Remember the request just answered, and the state its reply carried: only
@@ -203,10 +230,9 @@ class StreamSession:
                 + deep_size(self.parser.options, seen)
                 + int_list_bytes(self.prompt_token_ids)
             )
-        tokens = len(self.output_token_ids)
+        tokens = self.output_tokens
         if self._walked_at is None or tokens - self._walked_at >= max(64, self._walked_at // 4):
-            seen = {id(self.output_token_ids), id(self.output_chunk_lens)}
-            seen.add(id(self.prompt_token_ids))
+            seen = {id(self._token_ids), id(self._chunk_lens), id(self.prompt_token_ids)}
             self._walked_bytes = (
                 deep_size(self.parser.state, seen)
                 + deep_size(self.detokenizer.window, seen)
@@ -217,8 +243,8 @@ class StreamSession:
             self._fixed_bytes
             + self._walked_bytes
             + sys.getsizeof(carried)
-            + int_list_bytes(self.output_token_ids)
-            + sys.getsizeof(self.output_chunk_lens)
+            + (int_list_bytes(self._token_ids) if self._token_ids is not None else 0)
+            + sys.getsizeof(self._chunk_lens)
             + self._history.size()
             + (self._dumps_history.size() if self._dumps_history is not None else 0)
         )
@@ -248,17 +274,24 @@ class StreamSession:
         except msgspec.DecodeError:
             return None
 
-    def resume(self, saved: SessionSnapshot, token_ids: list[int], chunk_lens: list[int]) -> None:
-        """Continue where ``saved`` was taken, after ``token_ids`` in ``chunk_lens`` chunks.
+    def resume(
+        self,
+        saved: SessionSnapshot,
+        history: HistoryJson,
+        ints: tuple[list[int], list[int]] | None = None,
+    ) -> None:
+        """Continue where ``saved`` was taken, after ``history`` (kept as it is), and
+        ``ints``, the same history as token ids and chunk lengths when the caller has
+        them (else they are read from the JSON only if asked for).
 
         The parser was built from ``saved.parser``; this restores the rest.
         """
         self.detokenizer.window = DecodeWindow(
             saved.prev_tokens, saved.prefix_offset, saved.read_offset
         )
-        self.output_token_ids = list(token_ids)
-        self.output_chunk_lens = list(chunk_lens)
-        self._history = HistoryJson(COMPACT, token_ids, chunk_lens)
+        self.output_tokens = saved.parser.output_tokens
+        self._history = history
+        self._token_ids, self._chunk_lens = (list(ints[0]), list(ints[1])) if ints else (None, None)
         self._digest = StreamDigest()  # of the new history, taken when first asked
 
     def replay(self, token_ids: list[int], chunk_lens: Sequence[int]) -> None:
@@ -286,8 +319,10 @@ class StreamSession:
             self._history.extend(token_ids)
             if self._dumps_history is not None:
                 self._dumps_history.extend(token_ids)
-            self.output_token_ids += token_ids
-            self.output_chunk_lens.append(len(token_ids))
+            self.output_tokens += len(token_ids)
+            if self._token_ids is not None and self._chunk_lens is not None:
+                self._token_ids += token_ids
+                self._chunk_lens.append(len(token_ids))
         return delta, finish
 
     def history_json(self) -> tuple[Raw, Raw]:
@@ -296,11 +331,25 @@ class StreamSession:
         ids, lens = self._history.arrays()
         return Raw(ids), Raw(lens)
 
+    def state_digest(self, state: StreamState) -> bytes:
+        """What names ``state`` (this session's, after its last chunk) in a Redis
+        snapshot's envelope, from the running digests of its history: O(chunk)."""
+        return state_digest(compact_lifted(state), self._history.digest())
+
+    def history_diverges(self, history: HistoryJson) -> bool:
+        """Whether ``history`` continues this session's neither way (is neither an
+        earlier nor a later point of it)."""
+        return self._history.diverges(history)
+
     def compact_state(self, state: StreamState, context: bytes) -> CompactStreamState:
         """``state`` (this session's, after its last chunk) as a compact state: its
         history named by the session's digest under ``context`` (the digest of its
         fingerprint)."""
-        return compact(state, self._digest, context)
+        token_ids, chunk_lens = self._decoded()
+        whole = msgspec.structs.replace(
+            state, output_token_ids=token_ids, output_chunk_lens=chunk_lens
+        )
+        return compact(whole, self._digest, context)
 
     def _dumps(self) -> HistoryJson:
         """The history as ``json.dumps`` writes it: built at the first call (a client
@@ -385,20 +434,39 @@ class SessionBuilder:
         return session
 
     def restored(
-        self, request: ChatStreamDerenderRequest, snapshot: bytes
+        self,
+        request: ChatStreamDerenderRequest,
+        snapshot: bytes,
+        history: tuple[HistoryJson, int] | None = None,
     ) -> tuple[StreamSession | None, Outcome | None]:
-        """The session continued from a snapshot, without replay; None with the reason
-        when the bytes are not a snapshot (``CORRUPT``) or not one of this stream at this
-        point (``OUT_OF_RANGE``): the caller replays."""
+        """The session continued from a snapshot, without replay, after the request's
+        history: its state's ints, or ``history``, its JSON as sent (the snapshot was
+        found by its digest) with its length. None with the reason when the bytes are
+        not a snapshot (``CORRUPT``) or not one of this stream at this point
+        (``OUT_OF_RANGE``): the caller replays."""
         saved = StreamSession.load_snapshot(snapshot)
         if saved is None:
             return None, Outcome.CORRUPT
         state = request.stream_state or StreamState()
         assert request.prompt_token_ids is not None
-        if saved.problem(self.tokenizer, request.prompt_token_ids, state.output_token_ids):
+        tail: Callable[[int], Sequence[int]]
+        if history is None:
+            token_ids = state.output_token_ids
+            count = len(token_ids)
+
+            def tail(window: int) -> Sequence[int]:
+                return token_ids[-window:]
+        else:
+            adopted, count = history
+            tail = adopted.tail
+        if saved.problem(self.tokenizer, request.prompt_token_ids, count, tail):
             return None, Outcome.OUT_OF_RANGE
-        if not saved.parser.restored(len(state.output_token_ids)):
+        if not saved.parser.restored(count):
             return None, Outcome.OUT_OF_RANGE
         session = self.new(request, saved.parser)
-        session.resume(saved, state.output_token_ids, state.output_chunk_lens)
+        if history is None:
+            ints = (state.output_token_ids, state.output_chunk_lens)
+            session.resume(saved, HistoryJson(COMPACT, *ints), ints)
+        else:
+            session.resume(saved, history[0])
         return session, None

@@ -41,6 +41,18 @@ class Source(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Carried:
+    """The state a chunk carries as the store looks it up: its bytes as we encode
+    them (what a kept session is compared with), the digest that names it in a
+    snapshot's envelope (taken only if Redis is asked), and its history's length (a
+    state without a history has no snapshot)."""
+
+    state: bytes
+    digest: Callable[[], bytes]
+    history_len: int
+
+
+@dataclass(frozen=True, slots=True)
 class Acquired:
     """A session for one chunk (None: replay) and where it came from. ``miss`` says why
     the in-process cache had none (None on a hit, or with the cache off)."""
@@ -151,23 +163,23 @@ class SessionStore:
         self,
         key: StreamKey,
         fingerprint: Fingerprint,
-        carried: bytes,
-        history: int,
+        carried: Carried,
         restore: Restorer,
     ) -> Acquired:
-        """The session that continues ``carried`` (the state the client sent, encoded as
-        we encode it, with ``history`` output tokens): the kept one, else one restored
-        from the stream's Redis snapshot, else none."""
+        """The session that continues ``carried``: the kept one, else one restored from
+        the stream's Redis snapshot, else none."""
         miss = None
         if self.cache.enabled:
-            session, miss = self.cache.checkout(key, fingerprint, carried)
+            session, miss = self.cache.checkout(key, fingerprint, carried.state)
             if session is not None:
                 self.metrics.cache_hits.inc()
                 return Acquired(session, Source.HIT)
             self.metrics.cache_misses.labels(miss).inc()
-        if self.redis is None or not history:
+        if self.redis is None or not carried.history_len:
             return Acquired(None, Source.MISS, miss)
-        snapshot, outcome = await self.redis.take(key, fingerprint.digest, carried, history)
+        snapshot, outcome = await self.redis.take(
+            key, fingerprint.digest, carried.digest(), carried.history_len
+        )
         session = None
         if snapshot is not None:
             session, problem = restore(snapshot)
@@ -182,9 +194,15 @@ class SessionStore:
         return Acquired(session, Source.RESTORED, miss)
 
     async def keep(
-        self, key: StreamKey, fingerprint: Fingerprint, session: StreamSession, carried: bytes
+        self,
+        key: StreamKey,
+        fingerprint: Fingerprint,
+        session: StreamSession,
+        carried: bytes,
+        digest: Callable[[], bytes],
     ) -> None:
-        """Keep ``session`` for the chunk that sends ``carried`` back, in both tiers."""
+        """Keep ``session`` for the chunk that sends ``carried`` back, in both tiers
+        (``digest`` names it in its Redis snapshot's envelope)."""
         if session.fingerprint is None:  # a kept session holds an equal one
             session.fingerprint = fingerprint.detached()
         kept = session.fingerprint
@@ -192,8 +210,8 @@ class SessionStore:
         if self.redis is not None:
             snapshot = session.snapshot()
             self.metrics.redis_snapshot_bytes.observe(len(snapshot))
-            history = len(session.output_token_ids)
-            self._count(await self.redis.put(key, kept.digest, carried, history, snapshot))
+            history = session.output_tokens
+            self._count(await self.redis.put(key, kept.digest, digest(), history, snapshot))
 
     async def drop(self, key: StreamKey, fingerprint: Fingerprint, reason: Eviction) -> None:
         """The stream is over (``FINISHED``: its snapshot goes too) or its chunk failed

@@ -112,7 +112,7 @@ class OpenStream:
                 self._size = _OPEN_STREAM_BYTES + deep_size(self.request)
                 self._measured_at = 0
             return self._size
-        tokens = len(session.output_token_ids)
+        tokens = session.output_tokens
         last = self._measured_at
         if last is None or tokens - last >= max(16, last // 16):
             # The connection keeps no state bytes to compare: the session is its own.
@@ -263,7 +263,7 @@ class ParsedChatLane:
         if not chunk.choices:
             raise BadRequest("a message on an open stream carries its choice's chunk")
         delta = chunk_tokens(chunk)
-        used = len(session.prompt_token_ids), len(session.output_token_ids)
+        used = len(session.prompt_token_ids), session.output_tokens
         problem = stream_length_error(*used, delta, self.limits)
         if problem is not None:
             raise BadRequest(problem)

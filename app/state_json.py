@@ -19,15 +19,23 @@ history arrays are lifted out before it is decoded (``lift_history``): found by 
 keys, cut at their closing brackets, each replaced by a ``0``. The body's state then
 decodes in O(1) and a hit compares it, placeholders included, with the state the
 session expects, and the lifted arrays with the session's history, byte for byte.
+
+A Redis snapshot is found by a digest of the state it continues, taken the same way:
+the lifted state's bytes and a digest of each history array (``state_digest``). A
+session keeps running digests of its arrays, so naming the state it hands out costs
+O(chunk); a restore hashes the arrays it was sent once and adopts them, and their
+digests, as the session's history, never decoding them into ints.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -49,17 +57,29 @@ _LENS_KEY = json.dumps(_FIELDS[_IDS_AT + 1].encode_name).encode()
 
 class HistoryJson:
     """A stream's token ids and chunk lengths as two JSON arrays, items joined by
-    ``separator``, grown by each chunk in O(chunk)."""
+    ``separator``, grown by each chunk in O(chunk), with a running digest of each (for
+    ``state_digest``)."""
 
-    __slots__ = ("_glue", "_ids", "_lens", "separator")
+    __slots__ = ("_glue", "_ids", "_ids_hash", "_lens", "_lens_hash", "separator")
 
     def __init__(
         self, separator: str, token_ids: Sequence[int] = (), chunk_lens: Sequence[int] = ()
     ) -> None:
         self.separator = separator
         self._glue = separator.encode()
-        self._ids = self._opened(token_ids)
-        self._lens = self._opened(chunk_lens)
+        self._ids, self._ids_hash = _hashed(self._opened(token_ids))
+        self._lens, self._lens_hash = _hashed(self._opened(chunk_lens))
+
+    @classmethod
+    def adopted(cls, history: LiftedHistory) -> HistoryJson:
+        """The history as sent, in our encoding (``canonical``), taken as it is: one
+        pass to copy and one to hash each array, none to decode it."""
+        adopted = cls.__new__(cls)
+        adopted.separator = COMPACT
+        adopted._glue = COMPACT.encode()
+        adopted._ids, adopted._ids_hash = _hashed(bytearray(history.token_ids[:-1]))
+        adopted._lens, adopted._lens_hash = _hashed(bytearray(history.chunk_lens[:-1]))
+        return adopted
 
     def _opened(self, values: Sequence[int]) -> bytearray:
         """``values`` as a JSON array without its closing bracket, encoded at C speed
@@ -73,14 +93,44 @@ class HistoryJson:
         """Append one chunk (never empty)."""
         glue = self._glue if len(self._lens) > 1 else b""
         if len(token_ids) == 1:  # most chunks
-            self._ids += b"%s%d" % (glue, token_ids[0])
-            self._lens += glue + b"1"
-            return
-        self._ids += glue + self._glue.join(b"%d" % token_id for token_id in token_ids)
-        self._lens += b"%s%d" % (glue, len(token_ids))
+            ids = b"%s%d" % (glue, token_ids[0])
+            lens = glue + b"1"
+        else:
+            ids = glue + self._glue.join(b"%d" % token_id for token_id in token_ids)
+            lens = b"%s%d" % (glue, len(token_ids))
+        self._ids += ids
+        self._ids_hash.update(ids)
+        self._lens += lens
+        self._lens_hash.update(lens)
 
     def arrays(self) -> tuple[bytes, bytes]:
         return b"".join((self._ids, b"]")), b"".join((self._lens, b"]"))
+
+    def digest(self) -> bytes:
+        """A digest of both arrays as ``arrays`` gives them, in O(1)."""
+        return _closed_digest(self._ids_hash) + _closed_digest(self._lens_hash)
+
+    def decoded(self) -> tuple[list[int], list[int]]:
+        """The token ids and chunk lengths as ints (one decode of the whole history)."""
+        ids, lens = self.arrays()
+        return _ints.decode(ids), _ints.decode(lens)
+
+    def tail(self, count: int) -> list[int]:
+        """The last ``count`` token ids, read from the end of the array."""
+        start = len(self._ids)
+        for _ in range(count):
+            if start <= 1:
+                break
+            start = self._ids.rfind(b",", 0, start - 1) + 1 or 1
+        return _ints.decode(b"".join((b"[", self._ids[start:], b"]")))
+
+    def diverges(self, other: HistoryJson) -> bool:
+        """Whether the two token-id histories differ before the shorter one ends
+        (app/advisories.py's ``diverges`` on the ints, here on our encoding of them)."""
+        shorter, longer = sorted((self._ids, other._ids), key=len)
+        if not longer.startswith(shorter):
+            return True
+        return len(shorter) > 1 and len(longer) > len(shorter) and longer[len(shorter)] != 44
 
     def holds(self, history: LiftedHistory) -> bool:
         """Whether ``history`` is these arrays, byte for byte (compared in place)."""
@@ -95,7 +145,55 @@ class HistoryJson:
         )
 
     def size(self) -> int:
-        return sys.getsizeof(self) + sys.getsizeof(self._ids) + sys.getsizeof(self._lens)
+        return (
+            sys.getsizeof(self)
+            + sys.getsizeof(self._ids)
+            + sys.getsizeof(self._lens)
+            + 2 * _HASH_BYTES
+        )
+
+
+_ints = msgspec.json.Decoder(list[int])
+# What a running SHA-256 keeps besides its Python object (its buffer and state).
+_HASH_BYTES = 256
+_DIGEST_BYTES = 16
+
+
+def _hashed(opened: bytearray) -> tuple[bytearray, Any]:
+    return opened, hashlib.sha256(opened)
+
+
+def _closed_digest(running: Any) -> bytes:
+    closed = running.copy()
+    closed.update(b"]")
+    return bytes(closed.digest()[:_DIGEST_BYTES])
+
+
+def state_digest(lifted: bytes, history_digest: bytes) -> bytes:
+    """What names a full state in its Redis snapshot's envelope: its bytes as we encode
+    them with the history lifted (``compact_lifted``) and its arrays' digest
+    (``HistoryJson.digest``)."""
+    return hashlib.sha256(b"".join((b"full\x00", history_digest, lifted))).digest()[:_DIGEST_BYTES]
+
+
+def encoded_state(state: StreamState) -> tuple[bytes, Callable[[], bytes]]:
+    """A decoded state as we encode it, and what gives its ``state_digest`` (a chunk on
+    the full path: it holds ints, encoded once for both)."""
+    ids, lens = encoder.encode(state.output_token_ids), encoder.encode(state.output_chunk_lens)
+    whole = msgspec.structs.replace(
+        state, output_token_ids=msgspec.Raw(ids), output_chunk_lens=msgspec.Raw(lens)
+    )
+
+    def digest() -> bytes:
+        history = b"".join(hashlib.sha256(a).digest()[:_DIGEST_BYTES] for a in (ids, lens))
+        return state_digest(compact_lifted(state), history)
+
+    return encoder.encode(whole), digest
+
+
+def compact_state_digest(carried: bytes) -> bytes:
+    """What names a compact state (docs/transports.md) in its snapshot's envelope."""
+    return hashlib.sha256(b"compact\x00" + carried).digest()[:_DIGEST_BYTES]
 
 
 def json_dumps_echo(state: StreamState, ids: bytes, lens: bytes) -> bytes:
@@ -132,6 +230,10 @@ class LiftedHistory:
 
     token_ids: bytes
     chunk_lens: bytes
+
+    def tokens(self) -> int:
+        """How many ids the token-id array holds, if it is one (counted, not decoded)."""
+        return self.token_ids.count(b",") + 1 if self.token_ids != b"[]" else 0
 
 
 def lift_history(body: bytes) -> tuple[bytes, LiftedHistory] | None:
@@ -182,3 +284,49 @@ def _array_after(body: bytes, key: bytes) -> tuple[int, int] | None:
     if closing < 0 or body.find(key, closing) >= 0:
         return None
     return opening, closing + 1
+
+
+# What our encoding of an int array never holds: a sent array with none of these that
+# decodes as ints is written as we write it.
+_FOREIGN = (b" ", b"\n", b"\r", b"\t", b"-")
+
+
+def canonical(history: LiftedHistory) -> bool:
+    """Whether the lifted arrays may be our encoding of a history: no whitespace, no
+    sign (a look at C speed; what they hold is proven by the digest they must match)."""
+    arrays = (history.token_ids, history.chunk_lens)
+    return not any(byte in array for array in arrays for byte in _FOREIGN)
+
+
+_LiftedState: Any = msgspec.defstruct(
+    "_LiftedState",
+    [
+        (f.name, int, 0)
+        if i in (_IDS_AT, _IDS_AT + 1)
+        else (
+            f.name,
+            f.type,
+            msgspec.field(default_factory=f.default_factory)
+            if f.default is msgspec.NODEFAULT
+            else f.default,
+        )
+        for i, f in enumerate(_FIELDS)
+    ],
+)
+_lifted_decoder = msgspec.json.Decoder(_LiftedState)
+
+
+def lifted_state(sent: bytes) -> StreamState | None:
+    """The state a body carried with its history lifted, if it is one we encoded: its
+    fields but the history (left empty), else None (the full path reads it)."""
+    try:
+        decoded = _lifted_decoder.decode(sent)
+    except msgspec.DecodeError:
+        return None
+    state = StreamState(
+        **{name: getattr(decoded, name) for name in _NAMES if name not in _HISTORY_NAMES}
+    )
+    return state if compact_lifted(state) == sent else None
+
+
+_HISTORY_NAMES = frozenset(_NAMES[_IDS_AT : _IDS_AT + 2])

@@ -2,7 +2,8 @@
 
 A snapshot is opaque bytes here. It is stored in a versioned envelope that records
 what it is valid for (the request fingerprint, the length and digest of the state
-the client must send back), so a restore is checked exactly as an in-process hit is.
+the client must send back, the digest taken by the caller), so a restore is checked
+exactly as an in-process hit is.
 Redis is not trusted: the envelope is authenticated with an HMAC-SHA256 keyed with
 the replicas' shared secret and bound to its key, checked before anything in it is
 decoded, so a value written by anyone without the secret (or moved from another
@@ -37,7 +38,7 @@ logger = logging.getLogger("derender_server.redis")
 
 # Raised whenever what a snapshot holds changes meaning (a parser's state included), so a
 # replica of another release never restores it: the chunk replays instead.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 KEY_PREFIX = "derender:session:"
 MAC_BYTES = hashlib.sha256().digest_size
 # Room for the envelope's own fields around a snapshot of the largest size written.
@@ -99,10 +100,6 @@ if size > tonumber(ARGV[1]) then
 end
 return redis.call('GETDEL', KEYS[1])
 """
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def envelope_mac(secret: bytes, key: str, body: bytes) -> bytes:
@@ -183,9 +180,14 @@ class RedisTier:
         self._take = self._redis.register_script(_TAKE_SCRIPT)
 
     async def take(
-        self, stream: tuple[str, int], fingerprint: bytes, state: bytes, history_len: int
+        self,
+        stream: tuple[str, int],
+        fingerprint: bytes,
+        state_digest: bytes,
+        history_len: int,
     ) -> tuple[bytes | None, Outcome]:
-        """Check out the snapshot that continues ``state``: (snapshot, "hit") or (None, why)."""
+        """Check out the snapshot that continues the state named ``state_digest``, of
+        ``history_len`` output tokens: (snapshot, "hit") or (None, why)."""
         if not self.breaker.allows():
             return None, Outcome.BREAKER_OPEN
         key = redis_key(stream, fingerprint)
@@ -209,7 +211,7 @@ class RedisTier:
             return None, Outcome.VERSION
         if envelope.fingerprint != fingerprint:
             return None, Outcome.FINGERPRINT
-        if envelope.history_len != history_len or envelope.state_digest != _digest(state):
+        if envelope.history_len != history_len or envelope.state_digest != state_digest:
             return None, Outcome.HISTORY
         return envelope.snapshot, Outcome.HIT
 
@@ -217,17 +219,18 @@ class RedisTier:
         self,
         stream: tuple[str, int],
         fingerprint: bytes,
-        state: bytes,
+        state_digest: bytes,
         history_len: int,
         snapshot: bytes,
     ) -> Outcome:
-        """Keep ``snapshot`` until the client sends ``state`` back; returns what happened."""
+        """Keep ``snapshot`` until the client sends back the state named ``state_digest``;
+        returns what happened."""
         if len(snapshot) > self.max_snapshot_bytes:
             return Outcome.TOO_LARGE
         if not self.breaker.allows():
             return Outcome.BREAKER_OPEN
         key = redis_key(stream, fingerprint)
-        envelope = Envelope(SCHEMA_VERSION, fingerprint, history_len, _digest(state), snapshot)
+        envelope = Envelope(SCHEMA_VERSION, fingerprint, history_len, state_digest, snapshot)
         body = msgspec.msgpack.encode(envelope)
         try:
             await self._call(

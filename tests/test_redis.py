@@ -478,6 +478,65 @@ def test_a_snapshot_whose_counts_do_not_fit_the_history_is_refused(
     assert len(saved.parser.tools.regions) == len(live.regions)
 
 
+# ----------------------------------------------------------------------------- carried states
+
+
+def _one_id_changed(state: dict[str, Any]) -> dict[str, Any]:
+    ids = state["output_token_ids"]
+    return {**state, "output_token_ids": [ids[0] ^ 1, *ids[1:]]}
+
+
+def _chunks_joined(state: dict[str, Any]) -> dict[str, Any]:
+    lens = state["output_chunk_lens"]
+    assert len(lens) > 1
+    return {**state, "output_chunk_lens": [sum(lens)]}
+
+
+CARRIED = {
+    # As we encoded it, but not the history the snapshot continues: it must not be used.
+    "a token id changed": (_one_id_changed, "miss"),
+    "the chunk boundaries moved": (_chunks_joined, "miss"),
+    # Every body re-encoded (a json.dumps client): the states are the snapshots' still.
+    "re-encoded by json.dumps": (None, "redis"),
+}
+
+
+@pytest.mark.parametrize("carried", list(CARRIED))
+def test_a_carried_state_restores_only_the_snapshot_of_that_exact_history(
+    make_app: AppFactory, shared_redis: RedisServer, carried: str
+) -> None:
+    """Chunk 4 carries a changed history to the replica that did not answer chunk 3:
+    a history the snapshot does not know misses and replays; every reply equals the
+    cache-off server's; the stream restores again. A client that re-encodes every body
+    restores throughout (through the full decode)."""
+    change, expected = CARRIED[carried]
+    case = FAULT_CASE
+    with replicas(make_app, list(case["server_flags"]), shared_redis.url) as clients:
+        *pair, plain = clients
+        state: dict[str, Any] | None = None
+        sources = []
+        for i, chunk in enumerate(case["chunks"]):
+            if i == 4 and change is not None:
+                assert state is not None
+                state = change(state)
+            body = stream_body(case, chunk, state)
+            content = json.dumps(body) if change is None else None
+            reply = pair[i % 2].post(
+                case["endpoint"],
+                json=None if content else body,
+                content=content,
+                headers={"content-type": "application/json"},
+            )
+            assert _comparable(reply) == _comparable(plain.post(case["endpoint"], json=body))
+            state = reply.json()["stream_state"]
+            sources.append(reply.headers["x-derender-cache"])
+        metrics = "\n".join(client.get("/metrics").text for client in pair)
+    assert sources[4] == expected and sources[5:] == ["redis"] * len(sources[5:])
+    line = r'^derender_redis_misses_total\{reason="history"\} (\S+)$'
+    history_misses = sum(float(v) for v in re.findall(line, metrics, re.M))
+    assert history_misses == (1 if expected == "miss" else 0)
+
+
 # ----------------------------------------------------------------------------- forgeries
 
 

@@ -16,14 +16,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from app.advisories import diverges
 from app.protocol import BodyView, StreamState
 from app.state_json import (
     COMPACT,
     JSON_DUMPS,
     HistoryJson,
     LiftedHistory,
+    canonical,
+    compact_lifted,
+    encoded_state,
     json_dumps_echo,
     lift_history,
+    lifted_state,
+    state_digest,
 )
 from app.tokenizer import Tokenizer
 from tests.support.apps import AppFactory
@@ -357,3 +363,72 @@ def test_bodies_the_lift_cannot_prove_take_the_full_path_to_the_same_bytes(
     assert replies == stream(plain, "lift", ids, 2, encode)[0]
     # still hits: the full path decodes the state and finds it equal
     assert sources == ["miss"] + ["hit"] * (len(sources) - 1)
+
+
+# ----------------------------------------------------------------------------- Redis digests
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    state=states,
+    history=chunks,
+    adopted_at=st.integers(0, 12),
+    other=st.lists(st.integers(0, 151_000), max_size=40),
+)
+def test_a_history_adopted_as_sent_names_and_reads_as_the_ints_do(
+    state: StreamState,
+    history: list[list[int]],
+    adopted_at: int,
+    other: list[int],
+) -> None:
+    """A history taken as its body sent it (a Redis restore), then grown, has the
+    digest, ids and divergence of the one kept from ints, and its state is named in a
+    snapshot's envelope as the decoded state is."""
+    cut = min(adopted_at, len(history))
+    ids = [t for chunk in history[:cut] for t in chunk]
+    early = msgspec.structs.replace(
+        state, output_token_ids=ids, output_chunk_lens=[len(c) for c in history[:cut]]
+    )
+    lifted = lift_history(as_sent({"stream": True, "stream_state": early}))
+    assert lifted is not None and canonical(lifted[1])
+    sent = bytes(msgspec.json.decode(lifted[0], type=BodyView).stream_state)
+    assert lifted_state(sent) == msgspec.structs.replace(
+        state, output_token_ids=[], output_chunk_lens=[]
+    )
+    adopted = HistoryJson.adopted(lifted[1])
+    kept = HistoryJson(COMPACT, ids, early.output_chunk_lens)
+    for chunk in history[cut:]:
+        adopted.extend(chunk)
+        kept.extend(chunk)
+        ids += chunk
+    whole = msgspec.structs.replace(
+        state, output_token_ids=ids, output_chunk_lens=[len(c) for c in history]
+    )
+    encoded, digest = encoded_state(whole)
+    assert adopted.arrays() == kept.arrays() and encoded == msgspec.json.encode(whole)
+    assert digest() == state_digest(compact_lifted(whole), adopted.digest())
+    assert adopted.digest() == kept.digest()
+    assert adopted.decoded() == (ids, whole.output_chunk_lens)
+    assert all(adopted.tail(n) == ids[max(0, len(ids) - n) :] for n in range(len(ids) + 2))
+    assert adopted.diverges(HistoryJson(COMPACT, other)) == diverges(ids, other)
+    # A state with another field, or another history, is named otherwise.
+    flipped = msgspec.structs.replace(whole, role_sent=not whole.role_sent)
+    assert encoded_state(flipped)[1]() != digest()
+    if ids:
+        changed = [*ids[:-1], ids[-1] + 1]
+        assert (
+            encoded_state(msgspec.structs.replace(whole, output_token_ids=changed))[1]() != digest()
+        )
+
+
+def test_only_our_encoding_of_a_state_is_read_lifted() -> None:
+    state = StreamState(prev_tokens=["a"], output_token_ids=[1, 2], output_chunk_lens=[2])
+    lifted = lift_history(as_sent({"stream": True, "stream_state": state}))
+    assert lifted is not None
+    sent = bytes(msgspec.json.decode(lifted[0], type=BodyView).stream_state)
+    assert lifted_state(sent) is not None
+    assert lifted_state(sent.replace(b'"role_sent"', b' "role_sent"')) is None
+    assert lifted_state(sent.replace(b'"output_chunk_lens":0', b'"output_chunk_lens":1')) is None
+    assert lifted_state(sent[:-1] + b',"extra":1}') is None
+    assert not canonical(LiftedHistory(b"[1, 2]", b"[2]"))
+    assert not canonical(LiftedHistory(b"[1,-0]", b"[2]"))

@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 
 from app.session import StreamSession
+from app.state_json import HistoryJson, LiftedHistory
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import Delta, ParseOptions, ToolSpec
@@ -62,15 +63,20 @@ def restored(
     tokenizer: Tokenizer, factory: ParserFactory, opts: ParseOptions, session: StreamSession
 ) -> StreamSession:
     """``session`` through its snapshot's bytes, restored as a replica restores it from
-    Redis (app/session.py ``SessionBuilder.restored``) from the history it consumed."""
+    Redis (app/session.py ``SessionBuilder.restored``) from the history it consumed, as
+    a reply carried it (its JSON, adopted without a decode)."""
     saved = StreamSession.load_snapshot(session.snapshot())
     assert saved is not None
-    history = list(session.output_token_ids)
-    assert saved.problem(tokenizer, session.prompt_token_ids, history) is None
-    assert saved.parser.restored(len(history))
+    ids, lens = session.history_json()
+    sent = LiftedHistory(bytes(ids), bytes(lens))
+    history = HistoryJson.adopted(sent)
+    count = sent.tokens()
+    assert count == session.output_tokens
+    assert saved.problem(tokenizer, session.prompt_token_ids, count, history.tail) is None
+    assert saved.parser.restored(count)
     parser = factory.stream_for_request(opts, "seed", saved.parser)
     restored = StreamSession(tokenizer, parser, session.prompt_token_ids)
-    restored.resume(saved, history, session.output_chunk_lens)
+    restored.resume(saved, history)
     return restored
 
 
