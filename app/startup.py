@@ -13,8 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from app.settings import Settings
 from app.sizes import human_size
-from parsers.family import Whole
-from parsers.registry import REASONING_PARSERS, TOOL_PARSERS, Entry, ParserConfigError
+from parsers.registry import ParserConfigError, named_parsers
 
 logger = logging.getLogger("derender_server")
 
@@ -30,15 +29,6 @@ def redacted_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 
-def _named(table: dict[str, Entry], flag: str, name: str | None) -> Entry | None:
-    if name is None:
-        return None
-    entry = table.get(name)
-    if entry is None:
-        raise ParserConfigError(f"unknown {flag} {name!r}; choose one of: {', '.join(table)}")
-    return entry
-
-
 def check_parser_flags(settings: Settings) -> None:
     """Refuse parser flags that no tokenizer could make work, in the seconds before one
     loads: unknown names, a tool-call choice without its parser, and a format read whole
@@ -49,22 +39,9 @@ def check_parser_flags(settings: Settings) -> None:
             "--enable-auto-tool-choice requires --tool-call-parser NAME (as in vLLM); "
             "add one, or drop --enable-auto-tool-choice"
         )
-    reasoning = _named(REASONING_PARSERS, "--reasoning-parser", settings.reasoning_parser)
-    tools = _named(TOOL_PARSERS, "--tool-call-parser", settings.tool_call_parser)
-    if not settings.enable_auto_tool_choice:
-        tools = None  # inactive: never built, so it pairs with anything (as in vLLM)
-    sides = {"--reasoning-parser": reasoning, "--tool-call-parser": tools}
-    owner = next((e for e in sides.values() if e and isinstance(e.parser, Whole)), None)
-    if owner is None:
-        return
-    whole = owner.parser
-    assert isinstance(whole, Whole)
-    mixed = [f"{flag} {e.name}" for flag, e in sides.items() if e and e.parser is not whole]
-    if mixed:
-        raise ParserConfigError(
-            f"{' and '.join(mixed)} cannot be combined with the {owner.family.title} parsers "
-            f"(--reasoning-parser {whole.reasoning}, --tool-call-parser {whole.tools})"
-        )
+    named_parsers(
+        settings.tool_call_parser, settings.reasoning_parser, settings.enable_auto_tool_choice
+    )
 
 
 def ineffective_flags(settings: Settings) -> list[str]:

@@ -133,10 +133,8 @@ def _prepare(flag: str, entry: Entry, vocab: Vocabulary) -> Any:
         raise ParserConfigError(f"{flag} {entry.name}: {exc}") from None
 
 
-def _whole_side(
-    reasoning: Entry | None, tools: Entry | None, vocab: Vocabulary
-) -> _WholeSide | None:
-    """The format read whole, when one of the parsers is one; it combines with nothing else."""
+def _whole_owner(reasoning: Entry | None, tools: Entry | None) -> tuple[str, Entry] | None:
+    """The side whose parser is a format read whole (it combines with nothing else)."""
     sides = {"reasoning": reasoning, "tools": tools}
     whole = [(kind, e) for kind, e in sides.items() if e and isinstance(e.parser, Whole)]
     if not whole:
@@ -152,8 +150,34 @@ def _whole_side(
             f"{' and '.join(mixed)} cannot be combined with the {entry.family.title} parsers "
             f"(--reasoning-parser {spec.reasoning}, --tool-call-parser {spec.tools})"
         )
+    return kind, entry
+
+
+def named_parsers(
+    tool_parser: str | None, reasoning_parser: str | None, enable_auto_tools: bool
+) -> tuple[Entry | None, Entry | None]:
+    """The reasoning and tool entries the flags name (the tool parser only when active,
+    as in vLLM), refusing unknown names and a format read whole paired with another
+    family's parser: the checks that need no tokenizer, made before one loads."""
+    reasoning = _entry(REASONING_PARSERS, _FLAGS["reasoning"], reasoning_parser)
+    tools = _entry(TOOL_PARSERS, _FLAGS["tools"], tool_parser)
+    if not enable_auto_tools:
+        tools = None
+    _whole_owner(reasoning, tools)
+    return reasoning, tools
+
+
+def _whole_side(
+    reasoning: Entry | None, tools: Entry | None, vocab: Vocabulary
+) -> _WholeSide | None:
+    """The format read whole, prepared, when one of the parsers is one."""
+    owner = _whole_owner(reasoning, tools)
+    if owner is None:
+        return None
+    kind, entry = owner
+    assert isinstance(entry.parser, Whole)
     made = _prepare(_FLAGS[kind], entry, vocab)
-    return _WholeSide(spec, made, reasoning is not None, tools is not None)
+    return _WholeSide(entry.parser, made, reasoning is not None, tools is not None)
 
 
 class ParserFactory:
@@ -171,10 +195,7 @@ class ParserFactory:
         enable_auto_tools: bool,
         vocab: Vocabulary,
     ) -> None:
-        reasoning = _entry(REASONING_PARSERS, _FLAGS["reasoning"], reasoning_parser)
-        tools = _entry(TOOL_PARSERS, _FLAGS["tools"], tool_parser)
-        if not enable_auto_tools:
-            tools = None
+        reasoning, tools = named_parsers(tool_parser, reasoning_parser, enable_auto_tools)
         self.reasoning_name = reasoning_parser
         self.tool_name = tools.prepared_as if tools is not None else None
         self._whole = _whole_side(reasoning, tools, vocab)
