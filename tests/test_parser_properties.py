@@ -93,6 +93,7 @@ def granite_phrases_output(draw: st.DrawFn) -> str:
     return opening + draw(text) + draw(noise) + draw(text) + response + draw(text)
 
 
+@st.composite
 def inkling_output(draw: st.DrawFn, reasoning: bool) -> str:
     """Inkling's blocks, markers spelled as text (Qwen3's vocabulary has none of them)."""
     blocks = []
