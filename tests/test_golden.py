@@ -55,8 +55,15 @@ def _client(model: str, flags: tuple[str, ...]) -> TestClient:
     return TestClient(build_app(model, flags))
 
 
+# Pure replay re-reads a stream's whole history on every chunk, so it runs on the
+# multi-token chunkings only (t3, r16): one token per chunk costs it the most and, with
+# the session kept, is what every stream's replies are checked on already.
 PARSED_STREAMS = [
-    c for c in CASES if c["kind"] == "chat_stream" and c["config"] not in WITHOUT_PARSERS
+    c
+    for c in CASES
+    if c["kind"] == "chat_stream"
+    and c["config"] not in WITHOUT_PARSERS
+    and not c["id"].endswith("#t1")
 ]
 
 
