@@ -149,13 +149,14 @@ class HistoryJson:
             sys.getsizeof(self)
             + sys.getsizeof(self._ids)
             + sys.getsizeof(self._lens)
-            + 2 * _HASH_BYTES
+            + 2 * HASH_STATE_BYTES
         )
 
 
 _ints = msgspec.json.Decoder(list[int])
-# What a running SHA-256 keeps besides its Python object (its buffer and state).
-_HASH_BYTES = 256
+# What a running SHA-256 keeps besides its Python object (OpenSSL's buffer and state,
+# outside Python's allocator: measured ~250 bytes of RSS each).
+HASH_STATE_BYTES = 256
 _DIGEST_BYTES = 16
 
 
