@@ -20,6 +20,7 @@ from app.advisories import DIVERGED_WARNING, WARNING_HEADER, Advisory, advise, d
 from app.body import Received
 from app.compact import compact_of
 from app.errors import BadRequest, DerenderError
+from app.metrics import Metrics
 from app.protocol import (
     BodyView,
     ChatCompletionChunk,
@@ -62,7 +63,7 @@ _optional_int = msgspec.json.Decoder(int | None)
 _prompt_decoder = msgspec.json.Decoder(TokenIds | None)
 _chat_request_decoder = msgspec.json.Decoder(ChatRequest | None)
 
-# Set on a reply to a chunk that started its live stream over (see _report_restart).
+# Set on a reply to a chunk that started its live stream over (see report_restart).
 RESTART_WARNING = (
     "restarted: this chunk has no stream_state, but its request_id and choice index had a "
     "live stream, so it started over. To continue a stream, send the stream_state of its "
@@ -233,7 +234,7 @@ class ParsedChunks:
         response = await self.respond(request, model, found, compact)
         # No state, same request, live stream: a restart or a forgotten state.
         if found.acquired.miss is Miss.HISTORY and request.stream_state is None:
-            self._report_restart(found.key, response)
+            report_restart(self.metrics, found.key, response)
         elif found.diverged:
             advise(response, self.metrics, Advisory.DIVERGED_STATE, DIVERGED_WARNING)
         return response
@@ -263,7 +264,7 @@ class ParsedChunks:
                 acquired = await self.store.acquire(
                     key,
                     fingerprint,
-                    self._carried_as_sent(request, fingerprint, compact),
+                    carried_as_sent(request, fingerprint, compact),
                     lambda snapshot: self.service.sessions.restored(request, snapshot),
                 )
         if acquired.session is None:
@@ -282,20 +283,6 @@ class ParsedChunks:
             and diverges(known[0].output_token_ids, request.stream_state.output_token_ids)
         )
         return Found(key, fingerprint, acquired, tokens, diverged)
-
-    @staticmethod
-    def _carried_as_sent(
-        request: ChatStreamDerenderRequest, fingerprint: Fingerprint, compact: bool
-    ) -> Carried:
-        """A decoded chunk's state as the store looks it up: encoded as we encode it
-        (compact, with ``compact``), and named as its snapshot's envelope names it."""
-        state = request.stream_state or StreamState()
-        history = len(state.output_token_ids)
-        if compact:
-            encoded = encoder.encode(compact_of(state, fingerprint.digest))
-            return Carried(encoded, lambda: compact_state_digest(encoded), history)
-        encoded, digest = encoded_state(state)
-        return Carried(encoded, digest, history)
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
@@ -320,7 +307,7 @@ class ParsedChunks:
         key, fingerprint = found.key, found.fingerprint
         reply, state, session = await self.derendered(request, model, found)
         context = fingerprint.digest if compact and fingerprint is not None else None
-        carried = self.carried(state, session, context)
+        carried = carried_state(state, session, context)
         if session is not None and fingerprint is not None:
             if chunk.choices[0].finish_reason is not None:
                 await self.store.drop(key, fingerprint, Eviction.FINISHED)
@@ -351,37 +338,52 @@ class ParsedChunks:
                 await self.store.drop(found.key, found.fingerprint, Eviction.ERROR)
             raise
 
-    @staticmethod
-    def carried(
-        state: StreamState, session: StreamSession | None, compact_under: bytes | None
-    ) -> bytes:
-        """The encoded state a reply carries: the full one, its history from the
-        session's ready JSON (never encoded again), or with ``compact_under`` (a
-        fingerprint's digest) the compact one, its history named under it."""
-        if compact_under is not None:
-            if session is None:  # a usage-only chunk
-                return encoder.encode(compact_of(state, compact_under))
-            return encoder.encode(session.compact_state(state, compact_under))
-        if session is not None:
-            ids, lens = session.history_json()
-            state = msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
-        return encoder.encode(state)
 
-    def _report_restart(self, key: StreamKey, response: Response) -> None:
-        """Say that a chunk without ``stream_state`` started a live stream over.
+def carried_as_sent(
+    request: ChatStreamDerenderRequest, fingerprint: Fingerprint, compact: bool
+) -> Carried:
+    """A decoded chunk's state as the store looks it up: encoded as we encode it
+    (compact, with ``compact``), and named as its snapshot's envelope names it."""
+    state = request.stream_state or StreamState()
+    history = len(state.output_token_ids)
+    if compact:
+        encoded = encoder.encode(compact_of(state, fingerprint.digest))
+        return Carried(encoded, lambda: compact_state_digest(encoded), history)
+    encoded, digest = encoded_state(state)
+    return Carried(encoded, digest, history)
 
-        It is answered as a first chunk, as vLLM answers it (not refused): a restart or a
-        retried first chunk under the same request id is legitimate, and a refusal would
-        make the reply depend on what this replica's cache holds. The lookup dropped the
-        kept session; its Redis snapshot, if any, serves only a chunk carrying its exact
-        state, and this stream's own snapshot replaces it under the same key. A client
-        that meant to continue is told here.
-        """
-        self.metrics.stream_restarts.inc()
-        response.headers[WARNING_HEADER] = RESTART_WARNING
-        logger.info(  # not a warning: any client can cause it, as often as it likes
-            "request %r choice %d: a chunk without stream_state started a live stream over. "
-            "To continue a stream send the stream_state of its previous reply; give a "
-            "new stream a new request_id.",
-            *key,
-        )
+
+def carried_state(
+    state: StreamState, session: StreamSession | None, compact_under: bytes | None
+) -> bytes:
+    """The encoded state a reply carries: the full one, its history from the
+    session's ready JSON (never encoded again), or with ``compact_under`` (a
+    fingerprint's digest) the compact one, its history named under it."""
+    if compact_under is not None:
+        if session is None:  # a usage-only chunk
+            return encoder.encode(compact_of(state, compact_under))
+        return encoder.encode(session.compact_state(state, compact_under))
+    if session is not None:
+        ids, lens = session.history_json()
+        state = msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
+    return encoder.encode(state)
+
+
+def report_restart(metrics: Metrics, key: StreamKey, response: Response) -> None:
+    """Say that a chunk without ``stream_state`` started a live stream over.
+
+    It is answered as a first chunk, as vLLM answers it (not refused): a restart or a
+    retried first chunk under the same request id is legitimate, and a refusal would
+    make the reply depend on what this replica's cache holds. The lookup dropped the
+    kept session; its Redis snapshot, if any, serves only a chunk carrying its exact
+    state, and this stream's own snapshot replaces it under the same key. A client
+    that meant to continue is told here.
+    """
+    metrics.stream_restarts.inc()
+    response.headers[WARNING_HEADER] = RESTART_WARNING
+    logger.info(  # not a warning: any client can cause it, as often as it likes
+        "request %r choice %d: a chunk without stream_state started a live stream over. "
+        "To continue a stream send the stream_state of its previous reply; give a "
+        "new stream a new request_id.",
+        *key,
+    )

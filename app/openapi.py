@@ -98,43 +98,46 @@ def _compact(path: dict[str, Any]) -> dict[str, Any]:
     return path
 
 
+def _frame(entries: list[str], description: str) -> dict[str, Any]:
+    """A batch frame whose entries are the named chunk bodies."""
+    return {
+        "type": "object",
+        "description": description,
+        "required": ["batch"],
+        "properties": {
+            "batch": {
+                "type": "array",
+                "maxItems": Settings().batch_max_entries,
+                "description": "One streamed chunk body per entry, at most "
+                "--batch-max-entries entries and --batch-max-bytes bytes in all.",
+                "items": {"oneOf": [_ref(name) for name in entries]},
+            }
+        },
+    }
+
+
+# What names the stream an entry's reply answers.
+_ENTRY_STREAM = {
+    "request_id": {
+        "type": ["string", "null"],
+        "description": "The entry's generate_chunk.request_id (null when it names none).",
+    },
+    "index": {
+        "type": ["integer", "null"],
+        "description": "The entry's choice index (null when it names none).",
+    },
+}
+
+
 def _batch_schemas() -> dict[str, Any]:
     """A batch frame and its reply (docs/transports.md), per route, by hand: their
     entries are the routes' own chunk bodies and replies."""
-    limits = Settings()
-
-    def frame(entries: list[str], description: str) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "description": description,
-            "required": ["batch"],
-            "properties": {
-                "batch": {
-                    "type": "array",
-                    "maxItems": limits.batch_max_entries,
-                    "description": "One streamed chunk body per entry, at most "
-                    "--batch-max-entries entries and --batch-max-bytes bytes in all.",
-                    "items": {"oneOf": [_ref(name) for name in entries]},
-                }
-            },
-        }
-
-    stream = {
-        "request_id": {
-            "type": ["string", "null"],
-            "description": "The entry's generate_chunk.request_id (null when it names none).",
-        },
-        "index": {
-            "type": ["integer", "null"],
-            "description": "The entry's choice index (null when it names none).",
-        },
-    }
     return {
-        "ChatBatchRequest": frame(
+        "ChatBatchRequest": _frame(
             ["ChatStreamDerenderRequest", "CompactChatStreamRequest"],
             "Chunks of many chat streams, each answered as a POST with X-Derender-State: compact.",
         ),
-        "CompletionBatchRequest": frame(
+        "CompletionBatchRequest": _frame(
             ["CompletionStreamDerenderRequest"], "Chunks of many text completion streams."
         ),
         "BatchReply": {
@@ -154,7 +157,7 @@ def _batch_schemas() -> dict[str, Any]:
             "description": "An entry's chunk and the state to send with its stream's next one.",
             "required": ["request_id", "index", "chunk", "stream_state"],
             "properties": {
-                **stream,
+                **_ENTRY_STREAM,
                 "chunk": {
                     "oneOf": [_ref("ChatCompletionChunk"), _ref("CompletionChunk")],
                     "description": "The chunk, as the route's single POST gives it.",
@@ -170,7 +173,7 @@ def _batch_schemas() -> dict[str, Any]:
             "description": "An entry refused or failed; the other entries are answered. "
             "error.code stream_state_required: re-send that chunk in full.",
             "required": ["request_id", "index", "error"],
-            "properties": {**stream, "error": _ref("ErrorInfo")},
+            "properties": {**_ENTRY_STREAM, "error": _ref("ErrorInfo")},
         },
     }
 

@@ -22,7 +22,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from app.body import Received, decode_body
-from app.chunk_path import Found, ParsedChunks
+from app.chunk_path import Found, ParsedChunks, carried_state
 from app.compact import is_compact
 from app.errors import BadRequest, StateRequired
 from app.memsize import deep_size
@@ -245,7 +245,7 @@ class ParsedChatLane:
             self.chunks.store.release(found.key, fingerprint)
         reply, state, session = await self.chunks.derendered(request, model, found)
         context = fingerprint.digest
-        carried = self.chunks.carried(state, session, context)
+        carried = carried_state(state, session, context)
         held = None
         if session is not None and not _finished(request.generate_chunk):
             session.leave_store()
@@ -272,7 +272,7 @@ class ParsedChatLane:
         # No fingerprint: the session is the connection's, none of the store's to drop.
         found = Found(key, None, Acquired(session, Source.HIT), delta)
         reply, state, _ = await self.chunks.derendered(request, model, found)
-        carried = self.chunks.carried(state, session, context)
+        carried = carried_state(state, session, context)
         return reply, carried, None if _finished(chunk) else stream
 
 

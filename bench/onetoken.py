@@ -27,7 +27,7 @@ import msgspec
 from msgspec import Raw
 
 from app.budget import run_within
-from app.chunk_path import ParsedChunks
+from app.chunk_path import carried_state
 from app.parsed_stream import ParsedStreamDerenderer
 from app.protocol import ChatStreamDerenderRequest, ChatStreamReply, GenerateChunk, encoder
 from app.session import Fingerprint, SessionBuilder, StreamSession
@@ -144,9 +144,9 @@ class Stream:
             request = session.request_for(chunk, None, None)
         reply, state = run_within(60.0, self.derenderer.chunk, request, "qwen3", session)
         if lane == "socket":
-            carried = ParsedChunks.carried(state, session, self.context)
+            carried = carried_state(state, session, self.context)
             return encoder.encode(SocketReply("onetoken", 0, reply, Raw(carried)))
-        carried = ParsedChunks.carried(state, session, None)
+        carried = carried_state(state, session, None)
         return encoder.encode(ChatStreamReply(reply, Raw(carried)))
 
 
