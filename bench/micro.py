@@ -53,8 +53,7 @@ from bench.workload import (
     prompt_ids,
     tokenizer_for,
 )
-from parsers.registry import TOOL_PARSERS, ParserFactory
-from parsers.types import Vocabulary
+from parsers.registry import ParserFactory
 
 FIRST = 256
 
@@ -92,16 +91,7 @@ class Derender:
 
 
 def derenderer(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> Derender:
-    vocab = tokenizer.vocabulary
-    needs = TOOL_PARSERS[tool].needs if tool is not None else ()
-    lent = [token for token in needs if vocab.id_of(token) is None]
-    if lent:
-        # Qwen3's tokenizer has no <|python_tag|> (llama3_json's marker); lend it one
-        tokens = {**vocab.token_ids}
-        for offset, token in enumerate(lent):
-            tokens[token] = tokenizer.vocab_size + offset
-        vocab = Vocabulary(tokens, vocab.special_tokens, vocab.token_text)
-    return Derender(tokenizer, ParserFactory(tool, reasoning, True, vocab))
+    return Derender(tokenizer, onetoken.factory(tokenizer, tool, reasoning))
 
 
 def measure(tokenizer: Tokenizer, config: str, last: int, repeats: int) -> ConfigRun:
