@@ -1,0 +1,54 @@
+"""Every recorded configuration, one module per family: a module gives ``CONFIGS`` and,
+where it records on a synthetic tokenizer, ``SYNTHETIC`` (the family's config.json for vLLM,
+or None for the oracle's Qwen3 one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recorder.common import Config
+from recorder.families import (
+    deepseek,
+    glm,
+    gptoss,
+    granite,
+    holo2,
+    inkling,
+    kimi,
+    llama,
+    longcat,
+    minimax,
+    mistral,
+    nemotron,
+    olmo3,
+    phi4,
+    poolside,
+    seed_oss,
+    step,
+)
+
+FAMILIES = (
+    deepseek,
+    holo2,
+    kimi,
+    glm,
+    longcat,
+    step,
+    seed_oss,
+    granite,
+    inkling,
+    poolside,
+    nemotron,
+    phi4,
+    olmo3,
+    gptoss,
+    minimax,
+    llama,
+    mistral,
+)
+CONFIGS: dict[str, Config] = {
+    config.name: config for family in FAMILIES for config in family.CONFIGS
+}
+SYNTHETIC: dict[str, dict[str, Any] | None] = {
+    name: shape for family in FAMILIES for name, shape in getattr(family, "SYNTHETIC", {}).items()
+}

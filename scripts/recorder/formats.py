@@ -1,0 +1,159 @@
+"""How each family's output spells tool calls, and a malformed call body in each spelling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# --- tool-call formats ------------------------------------------------------------
+
+
+def _value(value: Any) -> tuple[str, str]:
+    """A DSML parameter's text and its ``string`` attribute."""
+    if isinstance(value, str):
+        return value, "true"
+    return json.dumps(value, ensure_ascii=False), "false"
+
+
+@dataclass(frozen=True)
+class Dsml:
+    """One DSML dialect: the V3.2, V4 and V4.1 markup differ only in their tags."""
+
+    block: str
+    invoke: str
+    parameter: str
+
+    def calls(self, calls: list[tuple[str, Any]]) -> str:
+        text = f"<｜DSML｜{self.block}>\n"
+        for name, args in calls:
+            text += f'<｜DSML｜{self.invoke} name="{name}">\n'
+            if isinstance(args, str):  # raw (malformed) parameter markup
+                text += args
+            else:
+                for key, value in args.items():
+                    body, is_string = _value(value)
+                    text += (
+                        f'<｜DSML｜{self.parameter} name="{key}" string="{is_string}">'
+                        f"{body}</｜DSML｜{self.parameter}>\n"
+                    )
+            text += f"</｜DSML｜{self.invoke}>\n"
+        return text + f"</｜DSML｜{self.block}>"
+
+
+def _json_args(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+
+
+def v3_calls(calls: list[tuple[str, Any]]) -> str:
+    """DeepSeek-V3: a type, the name, then the arguments in a fenced JSON block."""
+    body = "".join(
+        f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{_json_args(args)}\n```"
+        "<｜tool▁call▁end｜>"
+        for name, args in calls
+    )
+    return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
+
+
+def v31_calls(calls: list[tuple[str, Any]]) -> str:
+    """DeepSeek-V3.1: the name, then plain JSON arguments."""
+    body = "".join(
+        f"<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{_json_args(args)}<｜tool▁call▁end｜>"
+        for name, args in calls
+    )
+    return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
+
+
+def minimax_calls(calls: list[tuple[str, Any]]) -> str:
+    """MiniMax M2: ``<invoke>`` blocks of ``<parameter>`` tags in a ``<minimax:tool_call>``."""
+    text = "<minimax:tool_call>\n"
+    for name, args in calls:
+        text += f'<invoke name="{name}">\n'
+        if isinstance(args, str):  # raw (malformed) parameter markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f'<parameter name="{key}">{body}</parameter>\n'
+        text += "</invoke>\n"
+    return text + "</minimax:tool_call>"
+
+
+def kimi_calls(calls: list[tuple[str, Any]]) -> str:
+    """Kimi K2: a section of calls, each headed by its id ``functions.NAME:INDEX``."""
+    body = "".join(
+        f"<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>"
+        f"{_json_args(args)}<|tool_call_end|>"
+        for index, (name, args) in enumerate(calls)
+    )
+    return f"<|tool_calls_section_begin|>{body}<|tool_calls_section_end|>"
+
+
+def glm_calls(calls: list[tuple[str, Any]]) -> str:
+    """GLM-4.5/4.7: the name, then key/value tag pairs (values as text)."""
+    texts = []
+    for name, args in calls:
+        text = f"<tool_call>{name}\n"
+        if isinstance(args, str):  # raw (malformed) pair markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"<arg_key>{key}</arg_key>\n<arg_value>{body}</arg_value>\n"
+        texts.append(text + "</tool_call>")
+    return "\n".join(texts)
+
+
+def longcat_calls(calls: list[tuple[str, Any]]) -> str:
+    """LongCat-Flash: Hermes' JSON calls between ``<longcat_tool_call>`` tags."""
+    return "".join(
+        "<longcat_tool_call>\n"
+        + (args if isinstance(args, str) else json.dumps({"name": name, "arguments": args}))
+        + "\n</longcat_tool_call>"
+        for name, args in calls
+    )
+
+
+def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
+    """Qwen3-Coder's XML calls (Nemotron 3, Step and Seed-OSS write them too):
+    ``<function=NAME>`` with ``<parameter=KEY>`` lines per value."""
+    texts = []
+    for name, args in calls:
+        text = f"<tool_call>\n<function={name}>\n"
+        if isinstance(args, str):  # raw (malformed) parameter markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"<parameter={key}>\n{body}\n</parameter>\n"
+        texts.append(text + "</function>\n</tool_call>")
+    return "\n".join(texts)
+
+
+FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
+    "v3": v3_calls,
+    "v31": v31_calls,
+    "v32": Dsml("function_calls", "invoke", "parameter").calls,
+    "v4": Dsml("tool_calls", "invoke", "parameter").calls,
+    "v41": Dsml(" calls", " invoke", " parameter").calls,
+    "minimax": minimax_calls,
+    "kimi": kimi_calls,
+    "glm": glm_calls,
+    "longcat": longcat_calls,
+    "qwen3_xml": qwen3_xml_calls,
+}
+
+
+MALFORMED = {
+    "v3": '{"city": "Paris", "unit": }',
+    "v31": '{"city": "Paris", "unit": }',
+    "v32": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
+    "v4": '<｜DSML｜parameter name="days" string="false">[1, 2</｜DSML｜parameter>\n',
+    "v41": '<｜DSML｜ parameter name="days" string="false">[1, 2</｜DSML｜ parameter>\n',
+    "minimax": '<parameter name="days">[1, 2</parameter>\n<parameter name=>x</parameter>\n',
+    "kimi": '{"city": "Paris", "unit": }',
+    "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
+    "longcat": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
+    "qwen3_xml": "<parameter=days>\n[1, 2\n</parameter>\n<parameter=>x</parameter>\n",
+}
