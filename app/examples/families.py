@@ -459,4 +459,15 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}",
         output=f"<think>{REASONING}</think>{ANSWER}<|im_end|>",
     ),
+    "ernie45": Example(
+        family=(
+            "ERNIE-4.5 thinking (`<response>` answers, Hermes-shaped JSON calls; read chunk "
+            "by chunk as vLLM does: docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="ernie45",
+        tool_parser="ernie45",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}\n</think>\n\n{ANSWER}\n{HERMES_CALL}",
+    ),
 }

@@ -313,7 +313,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: ErnieReasoning(vocab),
             one_shot=lambda parser, request: parser,
             stream=lambda parser, request, kept: (ErnieReasoningStream(parser), None),
-            golden=(),
+            golden=("E1", "E2"),
         ),
     ),
     tools=(
@@ -324,7 +324,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: ErnieMarkers(vocab),
             one_shot=lambda markers, request: ErnieTools(),
             stream=_tool_stream,
-            golden=(),
+            golden=("E1",),
         ),
     ),
 )

@@ -131,6 +131,16 @@ def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
     return "\n".join(texts)
 
 
+def ernie_calls(calls: list[tuple[str, Any]]) -> str:
+    """ERNIE-4.5: Hermes' JSON calls, each on its own lines between ``<tool_call>`` tags."""
+    return "\n".join(
+        "<tool_call>\n"
+        + (args if isinstance(args, str) else json.dumps({"name": name, "arguments": args}))
+        + "\n</tool_call>"
+        for name, args in calls
+    )
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -142,6 +152,7 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "glm": glm_calls,
     "longcat": longcat_calls,
     "qwen3_xml": qwen3_xml_calls,
+    "ernie": ernie_calls,
 }
 
 
@@ -156,4 +167,5 @@ MALFORMED = {
     "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
     "longcat": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
     "qwen3_xml": "<parameter=days>\n[1, 2\n</parameter>\n<parameter=>x</parameter>\n",
+    "ernie": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
 }
