@@ -323,6 +323,12 @@ CONFIGS: dict[str, Config] = {
         call='{"name": "save_note", "arguments": {"body": "x"}}, ',
         section="functools[",
     ),
+    "ernie45+ernie45": Config(
+        "ernie45",
+        "ernie45",
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
 }
 
 
