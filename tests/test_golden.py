@@ -45,6 +45,7 @@ CONFIGS = (
     "P1",
     "O1",
     *("E1", "E2"),
+    *("E3", "E4"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

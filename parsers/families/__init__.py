@@ -30,6 +30,7 @@ from parsers.families import (
     qwen3,
     qwen3_coder,
     seed_oss,
+    step3,
     step3p5,
     xlam,
 )
@@ -60,6 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     phi4_mini.FAMILY,
     olmo3.FAMILY,
     ernie45.FAMILY,
+    step3.FAMILY,
 )
 
 

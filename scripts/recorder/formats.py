@@ -141,6 +141,21 @@ def ernie_calls(calls: list[tuple[str, Any]]) -> str:
     )
 
 
+def step3_calls(calls: list[tuple[str, Any]], kind: str = "function") -> str:
+    """Step-3: ``steptml`` invokes, each in its call markers, in one block."""
+    texts = []
+    for name, args in calls:
+        text = f'<｜tool_call_begin｜>{kind}<｜tool_sep｜><steptml:invoke name="{name}">\n'
+        if isinstance(args, str):  # raw (malformed) parameter markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f'<steptml:parameter name="{key}">{body}</steptml:parameter>\n'
+        texts.append(text + "</steptml:invoke><｜tool_call_end｜>")
+    return "<｜tool_calls_begin｜>" + "".join(texts) + "<｜tool_calls_end｜>"
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -153,6 +168,7 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "longcat": longcat_calls,
     "qwen3_xml": qwen3_xml_calls,
     "ernie": ernie_calls,
+    "step3": step3_calls,
 }
 
 
@@ -168,4 +184,7 @@ MALFORMED = {
     "longcat": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
     "qwen3_xml": "<parameter=days>\n[1, 2\n</parameter>\n<parameter=>x</parameter>\n",
     "ernie": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
+    "step3": (
+        '<steptml:parameter name="days">[1, 2\n<steptml:parameter name=>x</steptml:parameter>\n'
+    ),
 }

@@ -138,6 +138,15 @@ CHUNK_DEPENDENT = {
             "E1.text_after_calls", "E2.explicit_think_start", "E2.response_block",
         )
     },
+    # step3's calls take one step per chunk, and the last chunk's call delta gets "{}"
+    **{
+        f"E3.{scenario}": "step3-steps"
+        for scenario in (
+            "block_never_closed", "content_then_call_no_thinking", "enable_thinking_false",
+            "multibyte", "n2_logprobs", "no_parameters", "other_call_type", "reason_one_call",
+            "reason_two_calls", "typed_values", "unknown_tool", "usage_chunk",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -180,6 +189,8 @@ _SYNTHETIC_BY_CONFIG = {
     "O1": "olmo3",
     "E1": "ernie45",
     "E2": "ernie45",
+    "E3": "step3",
+    "E4": "step3",
 }
 
 

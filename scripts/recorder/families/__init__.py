@@ -26,6 +26,7 @@ from recorder.families import (
     poolside,
     seed_oss,
     step,
+    step3,
 )
 
 FAMILIES = (
@@ -47,6 +48,7 @@ FAMILIES = (
     llama,
     mistral,
     ernie,
+    step3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
