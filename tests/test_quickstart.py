@@ -67,6 +67,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "phi4-mini": lambda: synthetic_model("phi4_mini"),
     "olmo3": lambda: synthetic_model("olmo3"),
     "ernie45": lambda: synthetic_model("ernie45"),
+    "step3": lambda: synthetic_model("step3"),
 }
 
 
