@@ -229,8 +229,10 @@ class ErnieToolStream:
         return None
 
     def remaining_arguments(self) -> str:
-        """Nothing: a call goes out whole."""
-        return ""
+        """Nothing once a call went out whole; ``{}`` once a closed call failed to read
+        (vLLM expects arguments of the call it counted and finds none streamed), which
+        no delta carries, as nothing goes out after it."""
+        return "{}" if self.state.stuck else ""
 
     def _step(self, text: str, ids: list[int]) -> Delta | None:
         s = self.state
