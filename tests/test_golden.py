@@ -46,6 +46,7 @@ CONFIGS = (
     "O1",
     *("E1", "E2"),
     *("E3", "E4"),
+    "E5",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -326,7 +326,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: ErnieMarkers(vocab),
             one_shot=lambda markers, request: ErnieTools(),
             stream=_tool_stream,
-            golden=("E1",),
+            golden=("E1", "E5"),
         ),
     ),
 )

@@ -136,6 +136,8 @@ CHUNK_DEPENDENT = {
             "E1.enable_thinking_false", "E1.explicit_think_start", "E1.malformed_then_call",
             "E1.markup_without_object", "E1.response_block", "E1.response_then_call",
             "E1.text_after_calls", "E2.explicit_think_start", "E2.response_block",
+            "E5.malformed_then_call", "E5.markup_without_object", "E5.newlines_then_call",
+            "E5.response_then_call", "E5.three_calls",
         )
     },
     # step3's calls take one step per chunk, and the last chunk's call delta gets "{}"
@@ -191,6 +193,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E2": "ernie45",
     "E3": "step3",
     "E4": "step3",
+    "E5": "ernie45",
 }
 
 

@@ -20,6 +20,7 @@ from recorder.common import (
     engine_family_scenarios,
     plain_scenarios,
     served_as,
+    tool_scenarios,
 )
 from recorder.formats import MALFORMED, ernie_calls
 
@@ -100,6 +101,15 @@ CONFIGS = [
         _parsers(ERNIE, None),
         ERNIE,
         served_as(ERNIE, plain_scenarios(ernie_calls) + _answers()),
+        eos=QWEN3_EOS,
+        served=ERNIE,
+    ),
+    # ERNIE-4.5's non-thinking models: the calls alone.
+    Config(
+        "E5",
+        _parsers(None, ERNIE),
+        ERNIE,
+        served_as(ERNIE, tool_scenarios("ernie", False) + _answers() + _calls()),
         eos=QWEN3_EOS,
         served=ERNIE,
     ),
