@@ -94,6 +94,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3": (None, "olmo3", "reasoning"),
     "nemotron_v3+qwen3_coder": ("qwen3_coder", "nemotron_v3", "coder_call"),
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
+    "ernie45+ernie45": ("ernie45", "ernie45", "hermes_call"),
+    "step3+step3": ("step3", "step3", "step3_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -308,6 +310,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "granite_reasoning": "Here is my thought process:\n",
         "inkling_call": INKLING_CALL_OPEN,
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
+        "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
+        '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -10,6 +10,7 @@ from typing import Any
 from parsers.families import (
     deepseek,
     dsml,
+    ernie45,
     glm,
     granite4,
     granite_phrases,
@@ -29,6 +30,7 @@ from parsers.families import (
     qwen3,
     qwen3_coder,
     seed_oss,
+    step3,
     step3p5,
     xlam,
 )
@@ -58,6 +60,8 @@ FAMILIES: tuple[Family, ...] = (
     nemotron.FAMILY,
     phi4_mini.FAMILY,
     olmo3.FAMILY,
+    ernie45.FAMILY,
+    step3.FAMILY,
 )
 
 

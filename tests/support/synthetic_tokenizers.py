@@ -89,6 +89,16 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
     # Olmo 3: ChatML turns, and no think tokens at all (below).
     "olmo3": (),
+    # ERNIE-4.5: its answer tags (Qwen3's vocabulary has <think> and <tool_call> already).
+    "ernie45": ("<response>", "</response>"),
+    # Step-3's call markers (its <think> and </think> are Qwen3's).
+    "step3": (
+        "<｜tool_calls_begin｜>",
+        "<｜tool_calls_end｜>",
+        "<｜tool_call_begin｜>",
+        "<｜tool_call_end｜>",
+        "<｜tool_sep｜>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -109,6 +119,8 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "nemotron_v3": frozenset(),
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
+    "ernie45": frozenset(),
+    "step3": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -122,6 +134,8 @@ _EOS = {
     "nemotron_v3": "<|im_end|>",
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
+    "ernie45": "<|im_end|>",
+    "step3": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -229,6 +243,8 @@ _TEMPLATES = {
     "nemotron_v3": _CHATML_TEMPLATE,
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
+    "ernie45": _CHATML_TEMPLATE,
+    "step3": _CHATML_TEMPLATE,
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from recorder.common import Config
 from recorder.families import (
     deepseek,
+    ernie,
     glm,
     gptoss,
     granite,
@@ -25,6 +26,7 @@ from recorder.families import (
     poolside,
     seed_oss,
     step,
+    step3,
 )
 
 FAMILIES = (
@@ -45,6 +47,8 @@ FAMILIES = (
     minimax,
     llama,
     mistral,
+    ernie,
+    step3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
