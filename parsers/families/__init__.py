@@ -21,6 +21,7 @@ from parsers.families import (
     llama4_pythonic,
     minimax,
     mistral_json,
+    muse,
     nemotron,
     olmo3,
     phi4_mini,
@@ -58,6 +59,7 @@ FAMILIES: tuple[Family, ...] = (
     nemotron.FAMILY,
     phi4_mini.FAMILY,
     olmo3.FAMILY,
+    muse.FAMILY,
 )
 
 
