@@ -379,10 +379,8 @@ class MuseToolStream:
                 pieces.append("\n")
             state.bodies += 1
         offset = state.fed - frame.body_start
-        if frame is state.frames.current:
-            piece = state.frames.body(frame, offset)
-        else:
-            piece = body[offset:]
+        growing = frame is state.frames.current
+        piece = state.frames.body(frame, offset) if growing else body[offset:]
         state.fed += len(piece)
         pieces.append(piece)
         return pieces
@@ -428,7 +426,7 @@ FAMILY = Family(
             prepare=_prepare_reasoning,
             one_shot=lambda parser, request: parser,
             stream=_reasoning_stream,
-            golden=(),
+            golden=("J1",),
         ),
     ),
     tools=(
@@ -440,7 +438,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: None,
             one_shot=lambda _, request: _tools(SPARK)(request),
             stream=_tool_stream(SPARK),
-            golden=(),
+            golden=("J1", "J2"),
         ),
     ),
 )

@@ -209,8 +209,11 @@ def reasoning_hold(tail: str) -> int:
         trimmed = body
         for marker in _MARKERS:
             cut = next(
-                (k for k in range(min(len(marker) - 1, len(trimmed)), 0, -1)
-                 if trimmed.endswith(marker[:k])),
+                (
+                    k
+                    for k in range(min(len(marker) - 1, len(trimmed)), 0, -1)
+                    if trimmed.endswith(marker[:k])
+                ),
                 0,
             )
             if cut:

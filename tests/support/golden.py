@@ -156,6 +156,7 @@ _SYNTHETIC = {
     "F": "granite",
     "I": "inkling",
     "V": "poolside",
+    "J": "muse",
 }
 # Test tokenizers built from packages: Llama's from llama-models, Mistral's (S) from
 # mistral-common's tekken file, by configuration.

@@ -89,6 +89,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
     # Olmo 3: ChatML turns, and no think tokens at all (below).
     "olmo3": (),
+    # Muse's message framing; its ATEM call markup is plain text.
+    "muse": ("<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -109,6 +111,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "nemotron_v3": frozenset(),
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
+    "muse": frozenset(FAMILY_TOKENS["muse"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -122,6 +125,7 @@ _EOS = {
     "nemotron_v3": "<|im_end|>",
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
+    "muse": "<|eot|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -217,6 +221,16 @@ _PHI4_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
 )
+# Muse's messages: ``<|start|>ROLE<|message|>TEXT<|eot|>``, tools listed as JSON in a
+# system message; the generation prompt opens the assistant's turn (its first header
+# is the model's: `` to=self<|message|>``).
+_MUSE_TEMPLATE = (
+    "{%- if tools -%}<|start|>system<|message|># Tools\n"
+    "{%- for tool in tools %}{{ tool | tojson }}\n{% endfor -%}<|eot|>{%- endif -%}"
+    "{%- for m in messages -%}<|start|>{{ m.role }}<|message|>{{ m.content or '' }}<|eot|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -229,6 +243,7 @@ _TEMPLATES = {
     "nemotron_v3": _CHATML_TEMPLATE,
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
+    "muse": _MUSE_TEMPLATE,
 }
 
 

@@ -19,6 +19,7 @@ from recorder.families import (
     longcat,
     minimax,
     mistral,
+    muse,
     nemotron,
     olmo3,
     phi4,
@@ -45,6 +46,7 @@ FAMILIES = (
     minimax,
     llama,
     mistral,
+    muse,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
