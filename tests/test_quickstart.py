@@ -66,6 +66,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "nemotron-3": lambda: synthetic_model("nemotron_v3"),
     "phi4-mini": lambda: synthetic_model("phi4_mini"),
     "olmo3": lambda: synthetic_model("olmo3"),
+    "muse": lambda: synthetic_model("muse"),
 }
 
 
@@ -133,8 +134,9 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
     [call] = re.findall(r"^called get_weather\((.*)\)$", output, re.M)
     assert json.loads(call) == ARGUMENTS
     assert output.count("finish_reason: tool_calls\n") == 1
-    # A pythonic call is sent whole once its list parses, a Granite 4.0 call at its end.
-    whole = "pythonic" in example.tool_parser or example.tool_parser == "granite4"
+    # A pythonic call is sent whole once its list parses, a Granite 4.0 call at its end,
+    # a Muse call once its closing tag is in.
+    whole = "pythonic" in example.tool_parser or example.tool_parser in ("granite4", "muse")
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 
 

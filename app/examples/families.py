@@ -459,4 +459,21 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}",
         output=f"<think>{REASONING}</think>{ANSWER}<|im_end|>",
     ),
+    # Muse: the prompt opens the assistant's turn; the model writes each message's header.
+    "muse": Example(
+        family="Muse Spark, Muse Glimmer (channel-scoped messages, ATEM calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="muse",
+        tool_parser="muse",
+        prompt=f"<|start|>user<|message|>{QUESTION}<|eot|><|start|>assistant",
+        output=(
+            f" to=self<|message|>{REASONING}<|eom|>"
+            f"<|start|>assistant to=commentary<|message|>{ANSWER}<|eom|>"
+            "<|start|>assistant to=get_weather<|message|><atem:function_calls>\n"
+            '<atem:invoke name="get_weather">\n'
+            '<atem:parameter name="city">Paris</atem:parameter>\n'
+            '<atem:parameter name="unit">celsius</atem:parameter>\n'
+            "</atem:invoke>\n</atem:function_calls><|eom|>"
+        ),
+    ),
 }

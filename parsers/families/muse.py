@@ -29,29 +29,33 @@ from parsers.families.muse_atem import (
     CallFailed,
     CallReader,
     InvokeScanner,
-    reasoning_hold,
     tool_hold,
 )
 from parsers.families.muse_channels import Chunk, Sent, settle, visible
 from parsers.families.muse_frames import (
     ASSISTANT,
-    CALLS_OPEN,
-    INVOKE_OPEN,
     START,
     WHITESPACE,
     Frame,
+    Reading,
     Segmenter,
     frames,
     has_atem,
 )
+from parsers.families.muse_glimmer import extract as glimmer_extract
+from parsers.families.muse_glimmer import prompt_hands_off
+from parsers.families.muse_reasoning import (
+    READING,
+    SHOWN,
+    GlimmerState,
+    GlimmerStream,
+    SparkState,
+    SparkStream,
+    is_tool,
+)
 from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.ids import opening_call_delta
-from parsers.types import Delta, ExtractedToolCalls, FunctionCall, Vocabulary
-
-# The reasoning parser's recipients that are no tool channel.
-NOT_TOOLS = (None, "self", "user", "commentary", "developer")
-READING = (None, "self")
-SHOWN = ("user", "commentary")
+from parsers.types import Delta, ExtractedToolCalls, FunctionCall
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,6 @@ class Dialect:
 
 SPARK = Dialect(READING, SHOWN, ("self", "user", "commentary", "developer"), True)
 GLIMMER = Dialect(("self",), (None, "user"), ("self", "user"), False)
-
-
-def _is_tool(recipient: str | None) -> bool:
-    return recipient not in NOT_TOOLS
 
 
 def _current_turn(text: str) -> str:
@@ -109,16 +109,18 @@ class MuseReasoning:
     def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool:
         """Whether the prompt's own assistant turn already opened a tool channel."""
         text = _current_turn("".join(map(self.token_text, prompt_token_ids)))
-        return any(_is_tool(f.recipient) and has_atem(body) for f, body in frames(text, False))
+        return any(
+            is_tool(f.recipient) and has_atem(body) for f, body in frames(text, Reading.REASONING)
+        )
 
     def extract(
         self, text: str, prompt_token_ids: Sequence[int] | None
     ) -> tuple[str | None, str | None]:
-        found = frames(text, False)
+        found = frames(text, Reading.REASONING)
         if not found:
             return None, text or None
         reasoning = "".join(body for f, body in found if f.recipient in READING) or None
-        if any(_is_tool(f.recipient) and has_atem(body) for f, body in found):
+        if any(is_tool(f.recipient) and has_atem(body) for f, body in found):
             starts = [f.start for f, _ in found[1:]] + [len(text)]
             content = "".join(
                 text[f.start : stop]
@@ -130,97 +132,19 @@ class MuseReasoning:
         return reasoning, content or None
 
 
-class MuseReasoningState(Struct, tag="muse"):
-    frames: Segmenter = field(default_factory=lambda: Segmenter(False))
-    reasoning: Sent = field(default_factory=Sent)
-    content: Sent = field(default_factory=Sent)
-    markup_from: int = 0
-    handed_off: bool = False
+class GlimmerReasoning:
+    """Glimmer's one-shot reading (parsers/families/muse_glimmer.py)."""
 
-
-class MuseReasoningStream:
-    """The reasoning side of a stream (the module docstring says what it sends)."""
-
-    engine_based = False
-
-    def __init__(self, parser: MuseReasoning, state: MuseReasoningState) -> None:
-        self.parser = parser
-        self.state = state
+    def __init__(self, token_text: Callable[[int], str]) -> None:
+        self.token_text = token_text
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool:
-        return self.parser.is_reasoning_end(prompt_token_ids)
+        return prompt_hands_off("".join(map(self.token_text, prompt_token_ids)))
 
-    def ended_by(self, token_ids: Sequence[int]) -> bool:
-        return self.state.handed_off
-
-    def content_ids(self, token_ids: list[int]) -> list[int]:
-        return []
-
-    def finish(self) -> Delta | None:
-        return None
-
-    def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
-        state = self.state
-        ended: list[tuple[Frame, str]] = []
-        for frame, body in state.frames.feed(text):
-            if _is_tool(frame.recipient) and has_atem(body):
-                return self._hand_off(frame, ended)
-            ended.append((frame, body))
-        current = state.frames.current
-        if current is not None and _is_tool(current.recipient) and self._markup(current):
-            return self._hand_off(current, ended)
-        reasoning = self._grow(state.reasoning, ended, READING)
-        content = self._grow(state.content, ended, SHOWN)
-        if reasoning or content:
-            return Delta(content=content or None, reasoning=reasoning or None)
-        return None
-
-    def _markup(self, current: Frame) -> bool:
-        """Whether the growing tool channel's body now holds call markup (read once)."""
-        segmenter = self.state.frames
-        stop = segmenter.body_stop(current)
-        start = max(self.state.markup_from - len(CALLS_OPEN) + 1, current.body_start)
-        self.state.markup_from = stop
-        return segmenter.find(CALLS_OPEN, start, stop) or segmenter.find(INVOKE_OPEN, start, stop)
-
-    def _chunk(self, ended: list[tuple[Frame, str]], recipients: tuple[str | None, ...]) -> Chunk:
-        current = self.state.frames.current
-        if current is not None and current.recipient not in recipients:
-            current = None
-        bodies = [body for f, body in ended if f.recipient in recipients]
-        return Chunk(self.state.frames, bodies, current)
-
-    def _grow(
-        self, channel: Sent, ended: list[tuple[Frame, str]], recipients: tuple[str | None, ...]
-    ) -> str:
-        """What the channel grew by (vLLM sends only growth of what it sent)."""
-        chunk = self._chunk(ended, recipients)
-        growing = chunk.current is not None and chunk.current.body_end < 0
-        shown, text = visible(channel, chunk, reasoning_hold if growing else None, False)
-        if text:
-            channel.sent = shown
-        settle(channel, chunk, None)
-        return text
-
-    def _hand_off(self, tool: Frame, ended: list[tuple[Frame, str]]) -> Delta:
-        """The tool channel's text with what was not sent re-framed in front."""
-        state = self.state
-        if ended and not ended[-1][0].by_boundary:
-            frame, body = ended[-1]
-            ended[-1] = (frame, body[: len(body) - reasoning_hold(body[-256:])])
-        pending = ""
-        for channel, recipients, header in (
-            (state.reasoning, READING, "to=self"),
-            (state.content, SHOWN, "to=commentary"),
-        ):
-            bodies = "".join(body for f, body in ended if f.recipient in recipients)
-            unsent = bodies[max(channel.sent - channel.done, 0) :]
-            if unsent:
-                pending += f"{header}<|message|>{unsent}<|eom|>"
-        handed = pending + state.frames.since(tool.start)
-        state.handed_off = True
-        state.frames = Segmenter(False)
-        return Delta(content=handed)
+    def extract(
+        self, text: str, prompt_token_ids: Sequence[int] | None
+    ) -> tuple[str | None, str | None]:
+        return glimmer_extract(text)
 
 
 class MuseTools:
@@ -233,7 +157,7 @@ class MuseTools:
         self.reader = reader
 
     def extract(self, text: str, id_seed: str) -> ExtractedToolCalls:
-        found = frames(text, True)
+        found = frames(text, Reading.TOOL)
         if not has_atem(text):
             return ExtractedToolCalls(False, [], self._content(text, found))
         bodies = [body for f, body in found if self.dialect.is_tool(f.recipient)]
@@ -258,7 +182,7 @@ class MuseTools:
 
 
 class MuseToolState(Struct, tag="muse_tools"):
-    frames: Segmenter = field(default_factory=lambda: Segmenter(True))
+    frames: Segmenter = field(default_factory=lambda: Segmenter(Reading.TOOL))
     reasoning: Sent = field(default_factory=Sent)
     content: Sent = field(default_factory=Sent)
     calls: InvokeScanner = field(default_factory=InvokeScanner)
@@ -386,11 +310,18 @@ class MuseToolStream:
         return pieces
 
 
-def _reasoning_stream(
+def _spark_stream(
     parser: MuseReasoning, request: Request, kept: object
-) -> tuple[MuseReasoningStream, MuseReasoningState]:
-    state = reuse(kept, MuseReasoningState)
-    return MuseReasoningStream(parser, state), state
+) -> tuple[SparkStream, SparkState]:
+    state = reuse(kept, SparkState)
+    return SparkStream(parser.is_reasoning_end, state), state
+
+
+def _glimmer_stream(
+    parser: GlimmerReasoning, request: Request, kept: object
+) -> tuple[GlimmerStream, GlimmerState]:
+    state = reuse(kept, GlimmerState)
+    return GlimmerStream(parser.is_reasoning_end, state), state
 
 
 def _tools(dialect: Dialect) -> Callable[[Request], MuseTools]:
@@ -410,10 +341,6 @@ def _tool_stream(
     return build
 
 
-def _prepare_reasoning(name: str, vocab: Vocabulary) -> MuseReasoning:
-    return MuseReasoning(vocab.token_text)
-
-
 FAMILY = Family(
     title="Muse Spark, Muse Glimmer",
     tokenizer="model directory",
@@ -422,11 +349,20 @@ FAMILY = Family(
             names=("muse",),
             aliases={"musespark1x": "muse"},
             engine_based=False,
-            states=(MuseReasoningState,),
-            prepare=_prepare_reasoning,
+            states=(SparkState,),
+            prepare=lambda name, vocab: MuseReasoning(vocab.token_text),
             one_shot=lambda parser, request: parser,
-            stream=_reasoning_stream,
+            stream=_spark_stream,
             golden=("J1",),
+        ),
+        Reasoning(
+            names=("muse_glimmer",),
+            engine_based=False,
+            states=(GlimmerState,),
+            prepare=lambda name, vocab: GlimmerReasoning(vocab.token_text),
+            one_shot=lambda parser, request: parser,
+            stream=_glimmer_stream,
+            golden=("J3",),
         ),
     ),
     tools=(
@@ -439,6 +375,15 @@ FAMILY = Family(
             one_shot=lambda _, request: _tools(SPARK)(request),
             stream=_tool_stream(SPARK),
             golden=("J1", "J2"),
+        ),
+        Tools(
+            names=("muse_glimmer",),
+            engine_based=False,
+            states=(MuseToolState,),
+            prepare=lambda name, vocab: None,
+            one_shot=lambda _, request: _tools(GLIMMER)(request),
+            stream=_tool_stream(GLIMMER),
+            golden=("J3", "J4"),
         ),
     ),
 )

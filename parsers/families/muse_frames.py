@@ -2,13 +2,16 @@
 
 A Muse turn is messages: a header ``[<|start|>assistant] [to=RECIPIENT]<|message|>``,
 a body, and a boundary (``<|eom|>``, ``<|eot|>``). vLLM's reasoning and tool parsers
-find headers with two different patterns, and this module reads both (``tool``):
+find headers with different patterns, and this module reads each (``Reading``):
 
 * the reasoning parser's: ``<|start|>assistant`` then any whitespace, a recipient of
   any characters but whitespace and ``<``; a body also ends at ``<|start|>``;
 * the tool parser's: ``<|start|>``, whitespace, ``assistant``, then spaces (no
   newline), a recipient of letters, digits and ``_.-``; a body ends at ``<|eom|>`` or
-  ``<|eot|>`` (closed) or is cut at ``<|start|>`` (still open).
+  ``<|eot|>`` (closed) or is cut at ``<|start|>`` (still open);
+* Glimmer's reasoning parser's: ``to=RECIPIENT<|message|>`` only (a bare
+  ``<|message|>`` is body text); a body ends at ``<|eom|>``, ``<|eot|>`` or the next
+  header.
 
 Every ``<|message|>`` ends exactly one header; where the header starts is read back
 from there over the run of recipient characters and whitespace before it, once per
@@ -17,6 +20,8 @@ piece at a time, keeping only the text of the message being read.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 from msgspec import Struct, field
 
@@ -127,15 +132,32 @@ def _tool_header(text: GrowingText | str, m: int, floor: int) -> tuple[int, str 
     return spaces, recipient
 
 
+class Reading(Enum):
+    """Whose header pattern and boundaries a segmenter reads with."""
+
+    REASONING = "reasoning"
+    TOOL = "tool"
+    GLIMMER = "glimmer"
+
+
+def _glimmer_header(text: GrowingText | str, m: int, floor: int) -> tuple[int, str | None] | None:
+    """Glimmer's ``to=[^\\s<]+<|message|>`` ending at ``m``, if there is one."""
+    run = _run_back_not(text, m, floor)
+    to = text.find("to=", run, m)
+    if to >= 0 and to + 3 < m:
+        return to, text[to + 3 : m]
+    return None
+
+
 class Segmenter(Struct):
-    """Messages of a stream read a piece at a time (``tool``: the tool parser's reading).
+    """Messages of a stream read a piece at a time, as ``reading`` reads them.
 
     ``text`` holds the stream from ``base`` on: the message being read, from its
     header, and whatever follows; ``searched`` is how far markers have been looked
     for. ``current`` is the message being read (None before the first header).
     """
 
-    tool: bool
+    reading: Reading
     text: GrowingText = field(default_factory=GrowingText)
     base: int = 0
     searched: int = 0
@@ -203,7 +225,8 @@ class Segmenter(Struct):
         current = self.current
         markers: tuple[str, ...] = (MESSAGE,)
         if current is not None and current.body_end < 0:
-            markers = (MESSAGE, EOM, EOT, START)
+            glimmer = self.reading is Reading.GLIMMER
+            markers = (MESSAGE, EOM, EOT) if glimmer else (MESSAGE, EOM, EOT, START)
         best: tuple[int, str] | None = None
         origin = max(self.searched - self.base, 0)
         for marker in markers:
@@ -219,15 +242,22 @@ class Segmenter(Struct):
         assert current is not None
         current.body_end = at
         # The tool parser cuts a body at ``<|start|>`` but leaves it open.
-        current.by_boundary = not (self.tool and marker == START)
+        current.by_boundary = not (self.reading is Reading.TOOL and marker == START)
         self.searched = at + len(marker)
 
     def _header(self, at: int) -> list[tuple[Frame, str]]:
         current = self.current
         floor = current.body_start if current is not None else self.base
-        read = _tool_header if self.tool else _reasoning_header
-        start, recipient = read(self.text, at - self.base, floor - self.base)
-        start += self.base
+        if self.reading is Reading.GLIMMER:
+            found = _glimmer_header(self.text, at - self.base, floor - self.base)
+        elif self.reading is Reading.TOOL:
+            found = _tool_header(self.text, at - self.base, floor - self.base)
+        else:
+            found = _reasoning_header(self.text, at - self.base, floor - self.base)
+        if found is None:
+            self.searched = at + len(MESSAGE)
+            return []
+        start, recipient = found[0] + self.base, found[1]
         done: list[tuple[Frame, str]] = []
         if current is not None:
             if current.body_end < 0 or current.body_end > start:
@@ -241,8 +271,8 @@ class Segmenter(Struct):
         return done
 
 
-def frames(text: str, tool: bool) -> list[tuple[Frame, str]]:
+def frames(text: str, reading: Reading) -> list[tuple[Frame, str]]:
     """Every message of a whole text, with its body (one-shot)."""
-    segmenter = Segmenter(tool)
+    segmenter = Segmenter(reading)
     found = segmenter.feed(text)
     return found + segmenter.finish()

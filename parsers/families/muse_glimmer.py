@@ -14,7 +14,22 @@ A header here is ``to=RECIPIENT<|message|>`` only (no bare ``<|message|>``).
 
 from __future__ import annotations
 
-from parsers.families.muse_frames import ASSISTANT, EOM, EOT, MESSAGE, START, WHITESPACE, has_atem
+from msgspec import Struct, field
+
+from parsers.families.muse_frames import (
+    ASSISTANT,
+    CALLS_OPEN,
+    EOM,
+    EOT,
+    INVOKE_OPEN,
+    MESSAGE,
+    START,
+    WHITESPACE,
+    Frame,
+    Segmenter,
+    has_atem,
+)
+from parsers.growing_text import GrowingText
 
 SELF = "to=self" + MESSAGE
 USER = "to=user" + MESSAGE
@@ -172,3 +187,44 @@ def prompt_hands_off(text: str) -> bool:
             return has_atem(scoped[start:])
         start = headers.first(end + len(MESSAGE))
     return False
+
+
+class GlimmerTurn(Struct):
+    """Where Glimmer's hand-off is looked for: the text after the last
+    ``<|start|>assistant``, from its first tool channel on (``held``, once found)."""
+
+    turn: int = 0
+    carry: str = ""
+    tool: int = -1
+    held: GrowingText = field(default_factory=GrowingText)
+    searched: int = 0
+
+    def advance(self, frames: Segmenter, ended: list[tuple[Frame, str]], text: str) -> str | None:
+        """Read one chunk; the tool channel's text once it holds call markup."""
+        opener = START + ASSISTANT
+        seen = self.carry + text
+        last = seen.rfind(opener)
+        if last >= 0:
+            self.turn = frames.end() - len(seen) + last + len(opener)
+        self.carry = seen[-(len(opener) - 1) :]
+        if 0 <= self.tool < self.turn:
+            self.tool, self.held, self.searched = -1, GrowingText(), 0
+        if self.tool >= 0:
+            self.held.append(text)
+        else:
+            candidates = [f for f, _ in ended]
+            if frames.current is not None:
+                candidates.append(frames.current)
+            for frame in candidates:
+                if frame.start >= self.turn and frame.recipient not in ("self", "user"):
+                    self.tool = frame.start
+                    handed = frames.since(frame.start)
+                    self.held = GrowingText([handed], len(handed))
+                    break
+        if self.tool < 0:
+            return None
+        start = max(self.searched - len(CALLS_OPEN) + 1, 0)
+        self.searched = len(self.held)
+        if self.held.find(CALLS_OPEN, start) >= 0 or self.held.find(INVOKE_OPEN, start) >= 0:
+            return self.held.text()
+        return None

@@ -226,4 +226,15 @@ SYNTHETIC = {MUSE: {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"
 CONFIGS = [
     Config("J1", _parsers("muse", "muse"), MUSE, muse_scenarios(), eos="<|eot|>", served=MUSE),
     Config("J2", _parsers(None, "muse"), MUSE, muse_scenarios(), eos="<|eot|>", served=MUSE),
+    Config(
+        "J3",
+        _parsers("muse_glimmer", "muse_glimmer"),
+        MUSE,
+        muse_scenarios(),
+        eos="<|eot|>",
+        served=MUSE,
+    ),
+    Config(
+        "J4", _parsers(None, "muse_glimmer"), MUSE, muse_scenarios(), eos="<|eot|>", served=MUSE
+    ),
 ]
