@@ -80,6 +80,17 @@ HOSTILE = [
     "<|end_message|>",
     "<|content_",
     '{"name": "count", "args": ',
+    " to=self<|message|>",
+    "<|start|>assistant to=count<|message|>",
+    "<|message|>",
+    "<|eom|>",
+    "<|start|>",
+    "<atem:function_calls>",
+    '<atem:invoke name="count">',
+    '<atem:parameter name="n">',
+    "</atem:parameter>",
+    "</atem:invoke>",
+    " to",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -100,6 +111,9 @@ CONFIGS = [
     ("nemotron_v3", "qwen3_coder"),
     (None, "phi4_mini_json"),
     ("olmo3", None),
+    ("muse", "muse"),
+    (None, "muse"),
+    ("muse_glimmer", "muse_glimmer"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

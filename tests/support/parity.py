@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,7 +30,7 @@ _SWITCHES = {
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers): no
 # chunking claim at all.
-_TEXT_MARKERS = frozenset({"olmo3"})
+_TEXT_MARKERS = frozenset({"olmo3", "muse_glimmer"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 # Inkling's engine consumes its closers, model-message markers and openers in that chunk.
@@ -39,10 +40,22 @@ _MORE_STRAY = {
 }
 
 
+# Muse (docs/parity.md, muse-framing): claimed only for outputs framed as the model frames
+# them, each header `` to=NAME<|message|>`` opening the output or after ``<|start|>assistant``
+# right after a closed message.
+_MUSE_FRAMED = re.compile(
+    r"(?: to=[A-Za-z0-9_.\-]+<\|message\|>[^<]*(?:<(?!\|)[^<]*)*<\|eo[mt]\|>(?=<\|start\|>|$))"
+    r"(?:<\|start\|>assistant to=[A-Za-z0-9_.\-]+<\|message\|>[^<]*(?:<(?!\|)[^<]*)*"
+    r"(?:<\|eo[mt]\|>)?)*"
+)
+
+
 def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
     if reasoning_parser in _TEXT_MARKERS:
         return False
+    if reasoning_parser == "muse":
+        return _MUSE_FRAMED.fullmatch(output) is not None
     switches = _SWITCHES.get(reasoning_parser or "")
     if switches is None:
         return True
