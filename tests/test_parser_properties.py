@@ -129,9 +129,7 @@ def muse_output(draw: st.DrawFn) -> str:
         invoke = f'<atem:invoke name="{name}">\n{params}</atem:invoke>\n'
         messages.append((name, f"<atem:function_calls>\n{invoke}</atem:function_calls>"))
     messages.append(("user", draw(text)))
-    return "<|start|>assistant".join(
-        f" to={to}<|message|>{body}<|eom|>" for to, body in messages
-    )
+    return "<|start|>assistant".join(f" to={to}<|message|>{body}<|eom|>" for to, body in messages)
 
 
 CONFIGS = {
