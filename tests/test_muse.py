@@ -34,7 +34,7 @@ def _read(text: str, reading: Reading) -> list[tuple[str | None, str, int]]:
         # ``<|start|>`` and a newline before ``assistant``: only the tool parser's pattern.
         (
             "<|start|>\nassistant to=x<|message|>b",
-            [("x", "b", 19)],
+            [("x", "b", 20)],
             [("x", "b", 0)],
         ),
         # The reasoning parser's body ends at ``<|start|>``; the tool parser's is cut there.
