@@ -333,6 +333,13 @@ CONFIGS: dict[str, Config] = {
         section=MUSE_SECTION,
         after_reasoning=" to=self<|message|>Short thought.<|eom|>",
     ),
+    "gigachat3": Config(
+        "gigachat3",
+        None,
+        call_open='function call<|role_sep|>\n{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}',
+        section="function call<|role_sep|>\n",
+    ),
 }
 
 

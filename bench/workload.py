@@ -95,6 +95,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "nemotron_v3+qwen3_coder": ("qwen3_coder", "nemotron_v3", "coder_call"),
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "muse+muse": ("muse", "muse", "muse_call"),
+    "gigachat3": ("gigachat3", None, "gigachat3_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -312,6 +313,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "muse_call": " to=self<|message|>Short thought.<|eom|><|start|>assistant to=save_note"
         '<|message|><atem:function_calls>\n<atem:invoke name="save_note">\n'
         '<atem:parameter name="body">',
+        "gigachat3_call": 'function call<|role_sep|>\n{"name": "save_note", "arguments": '
+        '{"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -91,6 +91,11 @@ HOSTILE = [
     "</atem:parameter>",
     "</atem:invoke>",
     " to",
+    "function call<|role_sep|>\n",
+    "<|function_call|>",
+    "<|message_sep|>",
+    '{"name": "count", "arguments": {"n": ',
+    "}</s>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -114,6 +119,7 @@ CONFIGS = [
     ("muse", "muse"),
     (None, "muse"),
     ("muse_glimmer", "muse_glimmer"),
+    (None, "gigachat3"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
@@ -141,7 +147,7 @@ def test_hostile_output_parses_and_any_chunking_assembles_the_same(
     ids = tokenizer.encode(output)
     by_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
     by_cuts, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
-    if chunking_invariant(reasoning, output):
+    if chunking_invariant(reasoning, output, tool):
         assert by_cuts == by_token
 
 

@@ -476,4 +476,15 @@ EXAMPLES: dict[str, Example] = {
             "</atem:invoke>\n</atem:function_calls><|eom|>"
         ),
     ),
+    # GigaChat 3 has no reasoning parser; its call follows the answer's message separator.
+    "gigachat3": Example(
+        family="GigaChat 3 (one JSON call after `function call<|role_sep|>`)",
+        tokenizer=MODEL_DIR,
+        tool_parser="gigachat3",
+        prompt=f"user<|role_sep|>\n{QUESTION}<|message_sep|>\n\nassistant<|role_sep|>\n",
+        output=(
+            f"{ANSWER}<|message_sep|>\n\nfunction call<|role_sep|>\n"
+            '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}</s>'
+        ),
+    ),
 }

@@ -10,6 +10,7 @@ from typing import Any
 from parsers.families import (
     deepseek,
     dsml,
+    gigachat3,
     glm,
     granite4,
     granite_phrases,
@@ -60,6 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     phi4_mini.FAMILY,
     olmo3.FAMILY,
     muse.FAMILY,
+    gigachat3.FAMILY,
 )
 
 

@@ -89,6 +89,7 @@ class JsonScanState(Struct):
     started: bool = False
     is_key: bool = False  # the open string is an object key
     pending: str = ""  # rest of a literal, or hex digits still owed by \\u
+    lenient: bool = False  # raw control characters allowed in strings (strict=False)
 
 
 class JsonScanner:
@@ -137,7 +138,7 @@ class JsonScanner:
                 self._string_closed()
             elif ch == "\\":
                 s.phase = ESCAPE
-            elif ch < " ":
+            elif ch < " " and not s.lenient:
                 s.phase = ERROR
             return
         if phase == ESCAPE:

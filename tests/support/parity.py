@@ -50,9 +50,15 @@ _MUSE_FRAMED = re.compile(
 )
 
 
-def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
+# Tool parsers that read content chunk by chunk (docs/parity.md, gigachat3-opener-chunk).
+_CHUNKED_TOOLS = frozenset({"gigachat3"})
+
+
+def chunking_invariant(
+    reasoning_parser: str | None, output: str, tool_parser: str | None = None
+) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
-    if reasoning_parser in _TEXT_MARKERS:
+    if reasoning_parser in _TEXT_MARKERS or tool_parser in _CHUNKED_TOOLS:
         return False
     if reasoning_parser == "muse":
         return _MUSE_FRAMED.fullmatch(output) is not None

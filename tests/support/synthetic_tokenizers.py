@@ -91,6 +91,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "olmo3": (),
     # Muse's message framing; its ATEM call markup is plain text.
     "muse": ("<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
+    # GigaChat 3's message framing; ``function call`` is plain text.
+    "gigachat3": ("<|message_sep|>", "<|role_sep|>", "<|function_call|>", "</s>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -112,6 +114,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
     "muse": frozenset(FAMILY_TOKENS["muse"]),
+    "gigachat3": frozenset(FAMILY_TOKENS["gigachat3"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -126,6 +129,7 @@ _EOS = {
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
     "muse": "<|eot|>",
+    "gigachat3": "</s>",
 }
 
 _KIMI_TEMPLATE = (
@@ -231,6 +235,15 @@ _MUSE_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}"
 )
+# GigaChat 3's messages: ``ROLE<|role_sep|>\nTEXT<|message_sep|>\n\n``, tools as JSON in a
+# ``function descriptions`` message; the generation prompt opens the assistant's.
+_GIGACHAT3_TEMPLATE = (
+    "{%- if tools -%}function descriptions<|role_sep|>\n{{ tools | tojson }}"
+    "<|message_sep|>\n\n{%- endif -%}"
+    "{%- for m in messages -%}{{ m.role }}<|role_sep|>\n{{ m.content or '' }}<|message_sep|>\n\n"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}assistant<|role_sep|>\n{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -244,6 +257,7 @@ _TEMPLATES = {
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
     "muse": _MUSE_TEMPLATE,
+    "gigachat3": _GIGACHAT3_TEMPLATE,
 }
 
 

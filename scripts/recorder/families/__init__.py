@@ -9,6 +9,7 @@ from typing import Any
 from recorder.common import Config
 from recorder.families import (
     deepseek,
+    gigachat3,
     glm,
     gptoss,
     granite,
@@ -47,6 +48,7 @@ FAMILIES = (
     llama,
     mistral,
     muse,
+    gigachat3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
