@@ -100,7 +100,7 @@ class GigaChat3State(Struct, tag="gigachat3"):
     args: int = -1
     sent: int = -1
     solid: int = 0
-    scan: JsonScanState = field(default_factory=lambda: JsonScanState(lenient=True))
+    scan: JsonScanState = field(default_factory=JsonScanState)
     scanned: int = -1
 
 
@@ -225,7 +225,7 @@ class GigaChat3Stream:
         state = self.state
         if brace < state.scanned:
             return False
-        scanner = JsonScanner(state.scan)
+        scanner = JsonScanner(state.scan, lenient=True)
         scanner.feed(state.tail[state.scanned : brace])
         state.scanned = brace
         return scanner.complete

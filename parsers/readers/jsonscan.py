@@ -89,14 +89,15 @@ class JsonScanState(Struct):
     started: bool = False
     is_key: bool = False  # the open string is an object key
     pending: str = ""  # rest of a literal, or hex digits still owed by \\u
-    lenient: bool = False  # raw control characters allowed in strings (strict=False)
 
 
 class JsonScanner:
     """Feed text; ``complete`` says whether all of it is exactly one JSON value."""
 
-    def __init__(self, state: JsonScanState | None = None) -> None:
+    def __init__(self, state: JsonScanState | None = None, lenient: bool = False) -> None:
         self.s = state if state is not None else JsonScanState()
+        # Raw control characters allowed in strings (``json.loads(strict=False)``).
+        self.lenient = lenient
 
     @property
     def complete(self) -> bool:
@@ -138,7 +139,7 @@ class JsonScanner:
                 self._string_closed()
             elif ch == "\\":
                 s.phase = ESCAPE
-            elif ch < " " and not s.lenient:
+            elif ch < " " and not self.lenient:
                 s.phase = ERROR
             return
         if phase == ESCAPE:
