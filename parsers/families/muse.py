@@ -16,6 +16,11 @@ once its closing tag is in. Neither parser needs a token of its own: both read t
 Where vLLM's classification shrinks text it already sent (a header glued to the text
 before it, without whitespace or a boundary), its stream stops or repeats; ours sends
 each channel's growth only (docs/parity.md).
+
+This module holds the one-shot readings, the tool side of a stream and the declaration;
+the reasoning side of a stream is parsers/families/muse_reasoning.py, Glimmer's own
+reading of a whole output parsers/families/muse_glimmer.py, and what a channel has sent
+parsers/families/muse_channels.py.
 """
 
 from __future__ import annotations
