@@ -85,6 +85,8 @@ CHUNK_LIMIT_MS = 50.0
 DEADLINE_S = 60.0
 AFTER_REASONING = "Short thought.\n</think>\n\n"
 INKLING_BLOCK = "<|message_model|><|content_invoke_tool_json|>"
+MUSE_SECTION = "<|start|>assistant to=save_note<|message|><atem:function_calls>\n"
+MUSE_INVOKE = '<atem:invoke name="save_note">\n<atem:parameter name="body">'
 
 
 @dataclass(frozen=True)
@@ -339,6 +341,21 @@ CONFIGS: dict[str, Config] = {
         call_open=f"<｜tool_calls_begin｜>{STEP3_CALL_OPEN}",
         call=f"{STEP3_CALL_OPEN}x</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜>",
         section="<｜tool_calls_begin｜>",
+    ),
+    "muse+muse": Config(
+        "muse",
+        "muse",
+        call_open=MUSE_SECTION + MUSE_INVOKE,
+        call=MUSE_INVOKE + "x</atem:parameter>\n</atem:invoke>\n",
+        section=MUSE_SECTION,
+        after_reasoning=" to=self<|message|>Short thought.<|eom|>",
+    ),
+    "gigachat3": Config(
+        "gigachat3",
+        None,
+        call_open='function call<|role_sep|>\n{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}',
+        section="function call<|role_sep|>\n",
     ),
 }
 

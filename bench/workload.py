@@ -96,6 +96,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "ernie45+ernie45": ("ernie45", "ernie45", "hermes_call"),
     "step3+step3": ("step3", "step3", "step3_call"),
+    "muse+muse": ("muse", "muse", "muse_call"),
+    "gigachat3": ("gigachat3", None, "gigachat3_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -312,6 +314,11 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
         "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
         '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
+        "muse_call": " to=self<|message|>Short thought.<|eom|><|start|>assistant to=save_note"
+        '<|message|><atem:function_calls>\n<atem:invoke name="save_note">\n'
+        '<atem:parameter name="body">',
+        "gigachat3_call": 'function call<|role_sep|>\n{"name": "save_note", "arguments": '
+        '{"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -87,6 +87,22 @@ HOSTILE = [
     "</steptml:parameter>",
     "<｜tool_call_end｜>",
     "<｜tool_calls_end｜>",
+    " to=self<|message|>",
+    "<|start|>assistant to=count<|message|>",
+    "<|message|>",
+    "<|eom|>",
+    "<|start|>",
+    "<atem:function_calls>",
+    '<atem:invoke name="count">',
+    '<atem:parameter name="n">',
+    "</atem:parameter>",
+    "</atem:invoke>",
+    " to",
+    "function call<|role_sep|>\n",
+    "<|function_call|>",
+    "<|message_sep|>",
+    '{"name": "count", "arguments": {"n": ',
+    "}</s>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -109,6 +125,10 @@ CONFIGS = [
     ("olmo3", None),
     ("ernie45", "ernie45"),
     ("step3", "step3"),
+    ("muse", "muse"),
+    (None, "muse"),
+    ("muse_glimmer", "muse_glimmer"),
+    (None, "gigachat3"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
@@ -136,7 +156,7 @@ def test_hostile_output_parses_and_any_chunking_assembles_the_same(
     ids = tokenizer.encode(output)
     by_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
     by_cuts, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
-    if chunking_invariant(reasoning, output):
+    if chunking_invariant(reasoning, output, tool):
         assert by_cuts == by_token
 
 

@@ -132,6 +132,27 @@ def inkling_output(draw: st.DrawFn, reasoning: bool) -> str:
     return "<|message_model|>".join(block + "<|end_message|>" for block in blocks)
 
 
+@st.composite
+def muse_output(draw: st.DrawFn) -> str:
+    """Muse's messages as the model frames them: reasoning, commentary, tool messages
+    of ATEM calls (a string parameter as it is, others as JSON), an answer."""
+    messages = []
+    if draw(st.booleans()):
+        messages.append(("self", draw(text)))
+    if draw(st.booleans()):
+        messages.append(("commentary", draw(text)))
+    for name, arguments in draw(st.lists(args, max_size=3)):
+        params = "".join(
+            f'<atem:parameter name="{key}">'
+            f"{value if isinstance(value, str) else json.dumps(value)}</atem:parameter>\n"
+            for key, value in arguments.items()
+        )
+        invoke = f'<atem:invoke name="{name}">\n{params}</atem:invoke>\n'
+        messages.append((name, f"<atem:function_calls>\n{invoke}</atem:function_calls>"))
+    messages.append(("user", draw(text)))
+    return "<|start|>assistant".join(f" to={to}<|message|>{body}<|eom|>" for to, body in messages)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -154,6 +175,7 @@ CONFIGS = {
     "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
     "ernie45": (("ernie45", "ernie45"), hermes_output(reasoning=True)),
     "step3": (("step3", "step3"), step3_output()),
+    "muse+muse": (("muse", "muse"), muse_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -68,6 +68,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3": lambda: synthetic_model("olmo3"),
     "ernie45": lambda: synthetic_model("ernie45"),
     "step3": lambda: synthetic_model("step3"),
+    "muse": lambda: synthetic_model("muse"),
+    "gigachat3": lambda: synthetic_model("gigachat3"),
 }
 
 
@@ -136,8 +138,12 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
     assert json.loads(call) == ARGUMENTS
     assert output.count("finish_reason: tool_calls\n") == 1
     # A pythonic call is sent whole once its list parses, a Granite 4.0 or ERNIE call at
-    # its end.
-    whole = "pythonic" in example.tool_parser or example.tool_parser in ("granite4", "ernie45")
+    # its end, a Muse call once its closing tag is in.
+    whole = "pythonic" in example.tool_parser or example.tool_parser in (
+        "granite4",
+        "ernie45",
+        "muse",
+    )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 
 
@@ -155,6 +161,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "mistral",  # no [THINK] before tokenizer v11
         "granite4",  # Granite 4.0 has no reasoning parser
         "phi4-mini",  # none either
+        "gigachat3",  # none either
     }
 
 

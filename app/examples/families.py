@@ -487,4 +487,32 @@ EXAMPLES: dict[str, Example] = {
             "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜><|im_end|>"
         ),
     ),
+    # Muse: the prompt opens the assistant's turn; the model writes each message's header.
+    "muse": Example(
+        family="Muse Spark, Muse Glimmer (channel-scoped messages, ATEM calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="muse",
+        tool_parser="muse",
+        prompt=f"<|start|>user<|message|>{QUESTION}<|eot|><|start|>assistant",
+        output=(
+            f" to=self<|message|>{REASONING}<|eom|>"
+            f"<|start|>assistant to=commentary<|message|>{ANSWER}<|eom|>"
+            "<|start|>assistant to=get_weather<|message|><atem:function_calls>\n"
+            '<atem:invoke name="get_weather">\n'
+            '<atem:parameter name="city">Paris</atem:parameter>\n'
+            '<atem:parameter name="unit">celsius</atem:parameter>\n'
+            "</atem:invoke>\n</atem:function_calls><|eom|>"
+        ),
+    ),
+    # GigaChat 3 has no reasoning parser; its call follows the answer's message separator.
+    "gigachat3": Example(
+        family="GigaChat 3 (one JSON call after `function call<|role_sep|>`)",
+        tokenizer=MODEL_DIR,
+        tool_parser="gigachat3",
+        prompt=f"user<|role_sep|>\n{QUESTION}<|message_sep|>\n\nassistant<|role_sep|>\n",
+        output=(
+            f"{ANSWER}<|message_sep|>\n\nfunction call<|role_sep|>\n"
+            '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}</s>'
+        ),
+    ),
 }

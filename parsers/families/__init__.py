@@ -11,6 +11,7 @@ from parsers.families import (
     deepseek,
     dsml,
     ernie45,
+    gigachat3,
     glm,
     granite4,
     granite_phrases,
@@ -22,6 +23,7 @@ from parsers.families import (
     llama4_pythonic,
     minimax,
     mistral_json,
+    muse,
     nemotron,
     olmo3,
     phi4_mini,
@@ -62,6 +64,8 @@ FAMILIES: tuple[Family, ...] = (
     olmo3.FAMILY,
     ernie45.FAMILY,
     step3.FAMILY,
+    muse.FAMILY,
+    gigachat3.FAMILY,
 )
 
 

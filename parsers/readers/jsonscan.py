@@ -94,8 +94,10 @@ class JsonScanState(Struct):
 class JsonScanner:
     """Feed text; ``complete`` says whether all of it is exactly one JSON value."""
 
-    def __init__(self, state: JsonScanState | None = None) -> None:
+    def __init__(self, state: JsonScanState | None = None, lenient: bool = False) -> None:
         self.s = state if state is not None else JsonScanState()
+        # Raw control characters allowed in strings (``json.loads(strict=False)``).
+        self.lenient = lenient
 
     @property
     def complete(self) -> bool:
@@ -137,7 +139,7 @@ class JsonScanner:
                 self._string_closed()
             elif ch == "\\":
                 s.phase = ESCAPE
-            elif ch < " ":
+            elif ch < " " and not self.lenient:
                 s.phase = ERROR
             return
         if phase == ESCAPE:

@@ -149,6 +149,9 @@ CHUNK_DEPENDENT = {
             "reason_two_calls", "typed_values", "unknown_tool", "usage_chunk",
         )
     },
+    # gigachat3 sends a chunk's text as content until the opener is in the text, so how
+    # much of ``function call<|role_sep|>`` and the JSON after it leaks depends on chunks
+    "J5.call_only": "gigachat3-opener-chunk",
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -194,6 +197,8 @@ _SYNTHETIC_BY_CONFIG = {
     "E3": "step3",
     "E4": "step3",
     "E5": "ernie45",
+    **dict.fromkeys(("J1", "J2", "J3", "J4"), "muse"),
+    "J5": "gigachat3",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,9 +29,9 @@ _SWITCHES = {
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each
-# chunk on its own with its calls (ernie45-chunk-reading, step3-steps): no chunking claim
-# at all.
-_TEXT_MARKERS = frozenset({"olmo3", "ernie45", "step3"})
+# chunk on its own with its calls (ernie45-chunk-reading, step3-steps), and Glimmer's
+# reasoning spans: no chunking claim at all.
+_TEXT_MARKERS = frozenset({"olmo3", "ernie45", "step3", "muse_glimmer"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 # Inkling's engine consumes its closers, model-message markers and openers in that chunk.
@@ -40,10 +41,28 @@ _MORE_STRAY = {
 }
 
 
-def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
+# Muse (docs/parity.md, muse-framing): claimed only for outputs framed as the model frames
+# them, each header `` to=NAME<|message|>`` opening the output or after ``<|start|>assistant``
+# right after a closed message.
+_MUSE_FRAMED = re.compile(
+    r"(?: to=[A-Za-z0-9_.\-]+<\|message\|>[^<]*(?:<(?!\|)[^<]*)*<\|eo[mt]\|>(?=<\|start\|>|$))"
+    r"(?:<\|start\|>assistant to=[A-Za-z0-9_.\-]+<\|message\|>[^<]*(?:<(?!\|)[^<]*)*"
+    r"(?:<\|eo[mt]\|>)?)*"
+)
+
+
+# Tool parsers that read content chunk by chunk (docs/parity.md, gigachat3-opener-chunk).
+_CHUNKED_TOOLS = frozenset({"gigachat3"})
+
+
+def chunking_invariant(
+    reasoning_parser: str | None, output: str, tool_parser: str | None = None
+) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
-    if reasoning_parser in _TEXT_MARKERS:
+    if reasoning_parser in _TEXT_MARKERS or tool_parser in _CHUNKED_TOOLS:
         return False
+    if reasoning_parser == "muse":
+        return _MUSE_FRAMED.fullmatch(output) is not None
     switches = _SWITCHES.get(reasoning_parser or "")
     if switches is None:
         return True

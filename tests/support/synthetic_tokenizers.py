@@ -99,6 +99,10 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<｜tool_call_end｜>",
         "<｜tool_sep｜>",
     ),
+    # Muse's message framing; its ATEM call markup is plain text.
+    "muse": ("<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
+    # GigaChat 3's message framing; ``function call`` is plain text.
+    "gigachat3": ("<|message_sep|>", "<|role_sep|>", "<|function_call|>", "</s>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -121,6 +125,8 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "olmo3": frozenset(),
     "ernie45": frozenset(),
     "step3": frozenset(),
+    "muse": frozenset(FAMILY_TOKENS["muse"]),
+    "gigachat3": frozenset(FAMILY_TOKENS["gigachat3"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -136,6 +142,8 @@ _EOS = {
     "olmo3": "<|im_end|>",
     "ernie45": "<|im_end|>",
     "step3": "<|im_end|>",
+    "muse": "<|eot|>",
+    "gigachat3": "</s>",
 }
 
 _KIMI_TEMPLATE = (
@@ -231,6 +239,25 @@ _PHI4_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
 )
+# Muse's messages: ``<|start|>ROLE<|message|>TEXT<|eot|>``, tools listed as JSON in a
+# system message; the generation prompt opens the assistant's turn (its first header
+# is the model's: `` to=self<|message|>``).
+_MUSE_TEMPLATE = (
+    "{%- if tools -%}<|start|>system<|message|># Tools\n"
+    "{%- for tool in tools %}{{ tool | tojson }}\n{% endfor -%}<|eot|>{%- endif -%}"
+    "{%- for m in messages -%}<|start|>{{ m.role }}<|message|>{{ m.content or '' }}<|eot|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}"
+)
+# GigaChat 3's messages: ``ROLE<|role_sep|>\nTEXT<|message_sep|>\n\n``, tools as JSON in a
+# ``function descriptions`` message; the generation prompt opens the assistant's.
+_GIGACHAT3_TEMPLATE = (
+    "{%- if tools -%}function descriptions<|role_sep|>\n{{ tools | tojson }}"
+    "<|message_sep|>\n\n{%- endif -%}"
+    "{%- for m in messages -%}{{ m.role }}<|role_sep|>\n{{ m.content or '' }}<|message_sep|>\n\n"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}assistant<|role_sep|>\n{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -245,6 +272,8 @@ _TEMPLATES = {
     "olmo3": _CHATML_TEMPLATE,
     "ernie45": _CHATML_TEMPLATE,
     "step3": _CHATML_TEMPLATE,
+    "muse": _MUSE_TEMPLATE,
+    "gigachat3": _GIGACHAT3_TEMPLATE,
 }
 
 

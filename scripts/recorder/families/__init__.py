@@ -10,6 +10,7 @@ from recorder.common import Config
 from recorder.families import (
     deepseek,
     ernie,
+    gigachat3,
     glm,
     gptoss,
     granite,
@@ -20,6 +21,7 @@ from recorder.families import (
     longcat,
     minimax,
     mistral,
+    muse,
     nemotron,
     olmo3,
     phi4,
@@ -49,6 +51,8 @@ FAMILIES = (
     mistral,
     ernie,
     step3,
+    muse,
+    gigachat3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
