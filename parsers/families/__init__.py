@@ -10,6 +10,7 @@ from typing import Any
 from parsers.families import (
     deepseek,
     dsml,
+    gemma4,
     glm,
     granite4,
     granite_phrases,
@@ -58,6 +59,7 @@ FAMILIES: tuple[Family, ...] = (
     nemotron.FAMILY,
     phi4_mini.FAMILY,
     olmo3.FAMILY,
+    gemma4.FAMILY,
 )
 
 
