@@ -185,7 +185,7 @@ def _without_label(reasoning: str | None) -> str | None:
     return reasoning or None
 
 
-class Gemma4ReasoningState(HeldReasoningState, tag="gemma4"):
+class Gemma4ReasoningState(HeldReasoningState, tag="gemma4_reasoning"):
     label: ThoughtLabel = field(default_factory=ThoughtLabel)
     fed: bool = False
 
@@ -330,7 +330,7 @@ class Gemma4Tools(BodyTools[Gemma4Slot, Gemma4ToolState]):
         index = event.call
         slot = self._grow(event)
         if not slot.name_sent:
-            name = slot.name
+            name: str | None = slot.name
             if not name and event.value:
                 name = json_name_of(slot)
             if name and self._accepts(name):
@@ -457,9 +457,7 @@ class Gemma4Tools(BodyTools[Gemma4Slot, Gemma4ToolState]):
         if args.DELIM in text:
             return None
         trimmed = text.rstrip()
-        visible = args.strip_partial_delim(
-            args.drop_closer(trimmed, slot.opens < slot.closes)
-        )
+        visible = args.strip_partial_delim(args.drop_closer(trimmed, slot.opens < slot.closes))
         slot.ext_core = trimmed[len(visible) :]
         slot.ext_space = GrowingText()
         slot.ext_space.append(text[len(trimmed) :])
@@ -515,7 +513,7 @@ FAMILY = Family(
             prepare=_markers,
             one_shot=_reasoning,
             stream=_reasoning_stream,
-            golden=(),
+            golden=("A1",),
         ),
     ),
     tools=(
@@ -527,7 +525,7 @@ FAMILY = Family(
             prepare=_markers,
             one_shot=_tools,
             stream=_tools_stream,
-            golden=(),
+            golden=("A1",),
         ),
     ),
 )

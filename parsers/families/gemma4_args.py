@@ -257,7 +257,7 @@ class FieldScan(Struct):
         found: list[tuple[str, Any]] = []
         if self.pos >= stable or self.phase == STOPPED:
             return found
-        w = _Window(body, min(self.pos, self.searched) if self.searched else self.pos, stable)
+        w = _Window(body, self.pos, stable)
         while self.pos < stable and self.phase != STOPPED:
             if not self._move(w, found):
                 break
@@ -287,7 +287,8 @@ class FieldScan(Struct):
         if colon < 0:
             self.pos = w.stop
             return False
-        self.key, self.pos, self.phase = _unwrap(w.body[self.key_start : colon].strip()), colon + 1, AFTER
+        self.key = _unwrap(w.body[self.key_start : colon].strip())
+        self.pos, self.phase = colon + 1, AFTER
         return True
 
     def _value_start(self, w: _Window) -> bool:

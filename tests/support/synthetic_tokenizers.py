@@ -89,6 +89,18 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
     # Olmo 3: ChatML turns, and no think tokens at all (below).
     "olmo3": (),
+    # Gemma 4's turn, channel and call markers and its string delimiter, all special.
+    "gemma4": (
+        "<|turn>",
+        "<turn|>",
+        "<|channel>",
+        "<channel|>",
+        "<|tool_call>",
+        "<tool_call|>",
+        "<|tool_response>",
+        "<tool_response|>",
+        '<|"|>',
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -109,6 +121,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "nemotron_v3": frozenset(),
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
+    "gemma4": frozenset(FAMILY_TOKENS["gemma4"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -122,6 +135,7 @@ _EOS = {
     "nemotron_v3": "<|im_end|>",
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
+    "gemma4": "<turn|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -217,6 +231,15 @@ _PHI4_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
 )
+# Gemma 4's turns; with enable_thinking the generation prompt opens the thought channel.
+_GEMMA4_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "<|turn>{{ 'model' if m.role == 'assistant' else m.role }}\n{{ m.content or '' }}<turn|>\n"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|turn>model\n"
+    "{%- if enable_thinking is defined and enable_thinking -%}<|channel>{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -229,6 +252,7 @@ _TEMPLATES = {
     "nemotron_v3": _CHATML_TEMPLATE,
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
+    "gemma4": _GEMMA4_TEMPLATE,
 }
 
 

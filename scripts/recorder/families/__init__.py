@@ -9,6 +9,7 @@ from typing import Any
 from recorder.common import Config
 from recorder.families import (
     deepseek,
+    gemma4,
     glm,
     gptoss,
     granite,
@@ -45,6 +46,7 @@ FAMILIES = (
     minimax,
     llama,
     mistral,
+    gemma4,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
