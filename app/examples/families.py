@@ -459,4 +459,17 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}",
         output=f"<think>{REASONING}</think>{ANSWER}<|im_end|>",
     ),
+    "gemma4": Example(
+        family="Gemma 4 (`<|channel>` thought channel, `<|tool_call>call:NAME{key:value}` calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="gemma4",
+        tool_parser="gemma4",
+        prompt=f"<|turn>user\n{QUESTION}<turn|>\n<|turn>model\n<|channel>",
+        output=(
+            f"thought\n{REASONING}<channel|>{ANSWER}"
+            '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,unit:<|"|>celsius<|"|>}'
+            "<tool_call|><turn|>"
+        ),
+        chat_template_kwargs={"enable_thinking": True},
+    ),
 }
