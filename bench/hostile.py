@@ -323,6 +323,13 @@ CONFIGS: dict[str, Config] = {
         call='{"name": "save_note", "arguments": {"body": "x"}}, ',
         section="functools[",
     ),
+    "gemma4+gemma4": Config(
+        "gemma4",
+        "gemma4",
+        call_open='<|tool_call>call:save_note{body:<|"|>',
+        call='<|tool_call>call:save_note{body:<|"|>x<|"|>}<tool_call|>',
+        after_reasoning="<|channel>thought\nShort thought.<channel|>",
+    ),
 }
 
 

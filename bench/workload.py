@@ -60,6 +60,9 @@ ANSWER = "Here is the plan for your weekend in Lisbon. "
 CALL = '<tool_call>\n{"name": "book_hotel", "arguments": {"city": "Lisbon"}}\n</tool_call>'
 SENTENCE = "We compare the fares, the weather in Lisbon and the hotel options near Alfama. "
 
+# Gemma 4's reasoning, in the channel its output opens.
+GEMMA4_THOUGHT = "<|channel>thought\nShort thought.<channel|>"
+
 # parser configuration -> (tool parser, reasoning parser, where the long stretch lies)
 PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "qwen3+hermes": ("hermes", "qwen3", "chat"),
@@ -94,6 +97,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3": (None, "olmo3", "reasoning"),
     "nemotron_v3+qwen3_coder": ("qwen3_coder", "nemotron_v3", "coder_call"),
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
+    "gemma4+gemma4": ("gemma4", "gemma4", "gemma4_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -308,6 +312,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "granite_reasoning": "Here is my thought process:\n",
         "inkling_call": INKLING_CALL_OPEN,
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
+        "gemma4_call": GEMMA4_THOUGHT + '<|tool_call>call:save_note{body:<|"|>',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -80,6 +80,13 @@ HOSTILE = [
     "<|end_message|>",
     "<|content_",
     '{"name": "count", "args": ',
+    "<|tool_call>call:count{",
+    '<|"|>',
+    "x:",
+    "{a:[",
+    "(",
+    ")",
+    "<tool_call|>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -100,6 +107,8 @@ CONFIGS = [
     ("nemotron_v3", "qwen3_coder"),
     (None, "phi4_mini_json"),
     ("olmo3", None),
+    ("gemma4", "gemma4"),
+    (None, "gemma4"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -111,6 +111,25 @@ def inkling_output(draw: st.DrawFn, reasoning: bool) -> str:
     return "<|message_model|>".join(block + "<|end_message|>" for block in blocks)
 
 
+
+def _gemma4_value(value: object) -> str:
+    return f'<|"|>{value}<|"|>' if isinstance(value, str) else json.dumps(value)
+
+
+@st.composite
+def gemma4_output(draw: st.DrawFn, reasoning: bool) -> str:
+    """Gemma 4's channel and calls, markers spelled as text (Qwen3's vocabulary has none)."""
+    out = ""
+    if reasoning and draw(st.booleans()):
+        out += "<|channel>thought\n" + draw(text) + "<channel|>"
+    calls = draw(st.lists(args, max_size=3))
+    if not calls or draw(st.booleans()):
+        out += draw(text)
+    for name, arguments in calls:
+        body = ",".join(f"{k}:{_gemma4_value(v)}" for k, v in arguments.items())
+        out += f"<|tool_call>call:{name}{{{body}}}<tool_call|>"
+    return out
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -131,6 +150,8 @@ CONFIGS = {
     "inkling": (("inkling", None), inkling_output(reasoning=False)),
     "holo2+hermes": (("hermes", "holo2"), hermes_output(reasoning=True)),
     "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
+    "gemma4+gemma4": (("gemma4", "gemma4"), gemma4_output(reasoning=True)),
+    "gemma4": (("gemma4", None), gemma4_output(reasoning=False)),
 }
 
 

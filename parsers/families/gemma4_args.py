@@ -24,6 +24,9 @@ DELIM = '<|"|>'
 _DELIM_LEN = len(DELIM)
 _SEPARATORS = " ,\n\t"
 _SPACES = " \n\t"
+# Objects and arrays nested deeper than this keep their text (vLLM's recursive reader
+# fails near a thousand levels; each level costs a pass over the text after it).
+MAX_DEPTH = 16
 # A nested value's own brackets and the strings inside it (skipped whole).
 _OBJECT_MARKS = re.compile(r'<\|"\|>|[{}]')
 _ARRAY_MARKS = re.compile(r'<\|"\|>|[\[\]]')
@@ -49,33 +52,44 @@ def drop_closer(text: str, paren_excess: bool) -> str:
 
 def extent(s: str, i: int, end: int, is_array: bool) -> tuple[int, bool]:
     """From just past an opener: where its bracket depth returns to zero (just past the
-    closer) and whether it does before ``end``; strings are skipped whole."""
-    marks = _ARRAY_MARKS if is_array else _OBJECT_MARKS
-    opener = "[" if is_array else "{"
+    closer) and whether it does before ``end``; strings are skipped whole. Text between
+    strings is counted at once, and read bracket by bracket only where it may close."""
+    opener, closer = ("[", "]") if is_array else ("{", "}")
     depth = 1
-    while depth > 0:
-        found = marks.search(s, i, end)
-        if found is None:
+    while i < end:
+        string = s.find(DELIM, i, end)
+        stop = end if string < 0 else string
+        closes = s.count(closer, i, stop)
+        if closes < depth:
+            depth += s.count(opener, i, stop) - closes
+        else:
+            for at in range(i, stop):
+                ch = s[at]
+                if ch == opener:
+                    depth += 1
+                elif ch == closer:
+                    depth -= 1
+                    if depth == 0:
+                        return at + 1, True
+        if string < 0:
             return end, False
-        mark = found.group()
-        if mark == DELIM:
-            close = s.find(DELIM, found.end(), end)
-            if close < 0:
-                return end, False
-            i = close + _DELIM_LEN
-            continue
-        depth += 1 if mark == opener else -1
-        i = found.end()
-    return i, True
+        close = s.find(DELIM, string + _DELIM_LEN, end)
+        if close < 0:
+            return end, False
+        i = close + _DELIM_LEN
+    return end, False
 
 
 class _Frame:
     """One object or array being read: its span of the text and what it holds so far."""
 
-    __slots__ = ("end", "i", "is_array", "key", "open_key", "partial", "value")
+    __slots__ = ("depth", "end", "i", "is_array", "key", "open_key", "partial", "value")
 
-    def __init__(self, start: int, end: int, is_array: bool, partial: bool) -> None:
+    def __init__(
+        self, start: int, end: int, is_array: bool, partial: bool, depth: int = 0
+    ) -> None:
         self.i, self.end, self.is_array, self.partial = start, end, is_array, partial
+        self.depth = depth
         self.value: Any = [] if is_array else {}
         self.key = ""
         self.open_key: str | None = None
@@ -87,13 +101,17 @@ class _Frame:
             self.value[self.key] = value
 
 
-def _nested(s: str, frame: _Frame, is_array: bool) -> _Frame:
-    """The nested object or array at the frame's position, to be read next."""
+def _nested(s: str, frame: _Frame, is_array: bool) -> _Frame | None:
+    """The nested object or array at the frame's position, to be read next (None: too
+    deep, its text kept as it is)."""
     start = frame.i + 1
     frame.i, closed = extent(s, start, frame.end, is_array)
+    if frame.depth >= MAX_DEPTH:
+        frame.put(s[start - 1 : frame.i])
+        return None
     if closed:
-        return _Frame(start, frame.i - 1, is_array, False)
-    return _Frame(start, frame.i, is_array, True)
+        return _Frame(start, frame.i - 1, is_array, False, frame.depth + 1)
+    return _Frame(start, frame.i, is_array, True, frame.depth + 1)
 
 
 def _bare(s: str, frame: _Frame) -> bool:
@@ -154,7 +172,9 @@ def _step(s: str, frame: _Frame) -> _Frame | None:
             frame.put(s[i + _DELIM_LEN : close])
             frame.i = close + _DELIM_LEN
         elif s[i] in "{[":
-            return _nested(s, frame, s[i] == "[")
+            child = _nested(s, frame, s[i] == "[")
+            if child is not None:
+                return child
         elif not _bare(s, frame):
             frame.i = end
             return None
