@@ -111,7 +111,6 @@ def inkling_output(draw: st.DrawFn, reasoning: bool) -> str:
     return "<|message_model|>".join(block + "<|end_message|>" for block in blocks)
 
 
-
 def _gemma4_value(value: object) -> str:
     return f'<|"|>{value}<|"|>' if isinstance(value, str) else json.dumps(value)
 
@@ -129,6 +128,7 @@ def gemma4_output(draw: st.DrawFn, reasoning: bool) -> str:
         body = ",".join(f"{k}:{_gemma4_value(v)}" for k, v in arguments.items())
         out += f"<|tool_call>call:{name}{{{body}}}<tool_call|>"
     return out
+
 
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),

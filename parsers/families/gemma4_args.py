@@ -85,9 +85,7 @@ class _Frame:
 
     __slots__ = ("depth", "end", "i", "is_array", "key", "open_key", "partial", "value")
 
-    def __init__(
-        self, start: int, end: int, is_array: bool, partial: bool, depth: int = 0
-    ) -> None:
+    def __init__(self, start: int, end: int, is_array: bool, partial: bool, depth: int = 0) -> None:
         self.i, self.end, self.is_array, self.partial = start, end, is_array, partial
         self.depth = depth
         self.value: Any = [] if is_array else {}
