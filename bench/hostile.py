@@ -330,6 +330,13 @@ CONFIGS: dict[str, Config] = {
         call='<|tool_call>call:save_note{body:<|"|>x<|"|>}<tool_call|>',
         after_reasoning="<|channel>thought\nShort thought.<channel|>",
     ),
+    "granite_thinking_parser+qwen3_coder": Config(
+        "qwen3_coder",
+        "granite_thinking_parser",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
 }
 
 

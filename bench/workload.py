@@ -98,6 +98,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "nemotron_v3+qwen3_coder": ("qwen3_coder", "nemotron_v3", "coder_call"),
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "gemma4+gemma4": ("gemma4", "gemma4", "gemma4_call"),
+    "granite_thinking_parser+qwen3_coder": ("qwen3_coder", "granite_thinking_parser", "coder_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).

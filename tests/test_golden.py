@@ -44,7 +44,7 @@ CONFIGS = (
     *("N1", "N2"),
     "P1",
     "O1",
-    "A1",
+    *("A1", "A2"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

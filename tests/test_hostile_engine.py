@@ -109,6 +109,7 @@ CONFIGS = [
     ("olmo3", None),
     ("gemma4", "gemma4"),
     (None, "gemma4"),
+    ("granite_thinking_parser", "qwen3_coder"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

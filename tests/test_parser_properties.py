@@ -152,6 +152,10 @@ CONFIGS = {
     "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
     "gemma4+gemma4": (("gemma4", "gemma4"), gemma4_output(reasoning=True)),
     "gemma4": (("gemma4", None), gemma4_output(reasoning=False)),
+    "granite_thinking_parser+qwen3_coder": (
+        ("qwen3_coder", "granite_thinking_parser"),
+        coder_output(),
+    ),
 }
 
 

@@ -67,6 +67,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "phi4-mini": lambda: synthetic_model("phi4_mini"),
     "olmo3": lambda: synthetic_model("olmo3"),
     "gemma4": lambda: synthetic_model("gemma4"),
+    "granite-4.2": lambda: synthetic_model("nemotron_v3"),
 }
 
 

@@ -472,4 +472,14 @@ EXAMPLES: dict[str, Example] = {
         ),
         chat_template_kwargs={"enable_thinking": True},
     ),
+    "granite-4.2": Example(
+        family=(
+            "Granite 4.2 (thinking; Nemotron 3's format, the answer's leading newlines dropped)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="granite_thinking_parser",
+        tool_parser="qwen3_coder",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}\n</think>\n\n{ANSWER}\n{_QWEN3_XML_CALL}<|im_end|>",
+    ),
 }

@@ -14,6 +14,7 @@ from parsers.families import (
     glm,
     granite4,
     granite_phrases,
+    granite_thinking,
     harmony,
     hermes,
     inkling,
@@ -60,6 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     phi4_mini.FAMILY,
     olmo3.FAMILY,
     gemma4.FAMILY,
+    granite_thinking.FAMILY,
 )
 
 

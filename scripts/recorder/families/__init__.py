@@ -13,6 +13,7 @@ from recorder.families import (
     glm,
     gptoss,
     granite,
+    granite_thinking,
     holo2,
     inkling,
     kimi,
@@ -47,6 +48,7 @@ FAMILIES = (
     llama,
     mistral,
     gemma4,
+    granite_thinking,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
