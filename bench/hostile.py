@@ -337,6 +337,13 @@ CONFIGS: dict[str, Config] = {
         call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
         "</function>\n</tool_call>\n",
     ),
+    "granite (tools)": Config(
+        "granite",
+        None,
+        call_open='<tool_call>[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="<tool_call>[",
+    ),
 }
 
 

@@ -99,6 +99,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "gemma4+gemma4": ("gemma4", "gemma4", "gemma4_call"),
     "granite_thinking_parser+qwen3_coder": ("qwen3_coder", "granite_thinking_parser", "coder_call"),
+    "granite (tools)": ("granite", None, "granite_array_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -314,6 +315,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "inkling_call": INKLING_CALL_OPEN,
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
         "gemma4_call": GEMMA4_THOUGHT + '<|tool_call>call:save_note{body:<|"|>',
+        "granite_array_call": '<tool_call>[{"name": "save_note", "arguments": {"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

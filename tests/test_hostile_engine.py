@@ -87,6 +87,9 @@ HOSTILE = [
     "(",
     ")",
     "<tool_call|>",
+    '<tool_call>[{"name": "count", "arguments": ',
+    "},{",
+    "]",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -110,6 +113,7 @@ CONFIGS = [
     ("gemma4", "gemma4"),
     (None, "gemma4"),
     ("granite_thinking_parser", "qwen3_coder"),
+    (None, "granite"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

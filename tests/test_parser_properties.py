@@ -130,6 +130,18 @@ def gemma4_output(draw: st.DrawFn, reasoning: bool) -> str:
     return out
 
 
+@st.composite
+def granite_array_output(draw: st.DrawFn) -> str:
+    """Granite 3's calls: one JSON array after ``<tool_call>`` (Qwen3's token here)."""
+    calls = draw(st.lists(args, max_size=3))
+    out = draw(text) if not calls or draw(st.booleans()) else ""
+    if calls:
+        separators = draw(st.sampled_from([(", ", ": "), (",", ":")]))
+        body = [{"name": n, "arguments": a} for n, a in calls]
+        out += "<tool_call>" + json.dumps(body, ensure_ascii=False, separators=separators)
+    return out
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -156,6 +168,7 @@ CONFIGS = {
         ("qwen3_coder", "granite_thinking_parser"),
         coder_output(),
     ),
+    "granite (tools)": (("granite", None), granite_array_output()),
 }
 
 

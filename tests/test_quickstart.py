@@ -68,6 +68,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3": lambda: synthetic_model("olmo3"),
     "gemma4": lambda: synthetic_model("gemma4"),
     "granite-4.2": lambda: synthetic_model("nemotron_v3"),
+    "granite-3": lambda: synthetic_model("granite"),
 }
 
 

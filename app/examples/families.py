@@ -482,4 +482,15 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}<think>\n",
         output=f"{REASONING}\n</think>\n\n{ANSWER}\n{_QWEN3_XML_CALL}<|im_end|>",
     ),
+    "granite-3": Example(
+        family="Granite 3.0, 3.1 (a JSON array of calls after `<|tool_call|>` or `<tool_call>`)",
+        tokenizer=MODEL_DIR,
+        tool_parser="granite",
+        prompt=_GRANITE_PROMPT,
+        output=(
+            f"{ANSWER}\n"
+            '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", '
+            '"unit": "celsius"}}]<|end_of_text|>'
+        ),
+    ),
 }

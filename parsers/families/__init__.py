@@ -12,6 +12,7 @@ from parsers.families import (
     dsml,
     gemma4,
     glm,
+    granite,
     granite4,
     granite_phrases,
     granite_thinking,
@@ -62,6 +63,7 @@ FAMILIES: tuple[Family, ...] = (
     olmo3.FAMILY,
     gemma4.FAMILY,
     granite_thinking.FAMILY,
+    granite.FAMILY,
 )
 
 

@@ -170,6 +170,7 @@ _SYNTHETIC_BY_CONFIG = {
     "O1": "olmo3",
     "A1": "gemma4",
     "A2": "nemotron_v3",
+    "A3": "granite",
 }
 
 

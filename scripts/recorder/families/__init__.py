@@ -13,6 +13,7 @@ from recorder.families import (
     glm,
     gptoss,
     granite,
+    granite_array,
     granite_thinking,
     holo2,
     inkling,
@@ -49,6 +50,7 @@ FAMILIES = (
     mistral,
     gemma4,
     granite_thinking,
+    granite_array,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
