@@ -357,6 +357,27 @@ CONFIGS: dict[str, Config] = {
         call='{"name": "save_note", "arguments": {"body": "x"}}',
         section="function call<|role_sep|>\n",
     ),
+    "gemma4+gemma4": Config(
+        "gemma4",
+        "gemma4",
+        call_open='<|tool_call>call:save_note{body:<|"|>',
+        call='<|tool_call>call:save_note{body:<|"|>x<|"|>}<tool_call|>',
+        after_reasoning="<|channel>thought\nShort thought.<channel|>",
+    ),
+    "granite_thinking_parser+qwen3_coder": Config(
+        "qwen3_coder",
+        "granite_thinking_parser",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "granite (tools)": Config(
+        "granite",
+        None,
+        call_open='<tool_call>[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="<tool_call>[",
+    ),
 }
 
 

@@ -60,6 +60,9 @@ ANSWER = "Here is the plan for your weekend in Lisbon. "
 CALL = '<tool_call>\n{"name": "book_hotel", "arguments": {"city": "Lisbon"}}\n</tool_call>'
 SENTENCE = "We compare the fares, the weather in Lisbon and the hotel options near Alfama. "
 
+# Gemma 4's reasoning, in the channel its output opens.
+GEMMA4_THOUGHT = "<|channel>thought\nShort thought.<channel|>"
+
 # parser configuration -> (tool parser, reasoning parser, where the long stretch lies)
 PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "qwen3+hermes": ("hermes", "qwen3", "chat"),
@@ -98,6 +101,9 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "step3+step3": ("step3", "step3", "step3_call"),
     "muse+muse": ("muse", "muse", "muse_call"),
     "gigachat3": ("gigachat3", None, "gigachat3_call"),
+    "gemma4+gemma4": ("gemma4", "gemma4", "gemma4_call"),
+    "granite_thinking_parser+qwen3_coder": ("qwen3_coder", "granite_thinking_parser", "coder_call"),
+    "granite (tools)": ("granite", None, "granite_array_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -319,6 +325,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         '<atem:parameter name="body">',
         "gigachat3_call": 'function call<|role_sep|>\n{"name": "save_note", "arguments": '
         '{"body": "',
+        "gemma4_call": GEMMA4_THOUGHT + '<|tool_call>call:save_note{body:<|"|>',
+        "granite_array_call": '<tool_call>[{"name": "save_note", "arguments": {"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -245,7 +245,9 @@ class ChatStream:
                 state.forced_announced = True
                 return delta
             if self.options.tool_choice == "required":
-                if state.required is None:
+                if state.required is None or self.engine_based:
+                    # vLLM's engine-based streams keep no text between chunks: each
+                    # chunk's text is read as the whole JSON array.
                     state.required = RequiredState()
                 delta, state.forced_announced = RequiredCalls(self.id_seed, state.required).stream(
                     text

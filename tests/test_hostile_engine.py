@@ -103,6 +103,16 @@ HOSTILE = [
     "<|message_sep|>",
     '{"name": "count", "arguments": {"n": ',
     "}</s>",
+    "<|tool_call>call:count{",
+    '<|"|>',
+    "x:",
+    "{a:[",
+    "(",
+    ")",
+    "<tool_call|>",
+    '<tool_call>[{"name": "count", "arguments": ',
+    "},{",
+    "]",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -129,6 +139,10 @@ CONFIGS = [
     (None, "muse"),
     ("muse_glimmer", "muse_glimmer"),
     (None, "gigachat3"),
+    ("gemma4", "gemma4"),
+    (None, "gemma4"),
+    ("granite_thinking_parser", "qwen3_coder"),
+    (None, "granite"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

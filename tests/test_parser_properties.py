@@ -153,6 +153,37 @@ def muse_output(draw: st.DrawFn) -> str:
     return "<|start|>assistant".join(f" to={to}<|message|>{body}<|eom|>" for to, body in messages)
 
 
+def _gemma4_value(value: object) -> str:
+    return f'<|"|>{value}<|"|>' if isinstance(value, str) else json.dumps(value)
+
+
+@st.composite
+def gemma4_output(draw: st.DrawFn, reasoning: bool) -> str:
+    """Gemma 4's channel and calls, markers spelled as text (Qwen3's vocabulary has none)."""
+    out = ""
+    if reasoning and draw(st.booleans()):
+        out += "<|channel>thought\n" + draw(text) + "<channel|>"
+    calls = draw(st.lists(args, max_size=3))
+    if not calls or draw(st.booleans()):
+        out += draw(text)
+    for name, arguments in calls:
+        body = ",".join(f"{k}:{_gemma4_value(v)}" for k, v in arguments.items())
+        out += f"<|tool_call>call:{name}{{{body}}}<tool_call|>"
+    return out
+
+
+@st.composite
+def granite_array_output(draw: st.DrawFn) -> str:
+    """Granite 3's calls: one JSON array after ``<tool_call>`` (Qwen3's token here)."""
+    calls = draw(st.lists(args, max_size=3))
+    out = draw(text) if not calls or draw(st.booleans()) else ""
+    if calls:
+        separators = draw(st.sampled_from([(", ", ": "), (",", ":")]))
+        body = [{"name": n, "arguments": a} for n, a in calls]
+        out += "<tool_call>" + json.dumps(body, ensure_ascii=False, separators=separators)
+    return out
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -176,6 +207,13 @@ CONFIGS = {
     "ernie45": (("ernie45", "ernie45"), hermes_output(reasoning=True)),
     "step3": (("step3", "step3"), step3_output()),
     "muse+muse": (("muse", "muse"), muse_output()),
+    "gemma4+gemma4": (("gemma4", "gemma4"), gemma4_output(reasoning=True)),
+    "gemma4": (("gemma4", None), gemma4_output(reasoning=False)),
+    "granite_thinking_parser+qwen3_coder": (
+        ("qwen3_coder", "granite_thinking_parser"),
+        coder_output(),
+    ),
+    "granite (tools)": (("granite", None), granite_array_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -70,6 +70,9 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "step3": lambda: synthetic_model("step3"),
     "muse": lambda: synthetic_model("muse"),
     "gigachat3": lambda: synthetic_model("gigachat3"),
+    "gemma4": lambda: synthetic_model("gemma4"),
+    "granite-4.2": lambda: synthetic_model("nemotron_v3"),
+    "granite-3": lambda: synthetic_model("granite"),
 }
 
 

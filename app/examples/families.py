@@ -515,4 +515,38 @@ EXAMPLES: dict[str, Example] = {
             '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}</s>'
         ),
     ),
+    "gemma4": Example(
+        family="Gemma 4 (`<|channel>` thought channel, `<|tool_call>call:NAME{key:value}` calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="gemma4",
+        tool_parser="gemma4",
+        prompt=f"<|turn>user\n{QUESTION}<turn|>\n<|turn>model\n<|channel>",
+        output=(
+            f"thought\n{REASONING}<channel|>{ANSWER}"
+            '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,unit:<|"|>celsius<|"|>}'
+            "<tool_call|><turn|>"
+        ),
+        chat_template_kwargs={"enable_thinking": True},
+    ),
+    "granite-4.2": Example(
+        family=(
+            "Granite 4.2 (thinking; Nemotron 3's format, the answer's leading newlines dropped)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="granite_thinking_parser",
+        tool_parser="qwen3_coder",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}\n</think>\n\n{ANSWER}\n{_QWEN3_XML_CALL}<|im_end|>",
+    ),
+    "granite-3": Example(
+        family="Granite 3.0, 3.1 (a JSON array of calls after `<|tool_call|>` or `<tool_call>`)",
+        tokenizer=MODEL_DIR,
+        tool_parser="granite",
+        prompt=_GRANITE_PROMPT,
+        output=(
+            f"{ANSWER}\n"
+            '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", '
+            '"unit": "celsius"}}]<|end_of_text|>'
+        ),
+    ),
 }

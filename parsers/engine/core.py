@@ -113,6 +113,8 @@ class Format:
     """A marker format's state machine as data: one table per family, no code.
 
     ``call_states`` are the states in which ``finish`` closes an open call.
+    ``body_array``: a call region's text is one JSON array of calls (Granite's), split
+    into a call per element by the engine state (an ``ArrayEngineState``).
     """
 
     def __init__(
@@ -120,10 +122,13 @@ class Format:
         transitions: dict[tuple[str, str], Transition],
         state_events: dict[str, str],
         call_states: frozenset[str],
+        *,
+        body_array: bool = False,
     ) -> None:
         self.transitions = transitions
         self.state_events = state_events
         self.call_states = call_states
+        self.body_array = body_array
         self.tool_terminals = frozenset(
             t
             for (s, t), tr in transitions.items()
@@ -250,6 +255,14 @@ class EngineState(Struct):
         """The header text held so far, no longer held."""
         return ""
 
+    def array_text(self, text: str) -> list[Event]:
+        """A call region's text split into calls, by the state of an array format."""
+        raise TypeError("a format with array call bodies keeps an ArrayEngineState")
+
+    def call_open(self) -> bool:
+        """Whether the stream's end leaves a call open (an array's: inside an element)."""
+        return True
+
 
 class HeaderEngineState(EngineState):
     """The state of a format with message headers (``HEADER``): the header's text, in
@@ -339,7 +352,7 @@ class MarkerEngine:
                 events += self._terminal(piece.terminal, piece.text)
         events += self._lexed(self._lex("", final=True))
         if s.state in self.grammar.format.call_states:
-            if s.tool_index >= 0:
+            if s.tool_index >= 0 and s.call_open():
                 events.append(Event(CALL_END, "", s.tool_index))
             s.state = CONTENT
         elif s.state == REASONING:
@@ -539,6 +552,8 @@ class MarkerEngine:
         if self.s.state == HEADER:
             self.s.hold_header(text)
             return []
+        if self.s.state == TOOL_ARGS and self.grammar.format.body_array:
+            return self.s.array_text(text)
         kind = self.plain_kind()
         return [Event(kind, text, self.s.tool_index)] if kind is not None else []
 

@@ -11,10 +11,13 @@ from parsers.families import (
     deepseek,
     dsml,
     ernie45,
+    gemma4,
     gigachat3,
     glm,
+    granite,
     granite4,
     granite_phrases,
+    granite_thinking,
     harmony,
     hermes,
     inkling,
@@ -66,6 +69,9 @@ FAMILIES: tuple[Family, ...] = (
     step3.FAMILY,
     muse.FAMILY,
     gigachat3.FAMILY,
+    gemma4.FAMILY,
+    granite_thinking.FAMILY,
+    granite.FAMILY,
 )
 
 

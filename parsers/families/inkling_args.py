@@ -10,6 +10,8 @@ character once and answers the same questions from what it kept.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from msgspec import Struct
 
 from parsers.growing_text import Text
@@ -31,7 +33,10 @@ AFTER_OTHER = "other"
 
 
 class ArgsReading(Struct):
-    """The reading of one body; positions count from the body's start."""
+    """The reading of one body; positions count from the body's start. ``member`` is
+    the key whose object is carved out (Granite's calls name it ``arguments``)."""
+
+    member: ClassVar[str] = ARGS_KEY
 
     phase: str = SEARCH
     pos: int = 0  # characters read
@@ -102,8 +107,9 @@ class ArgsReading(Struct):
         if self._string_char(ch):
             if not self.in_string and self.depth == 1:
                 length = at - self.string_start - 1
+                member = self.member
                 self.after_key = (
-                    length == len(ARGS_KEY) and body[self.string_start + 1 : at] == ARGS_KEY
+                    length == len(member) and body[self.string_start + 1 : at] == member
                 )
             return
         if ch == '"':
@@ -167,10 +173,10 @@ def safe_prefix(arguments: str, string_keys: list[str] | None) -> str:
     return arguments[: reading.safe_end(string_keys)]
 
 
-def member_arguments(raw: str) -> str | None:
-    """One-shot: the ``args`` object as written, ``{}`` without one, None when the
+def member_arguments(raw: str, reading_type: type[ArgsReading] = ArgsReading) -> str | None:
+    """One-shot: the member's object as written, ``{}`` without one, None when the
     member is no object (vLLM then reads the body as JSON)."""
-    reading = ArgsReading()
+    reading = reading_type()
     reading.read(raw, raw, 0)
     if reading.phase == NOT_OBJECT:
         return None

@@ -199,6 +199,9 @@ _SYNTHETIC_BY_CONFIG = {
     "E5": "ernie45",
     **dict.fromkeys(("J1", "J2", "J3", "J4"), "muse"),
     "J5": "gigachat3",
+    "A1": "gemma4",
+    "A2": "nemotron_v3",
+    "A3": "granite",
 }
 
 

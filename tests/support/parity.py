@@ -26,6 +26,7 @@ _SWITCHES = {
         "<|content_model_end_sampling|>",
     ),
     "nemotron_v3": ("</think>", "<tool_call>"),
+    "granite_thinking_parser": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each

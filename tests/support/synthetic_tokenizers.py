@@ -103,6 +103,18 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "muse": ("<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
     # GigaChat 3's message framing; ``function call`` is plain text.
     "gigachat3": ("<|message_sep|>", "<|role_sep|>", "<|function_call|>", "</s>"),
+    # Gemma 4's turn, channel and call markers and its string delimiter, all special.
+    "gemma4": (
+        "<|turn>",
+        "<turn|>",
+        "<|channel>",
+        "<channel|>",
+        "<|tool_call>",
+        "<tool_call|>",
+        "<|tool_response>",
+        "<tool_response|>",
+        '<|"|>',
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -127,6 +139,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "step3": frozenset(),
     "muse": frozenset(FAMILY_TOKENS["muse"]),
     "gigachat3": frozenset(FAMILY_TOKENS["gigachat3"]),
+    "gemma4": frozenset(FAMILY_TOKENS["gemma4"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -144,6 +157,7 @@ _EOS = {
     "step3": "<|im_end|>",
     "muse": "<|eot|>",
     "gigachat3": "</s>",
+    "gemma4": "<turn|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -258,6 +272,15 @@ _GIGACHAT3_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}assistant<|role_sep|>\n{%- endif -%}"
 )
+# Gemma 4's turns; with enable_thinking the generation prompt opens the thought channel.
+_GEMMA4_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "<|turn>{{ 'model' if m.role == 'assistant' else m.role }}\n{{ m.content or '' }}<turn|>\n"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|turn>model\n"
+    "{%- if enable_thinking is defined and enable_thinking -%}<|channel>{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -274,6 +297,7 @@ _TEMPLATES = {
     "step3": _CHATML_TEMPLATE,
     "muse": _MUSE_TEMPLATE,
     "gigachat3": _GIGACHAT3_TEMPLATE,
+    "gemma4": _GEMMA4_TEMPLATE,
 }
 
 

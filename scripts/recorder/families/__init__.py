@@ -10,10 +10,13 @@ from recorder.common import Config
 from recorder.families import (
     deepseek,
     ernie,
+    gemma4,
     gigachat3,
     glm,
     gptoss,
     granite,
+    granite_array,
+    granite_thinking,
     holo2,
     inkling,
     kimi,
@@ -53,6 +56,9 @@ FAMILIES = (
     step3,
     muse,
     gigachat3,
+    gemma4,
+    granite_thinking,
+    granite_array,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
