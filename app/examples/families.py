@@ -459,4 +459,16 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}",
         output=f"<think>{REASONING}</think>{ANSWER}<|im_end|>",
     ),
+    "ling3": Example(
+        family="Ling 3 (GLM-4.7's format, thinking on by default)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="ling3",
+        tool_parser="ling3",
+        prompt=f"[gMASK]<sop><|user|>\n{QUESTION}<|assistant|>",
+        output=(
+            f"<think>{REASONING}</think>\n{ANSWER}\n<tool_call>get_weather\n"
+            "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call><|observation|>"
+        ),
+    ),
 }

@@ -164,7 +164,12 @@ _TEKKEN_TOKENIZERS = {"S1": "mistral_v13", "S2": "mistral_v3"}
 # Configurations recorded with a bundled tokenizer other than their letter's.
 _BUNDLED_BY_CONFIG = {"N1": "deepseek"}
 # Synthetic tokenizers chosen by configuration rather than by letter.
-_SYNTHETIC_BY_CONFIG = {"N2": "nemotron_v3", "P1": "phi4_mini", "O1": "olmo3"}
+_SYNTHETIC_BY_CONFIG = {
+    "N2": "nemotron_v3",
+    "P1": "phi4_mini",
+    "O1": "olmo3",
+    "W1": "glm45",
+}
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from recorder.families import (
     holo2,
     inkling,
     kimi,
+    ling3,
     llama,
     longcat,
     minimax,
@@ -45,6 +46,7 @@ FAMILIES = (
     minimax,
     llama,
     mistral,
+    ling3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
