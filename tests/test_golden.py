@@ -45,6 +45,7 @@ CONFIGS = (
     "P1",
     "O1",
     "W1",
+    *("W2", "W3"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -67,6 +67,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "phi4-mini": lambda: synthetic_model("phi4_mini"),
     "olmo3": lambda: synthetic_model("olmo3"),
     "ling3": lambda: synthetic_model("glm45"),
+    "minimax-m3": lambda: synthetic_model("minimax_m3"),
 }
 
 

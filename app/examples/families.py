@@ -471,4 +471,19 @@ EXAMPLES: dict[str, Example] = {
             "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call><|observation|>"
         ),
     ),
+    "minimax-m3": Example(
+        family="MiniMax M3 (`<mm:think>`, `]<]minimax[>[` namespaced calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="minimax_m3",
+        tool_parser="minimax_m3",
+        prompt=f"{QWEN3_PROMPT}<mm:think>",
+        chat_template_kwargs={"thinking_mode": "enabled"},
+        output=(
+            f"{REASONING}</mm:think>{ANSWER}]<]minimax[>[<tool_call>\n"
+            ']<]minimax[>[<invoke name="get_weather">\n'
+            "]<]minimax[>[<city>Paris]<]minimax[>[</city>\n"
+            "]<]minimax[>[<unit>celsius]<]minimax[>[</unit>\n]<]minimax[>[</invoke>\n"
+            "]<]minimax[>[</tool_call><|im_end|>"
+        ),
+    ),
 }

@@ -20,6 +20,7 @@ from parsers.families import (
     llama3_json,
     llama4_pythonic,
     minimax,
+    minimax_m3,
     mistral_json,
     nemotron,
     olmo3,
@@ -58,6 +59,7 @@ FAMILIES: tuple[Family, ...] = (
     nemotron.FAMILY,
     phi4_mini.FAMILY,
     olmo3.FAMILY,
+    minimax_m3.FAMILY,
 )
 
 

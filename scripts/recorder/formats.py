@@ -131,6 +131,26 @@ def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
     return "\n".join(texts)
 
 
+M3_NAMESPACE = "]<]minimax[>["
+
+
+def minimax_m3_calls(calls: list[tuple[str, Any]]) -> str:
+    """MiniMax M3: M2's ``<invoke>`` blocks with every tag namespaced and each parameter
+    an element named after it."""
+    ns = M3_NAMESPACE
+    text = f"{ns}<tool_call>\n"
+    for name, args in calls:
+        text += f'{ns}<invoke name="{name}">\n'
+        if isinstance(args, str):  # raw (malformed) element markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"{ns}<{key}>{body}{ns}</{key}>\n"
+        text += f"{ns}</invoke>\n"
+    return text + f"{ns}</tool_call>"
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -142,6 +162,7 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "glm": glm_calls,
     "longcat": longcat_calls,
     "qwen3_xml": qwen3_xml_calls,
+    "minimax_m3": minimax_m3_calls,
 }
 
 
@@ -156,4 +177,6 @@ MALFORMED = {
     "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
     "longcat": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
     "qwen3_xml": "<parameter=days>\n[1, 2\n</parameter>\n<parameter=>x</parameter>\n",
+    "minimax_m3": f"{M3_NAMESPACE}<days>[1, 2{M3_NAMESPACE}</days>\n"
+    f"{M3_NAMESPACE}<>x{M3_NAMESPACE}</>\n{M3_NAMESPACE}<unit>celsius{M3_NAMESPACE}</unit>\n",
 }

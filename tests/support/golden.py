@@ -169,6 +169,8 @@ _SYNTHETIC_BY_CONFIG = {
     "P1": "phi4_mini",
     "O1": "olmo3",
     "W1": "glm45",
+    "W2": "minimax_m3",
+    "W3": "minimax_m3",
 }
 
 

@@ -89,6 +89,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
     # Olmo 3: ChatML turns, and no think tokens at all (below).
     "olmo3": (),
+    # MiniMax M3: its think markers and the namespace every call tag begins with.
+    "minimax_m3": ("<mm:think>", "</mm:think>", "]<]minimax[>["),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -109,6 +111,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "nemotron_v3": frozenset(),
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
+    "minimax_m3": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -122,6 +125,7 @@ _EOS = {
     "nemotron_v3": "<|im_end|>",
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
+    "minimax_m3": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -217,6 +221,13 @@ _PHI4_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
 )
+# ChatML turns, tools as in _CHATML_TEMPLATE; the generation prompt opens the reasoning
+# block when ``thinking_mode`` is "enabled" (MiniMax M3's switch).
+_M3_TEMPLATE = _CHATML_TEMPLATE.split("{%- if add_generation_prompt %}")[0] + (
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if thinking_mode is defined and thinking_mode == 'enabled' %}{{- '<mm:think>' }}"
+    "{%- endif %}{%- endif %}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -229,6 +240,7 @@ _TEMPLATES = {
     "nemotron_v3": _CHATML_TEMPLATE,
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
+    "minimax_m3": _M3_TEMPLATE,
 }
 
 

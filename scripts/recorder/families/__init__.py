@@ -19,6 +19,7 @@ from recorder.families import (
     llama,
     longcat,
     minimax,
+    minimax_m3,
     mistral,
     nemotron,
     olmo3,
@@ -47,6 +48,7 @@ FAMILIES = (
     llama,
     mistral,
     ling3,
+    minimax_m3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
