@@ -46,6 +46,7 @@ CONFIGS = (
     "O1",
     "W1",
     *("W2", "W3"),
+    "W4",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

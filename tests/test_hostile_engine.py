@@ -100,6 +100,7 @@ CONFIGS = [
     ("nemotron_v3", "qwen3_coder"),
     (None, "phi4_mini_json"),
     ("olmo3", None),
+    ("mimo", "mimo"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -131,6 +131,7 @@ CONFIGS = {
     "inkling": (("inkling", None), inkling_output(reasoning=False)),
     "holo2+hermes": (("hermes", "holo2"), hermes_output(reasoning=True)),
     "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
+    "mimo+mimo": (("mimo", "mimo"), coder_output()),
 }
 
 

@@ -486,4 +486,16 @@ EXAMPLES: dict[str, Example] = {
             "]<]minimax[>[</tool_call><|im_end|>"
         ),
     ),
+    "mimo": Example(
+        family="MiMo (Qwen3-Coder's calls, values kept verbatim)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="mimo",
+        tool_parser="mimo",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=(
+            f"{REASONING}\n</think>\n\n{ANSWER}\n<tool_call>\n<function=get_weather>\n"
+            "<parameter=city>Paris</parameter>\n<parameter=unit>celsius</parameter>\n"
+            "</function>\n</tool_call><|im_end|>"
+        ),
+    ),
 }

@@ -171,6 +171,7 @@ _SYNTHETIC_BY_CONFIG = {
     "W1": "glm45",
     "W2": "minimax_m3",
     "W3": "minimax_m3",
+    "W4": "nemotron_v3",
 }
 
 

@@ -18,6 +18,7 @@ from recorder.families import (
     ling3,
     llama,
     longcat,
+    mimo,
     minimax,
     minimax_m3,
     mistral,
@@ -49,6 +50,7 @@ FAMILIES = (
     mistral,
     ling3,
     minimax_m3,
+    mimo,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
