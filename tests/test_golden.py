@@ -47,6 +47,7 @@ CONFIGS = (
     "W1",
     *("W2", "W3"),
     "W4",
+    "W5",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

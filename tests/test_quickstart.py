@@ -70,6 +70,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "minimax-m3": lambda: synthetic_model("minimax_m3"),
     # Qwen3's vocabulary stands in for MiMo's (these outputs hold no MiMo-only token).
     "mimo": lambda: "qwen3",
+    "k2-horizon": lambda: synthetic_model("k2_horizon"),
 }
 
 

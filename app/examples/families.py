@@ -498,4 +498,12 @@ EXAMPLES: dict[str, Example] = {
             "</function>\n</tool_call><|im_end|>"
         ),
     ),
+    "k2-horizon": Example(
+        family="K2 Horizon (reasoning; a think block per reasoning effort)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="k2_horizon",
+        tool_parser=None,
+        prompt=QWEN3_PROMPT,
+        output=f"<ifm|think>{REASONING}</ifm|think>{ANSWER}<|im_end|>",
+    ),
 }

@@ -16,6 +16,7 @@ from parsers.families import (
     harmony,
     hermes,
     inkling,
+    k2_horizon,
     kimi_k2,
     llama3_json,
     llama4_pythonic,
@@ -60,6 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     phi4_mini.FAMILY,
     olmo3.FAMILY,
     minimax_m3.FAMILY,
+    k2_horizon.FAMILY,
 )
 
 

@@ -172,6 +172,7 @@ _SYNTHETIC_BY_CONFIG = {
     "W2": "minimax_m3",
     "W3": "minimax_m3",
     "W4": "nemotron_v3",
+    "W5": "k2_horizon",
 }
 
 

@@ -91,6 +91,17 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "olmo3": (),
     # MiniMax M3: its think markers and the namespace every call tag begins with.
     "minimax_m3": ("<mm:think>", "</mm:think>", "]<]minimax[>["),
+    # K2 Horizon: a think block per reasoning effort, and its call section's markers.
+    "k2_horizon": (
+        "<ifm|think>",
+        "</ifm|think>",
+        "<ifm|think_fast>",
+        "</ifm|think_fast>",
+        "<ifm|think_faster>",
+        "</ifm|think_faster>",
+        "<ifm|tool_calls>",
+        "</ifm|tool_calls>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -112,6 +123,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
     "minimax_m3": frozenset(),
+    "k2_horizon": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -126,6 +138,7 @@ _EOS = {
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
     "minimax_m3": "<|im_end|>",
+    "k2_horizon": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -241,6 +254,7 @@ _TEMPLATES = {
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
     "minimax_m3": _M3_TEMPLATE,
+    "k2_horizon": _M3_TEMPLATE,
 }
 
 

@@ -14,6 +14,7 @@ from recorder.families import (
     granite,
     holo2,
     inkling,
+    k2_horizon,
     kimi,
     ling3,
     llama,
@@ -51,6 +52,7 @@ FAMILIES = (
     ling3,
     minimax_m3,
     mimo,
+    k2_horizon,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
