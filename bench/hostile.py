@@ -340,6 +340,13 @@ CONFIGS: dict[str, Config] = {
         call_open=GLM_CALL_OPEN,
         call="<tool_call>save_note\n<arg_key>body</arg_key>\n<arg_value>x</arg_value>\n</tool_call>\n",
     ),
+    "mimo+mimo": Config(
+        "mimo",
+        "mimo",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
 }
 
 

@@ -96,6 +96,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "minimax_m3+minimax_m3": ("minimax_m3", "minimax_m3", "m3_call"),
     "ling3+ling3": ("ling3", "ling3", "glm_call"),
+    "mimo+mimo": ("mimo", "mimo", "coder_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
