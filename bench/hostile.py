@@ -107,6 +107,10 @@ class Config:
 
 
 _NAMED = {"type": "function", "function": {"name": "save_note"}}
+STEP3_CALL_OPEN = (
+    '<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="save_note">\n'
+    '<steptml:parameter name="body">'
+)
 
 
 def _dsml_config(tool: str, reasoning: str | None) -> Config:
@@ -346,6 +350,19 @@ CONFIGS: dict[str, Config] = {
         call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
         call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
         "</function>\n</tool_call>\n",
+    ),
+    "ernie45+ernie45": Config(
+        "ernie45",
+        "ernie45",
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
+    "step3+step3": Config(
+        "step3",
+        "step3",
+        call_open=f"<｜tool_calls_begin｜>{STEP3_CALL_OPEN}",
+        call=f"{STEP3_CALL_OPEN}x</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜>",
+        section="<｜tool_calls_begin｜>",
     ),
 }
 

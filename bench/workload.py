@@ -97,6 +97,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "minimax_m3+minimax_m3": ("minimax_m3", "minimax_m3", "m3_call"),
     "ling3+ling3": ("ling3", "ling3", "glm_call"),
     "mimo+mimo": ("mimo", "mimo", "coder_call"),
+    "ernie45+ernie45": ("ernie45", "ernie45", "hermes_call"),
+    "step3+step3": ("step3", "step3", "step3_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -324,6 +326,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "inkling_call": INKLING_CALL_OPEN,
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
         "m3_call": "Short thought.</mm:think>\n\n" + M3_CALL_OPEN,
+        "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
+        '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

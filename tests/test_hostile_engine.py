@@ -80,6 +80,13 @@ HOSTILE = [
     "<|end_message|>",
     "<|content_",
     '{"name": "count", "args": ',
+    "<｜tool_calls_begin｜>",
+    "<｜tool_call_begin｜>function<｜tool_sep｜>",
+    '<steptml:invoke name="count">',
+    '<steptml:parameter name="n">',
+    "</steptml:parameter>",
+    "<｜tool_call_end｜>",
+    "<｜tool_calls_end｜>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -101,6 +108,8 @@ CONFIGS = [
     (None, "phi4_mini_json"),
     ("olmo3", None),
     ("mimo", "mimo"),
+    ("ernie45", "ernie45"),
+    ("step3", "step3"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -567,6 +567,13 @@ def test_generated_calls(output: str, cuts: list[int]) -> None:
     assert_same_deltas(pieces_of(output, cuts))
 
 
+def _stack_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
 @settings(PROPS, max_examples=3)
 @given(
     unit=st.sampled_from(['[{"a": ', "[", '{"a": ']),
@@ -575,10 +582,12 @@ def test_generated_calls(output: str, cuts: list[int]) -> None:
 def test_through_the_recursion_limit(unit: str, ending: str) -> None:
     """Each step through the nesting where json meets the recursion limit, as read again."""
     levels = unit.count("[") + unit.count("{")
-    below = (sys.getrecursionlimit() - 200) // levels
+    # The limit counts the frames already on the stack: the tail, read a character at a
+    # time, starts 60 levels below where this stack meets it and ends 60 past it.
+    below = (sys.getrecursionlimit() - _stack_depth() - 60) // levels
     prefix = '<|python_tag|>{"name": "f", "parameters": {"a": ' + unit * below
     pieces = [prefix[i : i + 997] for i in range(0, len(prefix), 997)]
-    tail = unit * (300 // levels) + ending + "  " + ending
+    tail = unit * (120 // levels) + ending + "  " + ending
     assert_same_deltas(pieces + list(tail))
 
 

@@ -94,7 +94,7 @@ def test_docs_page_needs_the_api_key_when_one_is_set(make_app: AppFactory) -> No
 
 def test_no_server_errors(cases: st.SearchStrategy[Case]) -> None:
     @given(case=cases)
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
     def check(case: Case) -> None:
         fuzz_counts["schemathesis"] = fuzz_counts.get("schemathesis", 0) + 1
         _check_reply(case)

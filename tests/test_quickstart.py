@@ -71,6 +71,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     # Qwen3's vocabulary stands in for MiMo's (these outputs hold no MiMo-only token).
     "mimo": lambda: "qwen3",
     "k2-horizon": lambda: synthetic_model("k2_horizon"),
+    "ernie45": lambda: synthetic_model("ernie45"),
+    "step3": lambda: synthetic_model("step3"),
 }
 
 
@@ -138,8 +140,9 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
     [call] = re.findall(r"^called get_weather\((.*)\)$", output, re.M)
     assert json.loads(call) == ARGUMENTS
     assert output.count("finish_reason: tool_calls\n") == 1
-    # A pythonic call is sent whole once its list parses, a Granite 4.0 call at its end.
-    whole = "pythonic" in example.tool_parser or example.tool_parser == "granite4"
+    # A pythonic call is sent whole once its list parses, a Granite 4.0 or ERNIE call at
+    # its end.
+    whole = "pythonic" in example.tool_parser or example.tool_parser in ("granite4", "ernie45")
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 
 

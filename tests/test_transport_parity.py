@@ -2,7 +2,8 @@
 protocol's chunks, on every recorded transcript and on every miss path.
 
 1. Every recorded chat_stream transcript of the seven Qwen3 configurations (C1-C7),
-   driven by app/client.py in compact mode and over the WebSocket endpoint (a real
+   driven by app/client.py in compact mode (its multi-token chunkings: one request per
+   token is what the batch POSTs carry) and over the WebSocket endpoint (a real
    server per configuration; one connection carries all its transcripts), then all of
    them interleaved in batch frames (over that connection, and POSTed), gives the
    chunks vLLM 0.33.0 gave, compared as tests/test_golden.py compares; the full state
@@ -188,6 +189,8 @@ def test_every_transcript_over_compact_http_websocket_and_batch_frames(config: s
     ):
         for client in (compact, socket):
             for case in cases:
+                if client is compact and case["id"].endswith("#t1"):
+                    continue  # one HTTP request per token: the batch POSTs below carry it
                 where = f"{client.mode} {case['id']}"
                 problems += [f"{where} {p}" for p in replay(case, Transcript(client))]
         for client in (frames, posted):

@@ -506,4 +506,32 @@ EXAMPLES: dict[str, Example] = {
         prompt=QWEN3_PROMPT,
         output=f"<ifm|think>{REASONING}</ifm|think>{ANSWER}<|im_end|>",
     ),
+    "ernie45": Example(
+        family=(
+            "ERNIE-4.5 thinking (`<response>` answers, Hermes-shaped JSON calls; read chunk "
+            "by chunk as vLLM does: docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="ernie45",
+        tool_parser="ernie45",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}\n</think>\n\n{ANSWER}\n{HERMES_CALL}",
+    ),
+    "step3": Example(
+        family=(
+            "Step-3 (`steptml` invokes in `<｜tool_calls_begin｜>` blocks; one step per chunk "
+            "as vLLM reads them: docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="step3",
+        tool_parser="step3",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=(
+            f"{REASONING}</think>{ANSWER}<｜tool_calls_begin｜><｜tool_call_begin｜>function"
+            '<｜tool_sep｜><steptml:invoke name="get_weather">\n'
+            '<steptml:parameter name="city">Paris</steptml:parameter>\n'
+            '<steptml:parameter name="unit">celsius</steptml:parameter>\n'
+            "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜><|im_end|>"
+        ),
+    ),
 }

@@ -10,6 +10,7 @@ from typing import Any
 from parsers.families import (
     deepseek,
     dsml,
+    ernie45,
     glm,
     granite4,
     granite_phrases,
@@ -31,6 +32,7 @@ from parsers.families import (
     qwen3,
     qwen3_coder,
     seed_oss,
+    step3,
     step3p5,
     xlam,
 )
@@ -62,6 +64,8 @@ FAMILIES: tuple[Family, ...] = (
     olmo3.FAMILY,
     minimax_m3.FAMILY,
     k2_horizon.FAMILY,
+    ernie45.FAMILY,
+    step3.FAMILY,
 )
 
 

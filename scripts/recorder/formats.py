@@ -131,6 +131,31 @@ def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
     return "\n".join(texts)
 
 
+def ernie_calls(calls: list[tuple[str, Any]]) -> str:
+    """ERNIE-4.5: Hermes' JSON calls, each on its own lines between ``<tool_call>`` tags."""
+    return "\n".join(
+        "<tool_call>\n"
+        + (args if isinstance(args, str) else json.dumps({"name": name, "arguments": args}))
+        + "\n</tool_call>"
+        for name, args in calls
+    )
+
+
+def step3_calls(calls: list[tuple[str, Any]], kind: str = "function") -> str:
+    """Step-3: ``steptml`` invokes, each in its call markers, in one block."""
+    texts = []
+    for name, args in calls:
+        text = f'<｜tool_call_begin｜>{kind}<｜tool_sep｜><steptml:invoke name="{name}">\n'
+        if isinstance(args, str):  # raw (malformed) parameter markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f'<steptml:parameter name="{key}">{body}</steptml:parameter>\n'
+        texts.append(text + "</steptml:invoke><｜tool_call_end｜>")
+    return "<｜tool_calls_begin｜>" + "".join(texts) + "<｜tool_calls_end｜>"
+
+
 M3_NAMESPACE = "]<]minimax[>["
 
 
@@ -162,6 +187,8 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "glm": glm_calls,
     "longcat": longcat_calls,
     "qwen3_xml": qwen3_xml_calls,
+    "ernie": ernie_calls,
+    "step3": step3_calls,
     "minimax_m3": minimax_m3_calls,
 }
 
@@ -177,6 +204,10 @@ MALFORMED = {
     "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
     "longcat": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
     "qwen3_xml": "<parameter=days>\n[1, 2\n</parameter>\n<parameter=>x</parameter>\n",
+    "ernie": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
+    "step3": (
+        '<steptml:parameter name="days">[1, 2\n<steptml:parameter name=>x</steptml:parameter>\n'
+    ),
     "minimax_m3": f"{M3_NAMESPACE}<days>[1, 2{M3_NAMESPACE}</days>\n"
     f"{M3_NAMESPACE}<>x{M3_NAMESPACE}</>\n{M3_NAMESPACE}<unit>celsius{M3_NAMESPACE}</unit>\n",
 }

@@ -128,6 +128,27 @@ CHUNK_DEPENDENT = {
             "two_think_ends",
         )
     },
+    # ernie45 reads each chunk on its own: newlines, response tags and a <think> go or stay
+    # by where the chunk boundaries fall (and a call that does not read ends the stream)
+    **{
+        scenario: "ernie45-chunk-reading"
+        for scenario in (
+            "E1.enable_thinking_false", "E1.explicit_think_start", "E1.malformed_then_call",
+            "E1.markup_without_object", "E1.response_block", "E1.response_then_call",
+            "E1.text_after_calls", "E2.explicit_think_start", "E2.response_block",
+            "E5.malformed_then_call", "E5.markup_without_object", "E5.newlines_then_call",
+            "E5.response_then_call", "E5.three_calls",
+        )
+    },
+    # step3's calls take one step per chunk, and the last chunk's call delta gets "{}"
+    **{
+        f"E3.{scenario}": "step3-steps"
+        for scenario in (
+            "block_never_closed", "content_then_call_no_thinking", "enable_thinking_false",
+            "multibyte", "n2_logprobs", "no_parameters", "other_call_type", "reason_one_call",
+            "reason_two_calls", "typed_values", "unknown_tool", "usage_chunk",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -173,6 +194,11 @@ _SYNTHETIC_BY_CONFIG = {
     "W3": "minimax_m3",
     "W4": "nemotron_v3",
     "W5": "k2_horizon",
+    "E1": "ernie45",
+    "E2": "ernie45",
+    "E3": "step3",
+    "E4": "step3",
+    "E5": "ernie45",
 }
 
 

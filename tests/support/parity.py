@@ -27,9 +27,10 @@ _SWITCHES = {
     "nemotron_v3": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
-# Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers): no
-# chunking claim at all.
-_TEXT_MARKERS = frozenset({"olmo3"})
+# Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each
+# chunk on its own with its calls (ernie45-chunk-reading, step3-steps): no chunking claim
+# at all.
+_TEXT_MARKERS = frozenset({"olmo3", "ernie45", "step3"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 # Inkling's engine consumes its closers, model-message markers and openers in that chunk.

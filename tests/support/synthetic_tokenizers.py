@@ -102,6 +102,16 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<ifm|tool_calls>",
         "</ifm|tool_calls>",
     ),
+    # ERNIE-4.5: its answer tags (Qwen3's vocabulary has <think> and <tool_call> already).
+    "ernie45": ("<response>", "</response>"),
+    # Step-3's call markers (its <think> and </think> are Qwen3's).
+    "step3": (
+        "<｜tool_calls_begin｜>",
+        "<｜tool_calls_end｜>",
+        "<｜tool_call_begin｜>",
+        "<｜tool_call_end｜>",
+        "<｜tool_sep｜>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -124,6 +134,8 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "olmo3": frozenset(),
     "minimax_m3": frozenset(),
     "k2_horizon": frozenset(),
+    "ernie45": frozenset(),
+    "step3": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -139,6 +151,8 @@ _EOS = {
     "olmo3": "<|im_end|>",
     "minimax_m3": "<|im_end|>",
     "k2_horizon": "<|im_end|>",
+    "ernie45": "<|im_end|>",
+    "step3": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -255,6 +269,8 @@ _TEMPLATES = {
     "olmo3": _CHATML_TEMPLATE,
     "minimax_m3": _M3_TEMPLATE,
     "k2_horizon": _M3_TEMPLATE,
+    "ernie45": _CHATML_TEMPLATE,
+    "step3": _CHATML_TEMPLATE,
 }
 
 

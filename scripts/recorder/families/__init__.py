@@ -9,6 +9,7 @@ from typing import Any
 from recorder.common import Config
 from recorder.families import (
     deepseek,
+    ernie,
     glm,
     gptoss,
     granite,
@@ -29,6 +30,7 @@ from recorder.families import (
     poolside,
     seed_oss,
     step,
+    step3,
 )
 
 FAMILIES = (
@@ -53,6 +55,8 @@ FAMILIES = (
     minimax_m3,
     mimo,
     k2_horizon,
+    ernie,
+    step3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
