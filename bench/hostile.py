@@ -55,6 +55,8 @@ from bench.workload import (
     HARMONY_CALL_OPEN,
     HARMONY_THOUGHT,
     KIMI_CALL_OPEN,
+    M3_CALL_OPEN,
+    M3_SECTION,
     MINIMAX_CALL_OPEN,
     MISTRAL_ARRAY,
     MISTRAL_ARRAY_OPEN,
@@ -328,6 +330,28 @@ CONFIGS: dict[str, Config] = {
         call_open='functools[{"name": "save_note", "arguments": {"body": ',
         call='{"name": "save_note", "arguments": {"body": "x"}}, ',
         section="functools[",
+    ),
+    "minimax_m3+minimax_m3": Config(
+        "minimax_m3",
+        "minimax_m3",
+        call_open=M3_CALL_OPEN,
+        call=M3_CALL_OPEN.removeprefix(M3_SECTION)
+        + "x]<]minimax[>[</body>\n]<]minimax[>[</invoke>\n",
+        section=M3_SECTION,
+        after_reasoning="Short thought.</mm:think>\n\n",
+    ),
+    "ling3+ling3": Config(
+        "ling3",
+        "ling3",
+        call_open=GLM_CALL_OPEN,
+        call="<tool_call>save_note\n<arg_key>body</arg_key>\n<arg_value>x</arg_value>\n</tool_call>\n",
+    ),
+    "mimo+mimo": Config(
+        "mimo",
+        "mimo",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
     ),
     "ernie45+ernie45": Config(
         "ernie45",

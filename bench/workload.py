@@ -97,6 +97,9 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3": (None, "olmo3", "reasoning"),
     "nemotron_v3+qwen3_coder": ("qwen3_coder", "nemotron_v3", "coder_call"),
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
+    "minimax_m3+minimax_m3": ("minimax_m3", "minimax_m3", "m3_call"),
+    "ling3+ling3": ("ling3", "ling3", "glm_call"),
+    "mimo+mimo": ("mimo", "mimo", "coder_call"),
     "ernie45+ernie45": ("ernie45", "ernie45", "hermes_call"),
     "step3+step3": ("step3", "step3", "step3_call"),
     "muse+muse": ("muse", "muse", "muse_call"),
@@ -128,6 +131,10 @@ DEEPSEEK_TOOLS = frozenset({"deepseek_v3", "deepseek_v31"})
 # MiniMax M2: a call section's opener, then one call to save_note with its string body open.
 MINIMAX_MARKERS = ("<minimax:tool_call>", "</minimax:tool_call>")
 MINIMAX_CALL_OPEN = '<minimax:tool_call>\n<invoke name="save_note">\n<parameter name="body">'
+# MiniMax M3: its think markers and call namespace as tokens; a save_note body left open.
+M3_MARKERS = ("<mm:think>", "</mm:think>", "]<]minimax[>[")
+M3_SECTION = "]<]minimax[>[<tool_call>\n"
+M3_CALL_OPEN = M3_SECTION + ']<]minimax[>[<invoke name="save_note">\n]<]minimax[>[<body>'
 SEED_MARKERS = (
     "<seed:bos>",
     "<seed:eos>",
@@ -217,6 +224,12 @@ def qwen3_with_minimax_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_m3_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus MiniMax M3's think markers and call namespace as tokens."""
+    return qwen3_with_tokens(*M3_MARKERS)
+
+
+@cache
 def qwen3_with_inkling_markers() -> Tokenizer:
     """Qwen3's vocabulary plus Inkling's block markers as tokens (as in Inkling's own)."""
     return qwen3_with_tokens(*INKLING_MARKERS)
@@ -265,12 +278,14 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_llama4_markers()
     if tool == "kimi_k2":
         return qwen3_with_kimi_markers()
-    if tool in ("glm45", "glm47"):
+    if tool in ("glm45", "glm47", "ling3"):
         return qwen3_with_glm_markers()
     if tool == "seed_oss":
         return qwen3_with_seed_markers()
     if tool == "inkling":
         return qwen3_with_inkling_markers()
+    if tool == "minimax_m3":
+        return qwen3_with_m3_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -318,6 +333,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "granite_reasoning": "Here is my thought process:\n",
         "inkling_call": INKLING_CALL_OPEN,
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
+        "m3_call": "Short thought.</mm:think>\n\n" + M3_CALL_OPEN,
         "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
         '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
         "muse_call": " to=self<|message|>Short thought.<|eom|><|start|>assistant to=save_note"

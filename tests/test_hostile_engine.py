@@ -133,6 +133,7 @@ CONFIGS = [
     ("nemotron_v3", "qwen3_coder"),
     (None, "phi4_mini_json"),
     ("olmo3", None),
+    ("mimo", "mimo"),
     ("ernie45", "ernie45"),
     ("step3", "step3"),
     ("muse", "muse"),

@@ -204,6 +204,7 @@ CONFIGS = {
     "inkling": (("inkling", None), inkling_output(reasoning=False)),
     "holo2+hermes": (("hermes", "holo2"), hermes_output(reasoning=True)),
     "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
+    "mimo+mimo": (("mimo", "mimo"), coder_output()),
     "ernie45": (("ernie45", "ernie45"), hermes_output(reasoning=True)),
     "step3": (("step3", "step3"), step3_output()),
     "muse+muse": (("muse", "muse"), muse_output()),

@@ -66,6 +66,11 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "nemotron-3": lambda: synthetic_model("nemotron_v3"),
     "phi4-mini": lambda: synthetic_model("phi4_mini"),
     "olmo3": lambda: synthetic_model("olmo3"),
+    "ling3": lambda: synthetic_model("glm45"),
+    "minimax-m3": lambda: synthetic_model("minimax_m3"),
+    # Qwen3's vocabulary stands in for MiMo's (these outputs hold no MiMo-only token).
+    "mimo": lambda: "qwen3",
+    "k2-horizon": lambda: synthetic_model("k2_horizon"),
     "ernie45": lambda: synthetic_model("ernie45"),
     "step3": lambda: synthetic_model("step3"),
     "muse": lambda: synthetic_model("muse"),

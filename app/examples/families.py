@@ -459,6 +459,53 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}",
         output=f"<think>{REASONING}</think>{ANSWER}<|im_end|>",
     ),
+    "ling3": Example(
+        family="Ling 3 (GLM-4.7's format, thinking on by default)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="ling3",
+        tool_parser="ling3",
+        prompt=f"[gMASK]<sop><|user|>\n{QUESTION}<|assistant|>",
+        output=(
+            f"<think>{REASONING}</think>\n{ANSWER}\n<tool_call>get_weather\n"
+            "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call><|observation|>"
+        ),
+    ),
+    "minimax-m3": Example(
+        family="MiniMax M3 (`<mm:think>`, `]<]minimax[>[` namespaced calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="minimax_m3",
+        tool_parser="minimax_m3",
+        prompt=f"{QWEN3_PROMPT}<mm:think>",
+        chat_template_kwargs={"thinking_mode": "enabled"},
+        output=(
+            f"{REASONING}</mm:think>{ANSWER}]<]minimax[>[<tool_call>\n"
+            ']<]minimax[>[<invoke name="get_weather">\n'
+            "]<]minimax[>[<city>Paris]<]minimax[>[</city>\n"
+            "]<]minimax[>[<unit>celsius]<]minimax[>[</unit>\n]<]minimax[>[</invoke>\n"
+            "]<]minimax[>[</tool_call><|im_end|>"
+        ),
+    ),
+    "mimo": Example(
+        family="MiMo (Qwen3-Coder's calls, values kept verbatim)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="mimo",
+        tool_parser="mimo",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=(
+            f"{REASONING}\n</think>\n\n{ANSWER}\n<tool_call>\n<function=get_weather>\n"
+            "<parameter=city>Paris</parameter>\n<parameter=unit>celsius</parameter>\n"
+            "</function>\n</tool_call><|im_end|>"
+        ),
+    ),
+    "k2-horizon": Example(
+        family="K2 Horizon (reasoning; a think block per reasoning effort)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="k2_horizon",
+        tool_parser=None,
+        prompt=QWEN3_PROMPT,
+        output=f"<ifm|think>{REASONING}</ifm|think>{ANSWER}<|im_end|>",
+    ),
     "ernie45": Example(
         family=(
             "ERNIE-4.5 thinking (`<response>` answers, Hermes-shaped JSON calls; read chunk "

@@ -1,4 +1,5 @@
-"""GLM-4.5 / GLM-4.7's parsers (``glm45`` and ``glm47``: one format), declared on the engine.
+"""GLM-4.5 / GLM-4.7's parsers (``glm45``, ``glm47`` and Ling 3's ``ling3``: one format),
+declared on the engine.
 
 GLM writes reasoning in ``<think>`` and each call as::
 
@@ -13,7 +14,8 @@ key/value pairs (values are text, typed by the tool's schema), streamed as vLLM'
 engine streams them: the JSON's prefix that later text cannot change, with an open
 string value extended by each piece's escaped text. Names must be tools of the
 request (vLLM validates them for this format); the prompt is read back to its last
-turn marker (``<|user|>``, ``<|assistant|>``...).
+turn marker (``<|user|>``, ``<|assistant|>``...). Ling 3 writes GLM-4.7's format and reads
+the same thinking switches (on unless ``thinking`` / ``enable_thinking`` say otherwise).
 """
 
 from __future__ import annotations
@@ -432,30 +434,30 @@ _tools, _tools_stream = tool_builders(GlmTools, _grammar_of)
 
 
 FAMILY = Family(
-    title="GLM-4.5, GLM-4.7",
+    title="GLM-4.5, GLM-4.7, Ling 3",
     tokenizer="model directory",
     reasoning=(
         Reasoning(
-            names=("glm45", "glm47"),
+            names=("glm45", "glm47", "ling3"),
             engine_based=True,
             states=(EngineReasoningState,),
             thinking=_thinking,
             prepare=_grammars,
             one_shot=_reasoning,
             stream=_reasoning_stream,
-            golden=("Z1",),
+            golden=("Z1", "W1"),
         ),
     ),
     tools=(
         Tools(
-            names=("glm45", "glm47"),
+            names=("glm45", "glm47", "ling3"),
             engine_based=True,
             states=(GlmToolState,),
             thinking=_thinking,
             prepare=_grammars,
             one_shot=_tools,
             stream=_tools_stream,
-            golden=("Z1",),
+            golden=("Z1", "W1"),
         ),
     ),
 )

