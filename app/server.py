@@ -35,6 +35,8 @@ from app.errors import BodyTooLarge, DerenderError, RoutingError
 from app.failures import failure
 from app.openapi import openapi_document
 from app.protocol import encoder
+from app.render.endpoints import render_routes
+from app.render.service import RenderService
 from app.routing import STREAM_ID_HEADER
 from app.service import DerenderService
 from app.settings import Settings
@@ -185,6 +187,7 @@ def build_app(settings: Settings) -> DerenderApp:
 def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
     """Build the ASGI app around an already loaded tokenizer."""
     service = DerenderService(settings, tokenizer)
+    render = RenderService(service)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -201,6 +204,10 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
         Route(COMPLETIONS_PATH, _post_only, methods=["POST"]),
         Route(CHAT_PATH + BATCH_SUFFIX, _post_only, methods=["POST"]),
         Route(COMPLETIONS_PATH + BATCH_SUFFIX, _post_only, methods=["POST"]),
+        *(
+            Route(path, handler, methods=["POST"])
+            for path, handler in render_routes(render).items()
+        ),
         Route("/health", _health, methods=["GET"]),
         Route("/v1/models", _models(service), methods=["GET"]),
         Route("/metrics", _metrics(service), methods=["GET"]),

@@ -1,0 +1,84 @@
+"""The render side's shared parts, built once beside the derender service."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from app.errors import BadRequest, DerenderError
+from app.render.chat import ChatRenderer
+from app.render.completion import CompletionRenderer
+from app.render.sampling import generation_defaults
+from app.render.template import ChatTemplate, load_source
+from app.service import DerenderService
+from app.tokenizer import TokenizerLoadError, read_json, resolve_model_dir
+
+T = TypeVar("T")
+
+# vLLM's template kwargs default: the Cohere renderer's format, present in every request.
+_VLLM_TEMPLATE_DEFAULTS = {"cohere_format": "cmd4"}
+
+
+class RenderTimeout(DerenderError):
+    status = 422
+    type = "UnprocessableEntityError"
+
+
+class RenderService:
+    """Template, sampling defaults and the two renderers; the endpoints call ``run``."""
+
+    def __init__(self, service: DerenderService) -> None:
+        settings, tokenizer = service.settings, service.tokenizer
+        self.service = service
+        self.settings = settings
+        model_dir = resolve_model_dir(settings.model)
+        try:
+            source = load_source(model_dir, tokenizer.hf, settings.chat_template)
+        except OSError as exc:
+            raise TokenizerLoadError(f"--chat-template {settings.chat_template}: {exc}") from exc
+        self.template = ChatTemplate(source, tokenizer.hf) if source is not None else None
+        generation = generation_defaults(model_dir, read_json)
+        defaults = dict(settings.default_chat_template_kwargs)
+        for key, value in _VLLM_TEMPLATE_DEFAULTS.items():
+            defaults.setdefault(key, value)
+        self.chat = ChatRenderer(
+            self.template,
+            service.parsers,
+            tokenizer,
+            max_model_len=service.max_model_len,
+            generation=generation,
+            template_defaults=defaults,
+            auto_tools=settings.enable_auto_tool_choice,
+            trust_request_template=settings.trust_request_chat_template,
+            max_chars=settings.max_render_chars,
+        )
+        self.completion = CompletionRenderer(tokenizer, service.max_model_len, generation)
+        self._limiter = anyio.CapacityLimiter(settings.replay_workers)
+
+    async def run(self, kind: str, func: Callable[..., T], *args: Any) -> T:
+        """Render off the event loop, within ``--render-timeout``; the time and the
+        prompt's tokens go to /metrics."""
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(self.settings.render_timeout):
+                result = await anyio.to_thread.run_sync(
+                    func, *args, limiter=self._limiter, abandon_on_cancel=True
+                )
+        except TimeoutError:
+            raise RenderTimeout(
+                f"rendering took longer than {self.settings.render_timeout:g} s "
+                "(--render-timeout); the template or the request is too large."
+            ) from None
+        except RecursionError:
+            raise BadRequest("the request is nested too deeply to render.") from None
+        self.service.metrics.observe_render(kind, time.perf_counter() - started, _tokens(result))
+        return result
+
+
+def _tokens(result: Any) -> int:
+    if isinstance(result, list):
+        return sum(len(entry["token_ids"]) for entry in result)
+    return len(result["token_ids"])

@@ -1,0 +1,92 @@
+"""/render golden transcripts (tests/golden/render/README.md) replayed through the HTTP app.
+
+Every recorded request gets vLLM 0.33.0's status and body (exactly: key order, ints
+against floats, nulls); the scenarios in ``DEVIATIONS`` are the documented exceptions.
+The round trips then feed our rendered ids to our derender as prompt_token_ids and
+must parse the output as vLLM's render and derender did together.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from app.server import create_app
+from app.settings import Settings
+from tests.support.golden import differences
+from tests.support.tokenizers import bundled_tokenizer
+
+GOLDEN = Path(__file__).parent / "golden" / "render"
+
+# The server flags each configuration was recorded with.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "R1": {
+        "reasoning_parser": "qwen3",
+        "tool_call_parser": "hermes",
+        "enable_auto_tool_choice": True,
+        "max_model_len": 40000,
+    },
+    "R2": {"max_model_len": 4096},
+}
+
+# vLLM's tool parsers add a structural tag that forces the call format for a required
+# or named tool_choice; this server does not build those grammars (README: /render).
+DEVIATIONS = {("R1", "tools-required"), ("R1", "tools-named")}
+
+
+def _records(config: str) -> list[dict[str, Any]]:
+    with gzip.open(GOLDEN / f"render-{config}.jsonl.gz", "rt") as lines:
+        return [json.loads(line) for line in lines]
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def replay(request: pytest.FixtureRequest) -> Iterator[tuple[str, TestClient]]:
+    config = request.param
+    settings = Settings(model="qwen3", **CONFIGS[config])
+    with TestClient(create_app(settings, bundled_tokenizer("qwen3"))) as client:
+        yield config, client
+
+
+def test_render_goldens(replay: tuple[str, TestClient]) -> None:
+    config, client = replay
+    checked = 0
+    for record in _records(config):
+        reply = client.post(record["path"], json=record["request"], headers=record["headers"])
+        assert reply.status_code == record["status"], (record["name"], reply.text)
+        if (config, record["name"]) in DEVIATIONS:
+            continue
+        found = list(differences(record["response"], reply.json()))
+        assert not found, (record["name"], found[:5])
+        checked += 1
+    assert checked >= 50
+
+
+def _comparable(body: dict[str, Any]) -> dict[str, Any]:
+    """A derender reply without what differs per run: ``created`` and tool-call ids."""
+    body = json.loads(json.dumps(body))
+    body["created"] = 0
+    for choice in body["choices"]:
+        for call in choice["message"].get("tool_calls") or ():
+            call["id"] = "<id>"
+    return body
+
+
+def test_render_then_derender(replay: tuple[str, TestClient]) -> None:
+    """Our render's ids, as derender's prompt_token_ids, parse as vLLM's pair parsed."""
+    config, client = replay
+    trips = [record for record in _records(config) if "derender" in record]
+    for record in trips:
+        rendered = client.post(record["path"], json=record["request"]).json()
+        expected = record["derender"]
+        request = dict(expected["request"], prompt_token_ids=rendered["token_ids"])
+        reply = client.post("/v1/chat/completions/derender", json=request)
+        assert reply.status_code == expected["status"], record["name"]
+        found = list(differences(_comparable(expected["response"]), _comparable(reply.json())))
+        assert not found, (record["name"], found[:5])
+    assert len(trips) >= (6 if config == "R1" else 0)
