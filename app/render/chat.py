@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from app.errors import BadRequest, InvalidParameter
@@ -120,10 +121,12 @@ class ChatRenderer:
         auto_tools: bool,
         trust_request_template: bool,
         max_chars: int,
+        encode: Callable[[str], list[int]] | None = None,
     ) -> None:
         self.template = template
         self.parsers = parsers
         self.tokenizer = tokenizer
+        self.encode = encode or tokenizer.encode
         self.max_chars = max_chars
         self.max_model_len = max_model_len
         self.generation = generation
@@ -182,7 +185,7 @@ class ChatRenderer:
                 f"the rendered prompt is {len(text)} characters, over the server limit of "
                 f"{self.max_chars} (--max-render-chars)."
             )
-        token_ids = self.tokenizer.encode(text)
+        token_ids = self.encode(text)
         if not token_ids:
             raise BadRequest("No token_ids rendered")
         asked = request.max_completion_tokens

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from app.errors import BadRequest
@@ -38,16 +39,30 @@ def _is_ids(prompt: Any) -> bool:
 
 
 class CompletionRenderer:
+    """Tokenizes each prompt (ids pass as they are) and derives its sampling."""
+
     def __init__(
-        self, tokenizer: Tokenizer, max_model_len: int, generation: dict[str, Any]
+        self,
+        tokenizer: Tokenizer,
+        max_model_len: int,
+        generation: dict[str, Any],
+        fast: Callable[[str], list[int]] | None,
     ) -> None:
         self.tokenizer = tokenizer
         self.max_model_len = max_model_len
         self.generation = generation
+        self.fast = fast
+        hf = tokenizer.hf
+        # Whether add_special_tokens adds anything (a BOS), which the fast path leaves out.
+        self.adds_specials = hf.encode("a", add_special_tokens=True) != hf.encode(
+            "a", add_special_tokens=False
+        )
 
     def ids(self, prompt: str | list[int], add_special: bool) -> list[int]:
         if not isinstance(prompt, str):
             return prompt
+        if self.fast is not None and not (add_special and self.adds_specials):
+            return self.fast(prompt)
         encoded: list[int] = self.tokenizer.hf.encode(prompt, add_special_tokens=add_special)
         return encoded
 

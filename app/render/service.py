@@ -11,9 +11,10 @@ import anyio
 from app.errors import BadRequest, DerenderError
 from app.render.chat import ChatRenderer
 from app.render.completion import CompletionRenderer
+from app.render.fast_encode import fast_encoder
 from app.render.sampling import generation_defaults
 from app.render.template import ChatTemplate, load_source
-from app.service import DerenderService
+from app.service import INLINE_BODY_BYTES, DerenderService
 from app.tokenizer import TokenizerLoadError, read_json, resolve_model_dir
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ class RenderService:
         defaults = dict(settings.default_chat_template_kwargs)
         for key, value in _VLLM_TEMPLATE_DEFAULTS.items():
             defaults.setdefault(key, value)
+        fast = fast_encoder(tokenizer)
         self.chat = ChatRenderer(
             self.template,
             service.parsers,
@@ -54,19 +56,23 @@ class RenderService:
             auto_tools=settings.enable_auto_tool_choice,
             trust_request_template=settings.trust_request_chat_template,
             max_chars=settings.max_render_chars,
+            encode=fast,
         )
-        self.completion = CompletionRenderer(tokenizer, service.max_model_len, generation)
+        self.completion = CompletionRenderer(tokenizer, service.max_model_len, generation, fast)
         self._limiter = anyio.CapacityLimiter(settings.replay_workers)
 
-    async def run(self, kind: str, func: Callable[..., T], *args: Any) -> T:
-        """Render off the event loop, within ``--render-timeout``; the time and the
-        prompt's tokens go to /metrics."""
+    async def run(self, endpoint: str, size: int, func: Callable[..., T], *args: Any) -> T:
+        """Render a small body inline, a larger one off the event loop within
+        ``--render-timeout``; the time and the prompt's tokens go to /metrics."""
         started = time.perf_counter()
         try:
-            with anyio.fail_after(self.settings.render_timeout):
-                result = await anyio.to_thread.run_sync(
-                    func, *args, limiter=self._limiter, abandon_on_cancel=True
-                )
+            if size <= INLINE_BODY_BYTES:
+                result = func(*args)
+            else:
+                with anyio.fail_after(self.settings.render_timeout):
+                    result = await anyio.to_thread.run_sync(
+                        func, *args, limiter=self._limiter, abandon_on_cancel=True
+                    )
         except TimeoutError:
             raise RenderTimeout(
                 f"rendering took longer than {self.settings.render_timeout:g} s "
@@ -74,7 +80,8 @@ class RenderService:
             ) from None
         except RecursionError:
             raise BadRequest("the request is nested too deeply to render.") from None
-        self.service.metrics.observe_render(kind, time.perf_counter() - started, _tokens(result))
+        seconds = time.perf_counter() - started
+        self.service.metrics.observe_render(endpoint, seconds, _tokens(result))
         return result
 
 
