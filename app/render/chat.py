@@ -121,8 +121,10 @@ class ChatRenderer:
         auto_tools: bool,
         trust_request_template: bool,
         max_chars: int,
+        timeout: float,
         encode: Callable[[str], list[int]] | None = None,
     ) -> None:
+        self.timeout = timeout
         self.template = template
         self.parsers = parsers
         self.tokenizer = tokenizer
@@ -159,7 +161,7 @@ class ChatRenderer:
         template = self.template
         if request.chat_template is not None:
             assert template is not None or self.trust_request_template
-            template = ChatTemplate(request.chat_template, self.tokenizer.hf)
+            template = ChatTemplate(request.chat_template, self.tokenizer.hf, self.timeout)
         if template is None:
             raise BadRequest(
                 "As of transformers v4.44, default chat template is no longer allowed, so you "

@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 
 import anyio
 
-from app.errors import BadRequest, DerenderError
+from app.errors import BadRequest
 from app.render.chat import ChatRenderer
 from app.render.completion import CompletionRenderer
 from app.render.fast_encode import fast_encoder
 from app.render.sampling import generation_defaults
-from app.render.template import ChatTemplate, load_source
+from app.render.template import ChatTemplate, RenderTimeout, load_source
 from app.service import INLINE_BODY_BYTES, DerenderService
 from app.tokenizer import TokenizerLoadError, read_json, resolve_model_dir
 
@@ -21,11 +21,6 @@ T = TypeVar("T")
 
 # vLLM's template kwargs default: the Cohere renderer's format, present in every request.
 _VLLM_TEMPLATE_DEFAULTS = {"cohere_format": "cmd4"}
-
-
-class RenderTimeout(DerenderError):
-    status = 422
-    type = "UnprocessableEntityError"
 
 
 class RenderService:
@@ -40,7 +35,8 @@ class RenderService:
             source = load_source(model_dir, tokenizer.hf, settings.chat_template)
         except OSError as exc:
             raise TokenizerLoadError(f"--chat-template {settings.chat_template}: {exc}") from exc
-        self.template = ChatTemplate(source, tokenizer.hf) if source is not None else None
+        timeout = settings.render_timeout
+        self.template = ChatTemplate(source, tokenizer.hf, timeout) if source else None
         generation = generation_defaults(model_dir, read_json)
         defaults = dict(settings.default_chat_template_kwargs)
         for key, value in _VLLM_TEMPLATE_DEFAULTS.items():
@@ -56,6 +52,7 @@ class RenderService:
             auto_tools=settings.enable_auto_tool_choice,
             trust_request_template=settings.trust_request_chat_template,
             max_chars=settings.max_render_chars,
+            timeout=timeout,
             encode=fast,
         )
         self.completion = CompletionRenderer(tokenizer, service.max_model_len, generation, fast)

@@ -9,7 +9,9 @@ picks the template, the kwargs it may see, and the shape messages take.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +22,7 @@ import jinja2.meta
 import jinja2.nodes
 import jinja2.sandbox
 
-from app.errors import BadRequest
+from app.errors import BadRequest, DerenderError
 
 ContentFormat = Literal["string", "openai"]
 
@@ -31,6 +33,56 @@ _RESERVED = frozenset({"chat_template", "tokenize"})
 
 class TemplateError(BadRequest):
     """The template refused the request (its ``raise_exception``), or failed on it."""
+
+
+class RenderTimeout(DerenderError):
+    """The template ran past ``--render-timeout`` and was stopped."""
+
+    status = 422
+    type = "UnprocessableEntityError"
+
+
+_deadline = threading.local()  # when this thread's current rendering must stop
+
+
+def _check_deadline() -> None:
+    at: tuple[float, float] | None = getattr(_deadline, "at", None)
+    if at is not None and time.monotonic() > at[0]:
+        raise RenderTimeout(
+            f"rendering the chat template took longer than {at[1]:g} s (--render-timeout); "
+            "the template or the request is too large."
+        )
+
+
+class _Range(Sequence[int]):
+    """jinja2's sandboxed ``range``, whose iteration stops at the render deadline: a
+    template's loops multiply through ``range``, so a rendering that runs away does so
+    here and its thread ends by itself instead of spinning after a timeout."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: range) -> None:
+        self._inner = inner
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getitem__(self, index: Any) -> Any:
+        item = self._inner[index]
+        return _Range(item) if isinstance(item, range) else item
+
+    def __iter__(self) -> Iterator[int]:
+        for count, value in enumerate(self._inner):
+            if not count & 1023:
+                _check_deadline()
+            yield value
+
+    def __repr__(self) -> str:
+        return repr(self._inner)
+
+
+def _range(*args: int) -> _Range:
+    return _Range(jinja2.sandbox.safe_range(*args))
 
 
 class _GenerationTag(jinja2.ext.Extension):
@@ -47,9 +99,11 @@ class _GenerationTag(jinja2.ext.Extension):
 class ChatTemplate:
     """One template's source and what vLLM reads of it before rendering."""
 
-    def __init__(self, source: str, hf: Any) -> None:
+    def __init__(self, source: str, hf: Any, timeout: float) -> None:
         self.source = source
         self._hf = hf
+        self.timeout = timeout
+        _bound_loops(source)
 
     @cached_property
     def _ast(self) -> jinja2.nodes.Template:
@@ -98,7 +152,9 @@ class ChatTemplate:
         tools: list[dict[str, Any]] | None,
         kwargs: dict[str, Any],
     ) -> str:
-        """The prompt text; a template's own refusal is the client's 400."""
+        """The prompt text, within the deadline; a template's own refusal is the
+        client's 400."""
+        _deadline.at = (time.monotonic() + self.timeout, self.timeout)
         try:
             text = self._hf.apply_chat_template(
                 conversation=conversation,
@@ -107,10 +163,22 @@ class ChatTemplate:
                 tokenize=False,
                 **self.kwargs_for(kwargs),
             )
+        except RenderTimeout:
+            raise
         except Exception as exc:  # a template raises what it likes on bad input
             raise TemplateError(_reason(exc)) from exc
+        finally:
+            _deadline.at = None
         assert isinstance(text, str)
         return text
+
+
+def _bound_loops(source: str) -> None:
+    """Give the environment transformers compiles ``source`` in (it caches one per
+    template) the deadline-checking ``range``."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    _compile_jinja_template(source).environment.globals["range"] = _range
 
 
 def _reason(exc: BaseException) -> str:
