@@ -8,7 +8,7 @@
     python -m bench transport                            # the app's CPU per chunk, per wire
     python -m bench load --streams 32 --tokens 1024      # concurrent streams, per mode
     python -m bench health                               # /health under slowloris and amplification
-    python -m bench render --vllm-python /tmp/oracle/venv/bin/python   # /render CPU, ours and vLLM's
+    python -m bench render --vllm-python /tmp/oracle/venv/bin/python   # /render CPU per request
     python -m bench stream --vllm-python /tmp/oracle/venv/bin/python   # vLLM beside ours
 
 Absolute times hold for the machine that measured them; ratios from one run are the
