@@ -180,6 +180,12 @@ def _model_flags(parser: argparse.ArgumentParser) -> None:
         help="longest prompt text a chat template may render before it is tokenized",
     )
     group.add_argument(
+        "--system-start-date",
+        metavar="YYYY-MM-DD",
+        help="the conversation start date gpt-oss prompts state (vLLM's "
+        "VLLM_SYSTEM_START_DATE; default: today)",
+    )
+    group.add_argument(
         "--allow-out-of-vocab",
         action="store_true",
         help="decode token ids outside the vocabulary to nothing, as vLLM does, instead "
@@ -477,6 +483,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         trust_request_chat_template=args.trust_request_chat_template,
         render_timeout=args.render_timeout,
         max_render_chars=args.max_render_chars,
+        system_start_date=args.system_start_date,
         max_request_bytes=args.max_request_bytes,
         max_chat_request_bytes=args.max_chat_request_bytes,
         max_tools=args.max_tools,

@@ -37,6 +37,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,21 +46,6 @@ OUT = Path(__file__).resolve().parent.parent / "tests" / "golden" / "render"
 CHAT = "/v1/chat/completions/render"
 COMPLETIONS = "/v1/completions/render"
 MAX_MODEL_LEN = "40000"
-
-CONFIGS: dict[str, list[str]] = {
-    # Qwen3 with its parsers, as the derender goldens C* run.
-    "R1": [
-        "--reasoning-parser",
-        "qwen3",
-        "--tool-call-parser",
-        "hermes",
-        "--enable-auto-tool-choice",
-        "--max-model-len",
-        MAX_MODEL_LEN,
-    ],
-    # No parsers: skip_special_tokens and reasoning_ended as a plain server sets them.
-    "R2": ["--max-model-len", "4096"],
-}
 
 WEATHER = {
     "type": "function",
@@ -84,13 +70,16 @@ CALL = {
 USER = {"role": "user", "content": "What is the weather in Paris?"}
 
 
-def chat(name: str, **fields: Any) -> tuple[str, str, dict[str, str], dict[str, Any]]:
-    request = {"model": "qwen3", "request_id": f"golden-{name}", "messages": [USER], **fields}
+Scenario = tuple[str, str, dict[str, str], dict[str, Any]]
+
+
+def chat(name: str, model: str = "qwen3", **fields: Any) -> Scenario:
+    request = {"model": model, "request_id": f"golden-{name}", "messages": [USER], **fields}
     return name, CHAT, {}, request
 
 
-def completion(name: str, **fields: Any) -> tuple[str, str, dict[str, str], dict[str, Any]]:
-    return name, COMPLETIONS, {}, {"model": "qwen3", "request_id": f"golden-{name}", **fields}
+def completion(name: str, model: str = "qwen3", **fields: Any) -> Scenario:
+    return name, COMPLETIONS, {}, {"model": model, "request_id": f"golden-{name}", **fields}
 
 
 SCENARIOS = [
@@ -258,21 +247,21 @@ ROUND_TRIPS = [
 
 
 def round_trip(
-    base: str, encode: Any, name: str, fields: dict[str, Any], output: str
+    base: str, config: Config, encode: Any, name: str, fields: dict[str, Any], output: str
 ) -> dict[str, Any]:
     """Render through the oracle, then derender ``output`` with the rendered prompt ids."""
-    chat_request = {"model": "qwen3", "request_id": f"golden-{name}", "messages": [USER], **fields}
+    model = config.served
+    chat_request = {"model": model, "request_id": f"golden-{name}", "messages": [USER], **fields}
     status, rendered = post(base, CHAT, {}, chat_request)
     assert status == 200, rendered
+    ids = [*encode(output), *config.eos]
     derender = {
-        "model": "qwen3",
+        "model": model,
         "chat_request": chat_request,
         "prompt_token_ids": rendered["token_ids"],
         "generate_response": {
             "request_id": rendered["request_id"],
-            "choices": [
-                {"index": 0, "token_ids": [*encode(output), 151645], "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}],
         },
     }
     status, response = post(base, "/v1/chat/completions/derender", {}, derender)
@@ -287,6 +276,109 @@ def round_trip(
     }
 
 
+GPT_OSS = "gpt-oss"
+GPT_OSS_SCENARIOS = [
+    chat("g-plain", GPT_OSS),
+    chat("g-system", GPT_OSS, messages=[{"role": "system", "content": "Be brief."}, USER]),
+    chat("g-developer", GPT_OSS, messages=[{"role": "developer", "content": "Use metric."}, USER]),
+    chat(
+        "g-parts",
+        GPT_OSS,
+        messages=[
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            }
+        ],
+    ),
+    chat("g-tools", GPT_OSS, tools=[WEATHER]),
+    chat("g-tools-none", GPT_OSS, tools=[WEATHER], tool_choice="none"),
+    chat(
+        "g-tool-result",
+        GPT_OSS,
+        tools=[WEATHER],
+        messages=[
+            USER,
+            {"role": "assistant", "content": "", "reasoning": "Need data.", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"},
+        ],
+    ),
+    chat(
+        "g-multi-turn",
+        GPT_OSS,
+        messages=[
+            USER,
+            {"role": "assistant", "content": "Sunny.", "reasoning": "Look it up."},
+            {"role": "user", "content": "And tomorrow?"},
+        ],
+    ),
+    chat("g-effort-low", GPT_OSS, reasoning_effort="low"),
+    chat("g-effort-high", GPT_OSS, reasoning_effort="high"),
+    chat("g-n-stop", GPT_OSS, n=2, stop=["END"], stop_token_ids=[200012], seed=3),
+    chat("g-logprobs", GPT_OSS, logprobs=True, top_logprobs=3, max_tokens=100),
+    chat("g-sampling", GPT_OSS, temperature=0.5, top_p=0.9, top_k=10),
+    chat("g-no-reasoning", GPT_OSS, include_reasoning=False),
+    chat("g-template", GPT_OSS, chat_template="{{ messages }}"),
+    chat("g-err-effort-none", GPT_OSS, reasoning_effort="none"),
+    chat("g-err-effort", GPT_OSS, reasoning_effort="max"),
+    chat("g-err-model", "qwen3"),
+    completion("g-c-plain", GPT_OSS, prompt="Once upon a time"),
+]
+GPT_OSS_TRIPS = [
+    (
+        "rt-g-final",
+        {},
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final"
+        "<|message|>Sunny.<|return|>",
+    ),
+    (
+        "rt-g-call",
+        {"tools": [WEATHER]},
+        "<|channel|>analysis<|message|>Need data.<|end|><|start|>assistant<|channel|>commentary"
+        ' to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Config:
+    served: str  # the served model name, and which model directory it loads
+    flags: list[str]
+    scenarios: list[Scenario]
+    round_trips: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    eos: tuple[int, ...] = ()  # appended to a round trip's output
+    env: dict[str, str] = field(default_factory=dict)
+
+
+QWEN3_PARSERS = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
+CONFIGS = {
+    # Qwen3 with its parsers, as the derender goldens C* run.
+    "R1": Config(
+        "qwen3",
+        [*QWEN3_PARSERS, "--enable-auto-tool-choice", "--max-model-len", MAX_MODEL_LEN],
+        SCENARIOS,
+        ROUND_TRIPS,
+        eos=(151645,),
+    ),
+    # No parsers: skip_special_tokens and reasoning_ended as a plain server sets them.
+    "R2": Config("qwen3", ["--max-model-len", "4096"], SCENARIOS),
+    # gpt-oss: Harmony, with the conversation start date pinned.
+    "G1": Config(
+        GPT_OSS,
+        [
+            "--reasoning-parser",
+            "openai_gptoss",
+            "--tool-call-parser",
+            "openai",
+            "--enable-auto-tool-choice",
+        ],
+        GPT_OSS_SCENARIOS,
+        GPT_OSS_TRIPS,
+        env={"VLLM_SYSTEM_START_DATE": "2026-01-01"},
+    ),
+}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -294,9 +386,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def oracle(model_dir: str, flags: list[str]) -> Iterator[str]:
+def oracle(model_dir: str, config: Config) -> Iterator[str]:
     port = free_port()
-    env = {**os.environ, "ORACLE_MODEL": model_dir, "ORACLE_SERVED": "qwen3"}
+    env = {**os.environ, "ORACLE_MODEL": model_dir, "ORACLE_SERVED": config.served, **config.env}
+    flags = config.flags
     log = open(f"/tmp/record-render-{port}.log", "w")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
         ["bash", str(ORACLE / "serve_oracle.sh"), str(port), *flags],
@@ -334,11 +427,12 @@ def post(base: str, path: str, headers: dict[str, str], request: dict[str, Any])
         return exc.code, json.loads(exc.read())
 
 
-def record(model_dir: str, config: str) -> Path:
+def record(model_dir: str, name: str) -> Path:
+    config = CONFIGS[name]
     OUT.mkdir(parents=True, exist_ok=True)
-    target = OUT / f"render-{config}.jsonl.gz"
-    with oracle(model_dir, CONFIGS[config]) as base, gzip.open(target, "wt") as out:
-        for name, path, headers, request in SCENARIOS:
+    target = OUT / f"render-{name}.jsonl.gz"
+    with oracle(model_dir, config) as base, gzip.open(target, "wt") as out:
+        for name, path, headers, request in config.scenarios:
             request = {k: v for k, v in request.items() if v is not None}
             status, response = post(base, path, headers, request)
             line = {
@@ -350,23 +444,29 @@ def record(model_dir: str, config: str) -> Path:
                 "response": response,
             }
             out.write(json.dumps(line) + "\n")
-        if config == "R1":
+        if config.round_trips:
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(model_dir)
             encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
-            for name, fields, output in ROUND_TRIPS:
-                out.write(json.dumps(round_trip(base, encode, name, fields, output)) + "\n")
+            for name, fields, output in config.round_trips:
+                trip = round_trip(base, config, encode, name, fields, output)
+                out.write(json.dumps(trip) + "\n")
     return target
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model_dir")
+    parser.add_argument("--qwen3", help="the bundled qwen3 directory (R configurations)")
+    parser.add_argument("--gpt-oss", help="the bundled gpt-oss directory (G configurations)")
     parser.add_argument("--config", action="append", choices=sorted(CONFIGS))
     args = parser.parse_args()
-    for config in args.config or sorted(CONFIGS):
-        print("recorded", record(args.model_dir, config), file=sys.stderr)
+    dirs = {"qwen3": args.qwen3, "gpt-oss": args.gpt_oss}
+    for name in args.config or sorted(CONFIGS):
+        model_dir = dirs[CONFIGS[name].served]
+        if model_dir is None:
+            raise SystemExit(f"{name} needs --{CONFIGS[name].served}")
+        print("recorded", record(model_dir, name), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from app.errors import BadRequest, InvalidParameter
 from app.render import sampling
 from app.render.conversation import conversation
 from app.render.fields import hoisted, request_fields, stream_options
+from app.render.harmony import HarmonyRenderer
 from app.render.requests import ChatRenderRequest
 from app.render.template import ChatTemplate
 from app.tokenizer import Tokenizer
@@ -106,42 +108,48 @@ def template_kwargs(request: ChatRenderRequest, defaults: dict[str, Any]) -> dic
     return {**defaults, **merged}
 
 
+@dataclass(frozen=True, slots=True)
+class ChatLimits:
+    """The server's bounds and defaults a chat render applies."""
+
+    max_model_len: int
+    max_chars: int
+    timeout: float
+    generation: dict[str, Any]
+    template_defaults: dict[str, Any]
+    auto_tools: bool
+    trust_request_template: bool
+
+
 class ChatRenderer:
-    """Renders chat requests with one template and the server's parser configuration."""
+    """Renders chat requests with the model's template (or Harmony, for gpt-oss) and
+    the server's parser configuration."""
 
     def __init__(
         self,
         template: ChatTemplate | None,
         parsers: ParserFactory,
         tokenizer: Tokenizer,
-        *,
-        max_model_len: int,
-        generation: dict[str, Any],
-        template_defaults: dict[str, Any],
-        auto_tools: bool,
-        trust_request_template: bool,
-        max_chars: int,
-        timeout: float,
+        limits: ChatLimits,
         encode: Callable[[str], list[int]] | None = None,
+        harmony: HarmonyRenderer | None = None,
     ) -> None:
-        self.timeout = timeout
         self.template = template
         self.parsers = parsers
         self.tokenizer = tokenizer
+        self.limits = limits
         self.encode = encode or tokenizer.encode
-        self.max_chars = max_chars
-        self.max_model_len = max_model_len
-        self.generation = generation
-        self.template_defaults = template_defaults
-        self.auto_tools = auto_tools
-        self.trust_request_template = trust_request_template
+        self.harmony = harmony
 
     def check(self, request: ChatRenderRequest, choice: str | dict[str, Any] | None) -> None:
-        """vLLM's checks before templating, with its messages."""
+        """vLLM's checks before templating, with its messages (Harmony skips the tool
+        parser's and the template's: it has its own tools and no template)."""
         if request.use_beam_search:
             raise BadRequest("Beam search is not supported by the render endpoint")
+        if self.harmony is not None:
+            return
         if not self.parsers.has_tool_parser and choice not in (None, "none"):
-            if choice == "auto" and not self.auto_tools:
+            if choice == "auto" and not self.limits.auto_tools:
                 raise BadRequest(
                     '"auto" tool choice requires --enable-auto-tool-choice and '
                     "--tool-call-parser to be set"
@@ -153,69 +161,45 @@ class ChatRenderer:
         asked_template = request.chat_template is not None or (
             (request.chat_template_kwargs or {}).get("chat_template") is not None
         )
-        if asked_template and not self.trust_request_template:
+        if asked_template and not self.limits.trust_request_template:
             raise BadRequest(UNTRUSTED_TEMPLATE)
 
-    def prompt(self, request: ChatRenderRequest, kwargs: dict[str, Any]) -> str:
-        """The rendered prompt text."""
+    def prompt_ids(self, request: ChatRenderRequest, kwargs: dict[str, Any]) -> list[int]:
+        """The prompt's token ids: Harmony's, or the template's text tokenized."""
+        if self.harmony is not None:
+            return self.harmony.prompt_ids(request, with_tools=request.tools is not None)
         template = self.template
         if request.chat_template is not None:
-            assert template is not None or self.trust_request_template
-            template = ChatTemplate(request.chat_template, self.tokenizer.hf, self.timeout)
+            template = ChatTemplate(request.chat_template, self.tokenizer.hf, self.limits.timeout)
         if template is None:
             raise BadRequest(
                 "As of transformers v4.44, default chat template is no longer allowed, so you "
                 "must provide a chat template if the tokenizer does not define one."
             )
         messages = conversation(request.messages, template.content_format)
-        tools = tool_dicts(request.tools)
-        return template.render(messages, tools, kwargs)
+        text = template.render(messages, tool_dicts(request.tools), kwargs)
+        if len(text) > self.limits.max_chars:
+            raise BadRequest(
+                f"the rendered prompt is {len(text)} characters, over the server limit of "
+                f"{self.limits.max_chars} (--max-render-chars)."
+            )
+        return self.encode(text)
 
     def render(self, request: ChatRenderRequest, header_id: str | None) -> dict[str, Any]:
         choice = tool_choice(request)
         self.check(request, choice)
+        room: tuple[int | None, str]
         if request.max_completion_tokens is not None:
-            sampling.check_output_room(
-                self.max_model_len, request.max_completion_tokens, "max_completion_tokens"
-            )
+            room = (request.max_completion_tokens, "max_completion_tokens")
         else:
-            sampling.check_output_room(self.max_model_len, request.max_tokens, "max_tokens")
-        kwargs = template_kwargs(request, self.template_defaults)
-        text = self.prompt(request, kwargs)
-        if len(text) > self.max_chars:
-            raise BadRequest(
-                f"the rendered prompt is {len(text)} characters, over the server limit of "
-                f"{self.max_chars} (--max-render-chars)."
-            )
-        token_ids = self.encode(text)
+            room = (request.max_tokens, "max_tokens")
+        sampling.check_output_room(self.limits.max_model_len, *room)
+        kwargs = template_kwargs(request, self.limits.template_defaults)
+        token_ids = self.prompt_ids(request, kwargs)
         if not token_ids:
             raise BadRequest("No token_ids rendered")
-        asked = request.max_completion_tokens
-        asked = asked if asked is not None else request.max_tokens
-        budget = sampling.max_tokens(self.max_model_len, asked, len(token_ids), self.generation)
-        skip_special = request.skip_special_tokens
-        if self.parsers.reasoning_name is not None or (
-            self.parsers.has_tool_parser and request.tools and choice != "none"
-        ):
-            skip_special = False  # the parsers read special markers
-        prompt_logprobs = request.prompt_logprobs
-        if prompt_logprobs is None and request.echo:
-            prompt_logprobs = request.top_logprobs
-        fields = request_fields(
-            request,
-            self.generation,
-            max_tokens=budget,
-            logprobs=request.top_logprobs if request.logprobs else None,
-            prompt_logprobs=prompt_logprobs,
-            skip_special=skip_special,
-        )
-        params = sampling.sampling_params(fields)
+        params = self._sampling(request, choice, len(token_ids))
         kv, ec = hoisted(params)
-        options = ParseOptions(
-            include_reasoning=request.include_reasoning, chat_template_kwargs=kwargs
-        )
-        parsed = self.parsers.for_request(options) if self.parsers.configured else None
-        reasoning = parsed.reasoning if parsed is not None else None
         has_reasoning = self.parsers.reasoning_name is not None
         base = header_id or request.request_id or uuid.uuid4().hex
         return {
@@ -226,16 +210,17 @@ class ChatRenderer:
             "content_parts": None,
             "sampling_params": params,
             "model": request.model,
-            "reasoning_ended": _reasoning_ended(request, reasoning, token_ids),
+            "reasoning_ended": self._reasoning_ended(request, kwargs, token_ids),
             "reasoning_parser_kwargs": {"chat_template_kwargs": kwargs} if has_reasoning else None,
             "return_token_ids": request.return_token_ids,
             "output_mode": "tokens",
             "parse_context": {
-                "tools": request.tools,
+                "tools": tool_dicts(request.tools),
                 "tool_choice": choice,
                 "parallel_tool_calls": request.parallel_tool_calls,
                 "include_reasoning": request.include_reasoning,
-                "chat_template_kwargs": kwargs,
+                # Harmony output is parsed without template kwargs, as vLLM's derender does.
+                "chat_template_kwargs": {} if self.harmony is not None else kwargs,
                 "history_tool_call_cnt": _history_calls(request.messages),
             },
             "stream": bool(request.stream),
@@ -246,16 +231,47 @@ class ChatRenderer:
             "ec_transfer_params": ec,
         }
 
+    def _sampling(
+        self, request: ChatRenderRequest, choice: str | dict[str, Any] | None, prompt_len: int
+    ) -> dict[str, Any]:
+        asked = request.max_completion_tokens
+        asked = asked if asked is not None else request.max_tokens
+        generation = self.limits.generation
+        budget = sampling.max_tokens(self.limits.max_model_len, asked, prompt_len, generation)
+        skip_special = request.skip_special_tokens
+        parsers = self.parsers
+        if self.harmony is None and (
+            parsers.reasoning_name is not None
+            or (parsers.has_tool_parser and request.tools and choice != "none")
+        ):
+            skip_special = False  # the parsers read special markers
+        prompt_logprobs = request.prompt_logprobs
+        if prompt_logprobs is None and request.echo:
+            prompt_logprobs = request.top_logprobs
+        fields = request_fields(
+            request,
+            generation,
+            max_tokens=budget,
+            logprobs=request.top_logprobs if request.logprobs else None,
+            prompt_logprobs=prompt_logprobs,
+            skip_special=skip_special,
+        )
+        return sampling.sampling_params(fields)
 
-def _reasoning_ended(
-    request: ChatRenderRequest, reasoning: Any, token_ids: list[int]
-) -> bool | None:
-    if not request.include_reasoning:
-        return True
-    if reasoning is not None:
-        ended: bool = reasoning.is_reasoning_end(token_ids)
-        return ended
-    return None
+    def _reasoning_ended(
+        self, request: ChatRenderRequest, kwargs: dict[str, Any], token_ids: list[int]
+    ) -> bool | None:
+        """True when output is constrained from its first token; None leaves the
+        engine to look at the prompt."""
+        if not request.include_reasoning:
+            return True
+        if self.parsers.reasoning_name is None:
+            return None
+        if self.harmony is not None:
+            return True  # Harmony's reasoning parser only marks boundaries: always ended
+        options = ParseOptions(include_reasoning=True, chat_template_kwargs=kwargs)
+        reasoning = self.parsers.for_request(options).reasoning
+        return None if reasoning is None else bool(reasoning.is_reasoning_end(token_ids))
 
 
 def _history_calls(messages: list[dict[str, Any]]) -> int:

@@ -9,13 +9,15 @@ from typing import Any, TypeVar
 import anyio
 
 from app.errors import BadRequest
-from app.render.chat import ChatRenderer
+from app.render.chat import ChatLimits, ChatRenderer
 from app.render.completion import CompletionRenderer
 from app.render.fast_encode import fast_encoder
+from app.render.harmony import HarmonyRenderer
 from app.render.sampling import generation_defaults
 from app.render.template import ChatTemplate, RenderTimeout, load_source
 from app.service import INLINE_BODY_BYTES, DerenderService
 from app.tokenizer import TokenizerLoadError, read_json, resolve_model_dir
+from parsers.families.harmony import harmony_encoding
 
 T = TypeVar("T")
 
@@ -42,19 +44,20 @@ class RenderService:
         for key, value in _VLLM_TEMPLATE_DEFAULTS.items():
             defaults.setdefault(key, value)
         fast = fast_encoder(tokenizer)
-        self.chat = ChatRenderer(
-            self.template,
-            service.parsers,
-            tokenizer,
+        limits = ChatLimits(
             max_model_len=service.max_model_len,
+            max_chars=settings.max_render_chars,
+            timeout=timeout,
             generation=generation,
             template_defaults=defaults,
             auto_tools=settings.enable_auto_tool_choice,
             trust_request_template=settings.trust_request_chat_template,
-            max_chars=settings.max_render_chars,
-            timeout=timeout,
-            encode=fast,
         )
+        harmony = None
+        if read_json(model_dir / "config.json").get("model_type") == "gpt_oss":
+            encoding = harmony_encoding(tokenizer.vocabulary)
+            harmony = HarmonyRenderer(encoding, settings.system_start_date)
+        self.chat = ChatRenderer(self.template, service.parsers, tokenizer, limits, fast, harmony)
         self.completion = CompletionRenderer(tokenizer, service.max_model_len, generation, fast)
         self._limiter = anyio.CapacityLimiter(settings.replay_workers)
 
