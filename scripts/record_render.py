@@ -207,6 +207,10 @@ SCENARIOS = [
     completion("c-echo-zero", prompt="x", echo=True, max_tokens=0),
     completion("c-sampling", prompt="x", temperature=0.0, stop=["\n"], n=2, stream=True),
     completion("c-err-model", prompt="x", model="other"),
+    completion("c-err-negative-id", prompt=[1, -1]),
+    completion("c-err-oov-id", prompt=[[1], [10**9]]),
+    completion("c-vocab-edge", prompt=[151668, 151935]),
+    chat("err-content-type", messages=[{"role": "user", "content": 123}]),
     completion("c-err-long", prompt="word " * 41000),
 ]
 

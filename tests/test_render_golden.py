@@ -69,10 +69,18 @@ def test_render_goldens(replay: tuple[str, TestClient]) -> None:
         assert reply.status_code == record["status"], (record["name"], reply.text)
         if (config, record["name"]) in DEVIATIONS:
             continue
+        if _schema_error(record["response"]):  # pydantic's words: the type must match
+            assert reply.json()["error"]["type"] == "Bad Request", record["name"]
+            continue
         found = list(differences(record["response"], reply.json()))
         assert not found, (record["name"], found[:5])
         checked += 1
     assert checked >= (50 if config.startswith("R") else 15)
+
+
+def _schema_error(body: Any) -> bool:
+    """vLLM's request-schema refusals: pydantic's error list, which ours does not copy."""
+    return isinstance(body, dict) and body.get("error", {}).get("type") == "Bad Request"
 
 
 def _comparable(body: dict[str, Any]) -> dict[str, Any]:

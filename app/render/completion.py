@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from app.errors import BadRequest
+from app.errors import BadRequest, InvalidBody
 from app.render import sampling
 from app.render.fields import hoisted, request_fields, stream_options
 from app.render.requests import CompletionRenderRequest
@@ -23,13 +23,21 @@ def prompts(request: CompletionRenderRequest) -> list[str | list[int]]:
     if not prompt:
         raise BadRequest("Either prompt or prompt_embeds must be provided and non-empty.")
     if all(isinstance(p, int) for p in prompt):
-        return [list(prompt)]
-    if all(isinstance(p, str) for p in prompt) or all(_is_ids(p) for p in prompt):
+        return [_non_negative(prompt)]
+    if all(isinstance(p, str) for p in prompt):
         return list(prompt)
+    if all(_is_ids(p) for p in prompt):
+        return [_non_negative(p) for p in prompt]
     raise BadRequest(
         "prompt must be a string, a list of strings, a list of token ids or a list of "
         "lists of token ids."
     )
+
+
+def _non_negative(ids: list[int]) -> list[int]:
+    if any(token < 0 for token in ids):
+        raise InvalidBody("1 validation error:\n  prompt token ids must be >= 0", "body.prompt")
+    return ids
 
 
 def _is_ids(prompt: Any) -> bool:
@@ -59,7 +67,7 @@ class CompletionRenderer:
         )
 
     def ids(self, prompt: str | list[int], add_special: bool) -> list[int]:
-        if not isinstance(prompt, str):
+        if not isinstance(prompt, str):  # ids pass unchecked against the vocabulary, as in vLLM
             return prompt
         if self.fast is not None and not (add_special and self.adds_specials):
             return self.fast(prompt)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.errors import InvalidParameter
+from app.errors import InvalidBody, InvalidParameter
 from app.render.template import ContentFormat
 
 
@@ -27,6 +27,12 @@ def _texts(content: Any) -> list[str]:
         return []
     if isinstance(content, str):
         return [content]
+    if not isinstance(content, list):  # vLLM's request schema refuses it
+        raise InvalidBody(
+            "1 validation error:\n  a message's content must be a string or a list of "
+            "content parts",
+            "body.messages",
+        )
     texts = []
     for part in content:
         if not isinstance(part, dict):

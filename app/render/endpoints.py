@@ -8,15 +8,18 @@ to the render threads under ``--render-timeout``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.body import decode_body, read_body
-from app.errors import DerenderError
+from app.body import read_body
+from app.body_errors import too_deep
+from app.errors import DerenderError, InvalidBody
 from app.failures import failure
 from app.protocol import encoder
 from app.render.requests import ChatRenderRequest, CompletionRenderRequest
@@ -25,8 +28,33 @@ from app.validation import check_model
 
 CHAT_RENDER_PATH = "/v1/chat/completions/render"
 COMPLETIONS_RENDER_PATH = "/v1/completions/render"
+T = TypeVar("T")
 RENDER_PATHS = (CHAT_RENDER_PATH, COMPLETIONS_RENDER_PATH)
 _REQUEST_ID = b"x-request-id"
+
+
+_AT = re.compile(r" - at `\$(.*)`$")
+_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+
+
+def decode_request(body: bytes, kind: type[T]) -> T:
+    """The body as the endpoint's request; not JSON, or not its shape, is a 400 that
+    names the field (``param`` as ``body.<path>``) in the decoder's words."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    try:
+        request: T = decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        problem = str(exc)
+        at = _AT.search(problem)
+        param = "body" + re.sub(r"\[(\d+)\]", r".\1", at.group(1)) if at else None
+        raise InvalidBody(f"1 validation error:\n  {problem}", param) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidBody(f"the body is not a JSON object: {exc}.") from None
+    except RecursionError:
+        raise too_deep() from None
+    return request
 
 
 class RenderEndpoint:
@@ -52,7 +80,7 @@ class RenderEndpoint:
             headers = dict(scope["headers"])
             body = await read_body(headers, receive, render.settings.max_request_bytes)
             header = headers.get(_REQUEST_ID)
-            request = decode_body(body, self.kind, self.path)
+            request = decode_request(body, self.kind)
             check_model(request.model, render.service.limits)
             header_id = None if header is None else header.decode("latin-1")
             result = await render.run(self.endpoint, len(body), self.answer, request, header_id)
