@@ -92,6 +92,21 @@ def _render(summary: str, request: str, many: bool) -> dict[str, Any]:
     }
 
 
+def _render_paths() -> dict[str, Any]:
+    return {
+        "/v1/chat/completions/render": _render(
+            "A chat completion request into the engine's GenerateRequest",
+            "ChatRenderRequest",
+            many=False,
+        ),
+        "/v1/completions/render": _render(
+            "A completion request into one GenerateRequest per prompt",
+            "CompletionRenderRequest",
+            many=True,
+        ),
+    }
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": _REF.format(name=name)}
 
@@ -281,16 +296,7 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
             "/v1/completions/derender/batch": _batch(
                 "Chunks of many text completion streams in one frame", "CompletionBatchRequest"
             ),
-            "/v1/chat/completions/render": _render(
-                "A chat completion request into the engine's GenerateRequest",
-                "ChatRenderRequest",
-                many=False,
-            ),
-            "/v1/completions/render": _render(
-                "A completion request into one GenerateRequest per prompt",
-                "CompletionRenderRequest",
-                many=True,
-            ),
+            **_render_paths(),
             "/health": _get("the server is up", None, secured=False),
             "/v1/models": _get("the served model names", json_object, secured),
             "/metrics": _get(
