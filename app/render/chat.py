@@ -183,6 +183,9 @@ class ChatRenderer:
                 f"the rendered prompt is {len(text)} characters, over the server limit of "
                 f"{self.limits.max_chars} (--max-render-chars)."
             )
+        if request.add_special_tokens:  # a BOS on top of the template's, if asked
+            ids: list[int] = self.tokenizer.hf.encode(text, add_special_tokens=True)
+            return ids
         return self.encode(text)
 
     def render(self, request: ChatRenderRequest, header_id: str | None) -> dict[str, Any]:

@@ -77,4 +77,3 @@ class CompletionRenderRequest(Sampling, kw_only=True):
     logprobs: int | None = None
     max_tokens: int | None = 16
     add_special_tokens: bool = True
-    suffix: str | None = None
