@@ -71,12 +71,17 @@ def test_rendered_length_is_bounded(make_app: AppFactory) -> None:
         (CHAT, {"messages": USER, "temperature": -1}, "temperature"),
         (COMPLETIONS, {"prompt": [1, "a"]}, None),
         (COMPLETIONS, {"prompt": []}, None),
+        (
+            CHAT,
+            {"messages": USER, "chat_template_kwargs": {"a": [[[[[[[[[[1]]]]]]]]]]}},
+            "chat_template_kwargs",
+        ),
     ],
 )
 def test_bad_requests_are_400s(
     make_app: AppFactory, path: str, body: dict[str, Any], param: str | None
 ) -> None:
-    reply = _post(make_app, [], path, body)
+    reply = _post(make_app, ["--max-json-depth", "8"], path, body)
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["param"] == param
 

@@ -24,7 +24,7 @@ from app.failures import failure
 from app.protocol import encoder
 from app.render.requests import ChatRenderRequest, CompletionRenderRequest
 from app.render.service import RenderService
-from app.validation import check_model
+from app.validation import check_depth, check_model
 
 CHAT_RENDER_PATH = "/v1/chat/completions/render"
 COMPLETIONS_RENDER_PATH = "/v1/completions/render"
@@ -57,6 +57,28 @@ def decode_request(body: bytes, kind: type[T]) -> T:
     return request
 
 
+# Fields of either request that hold free-form JSON, which the template and the
+# encoder walk recursively.
+_FREE_FORM = (
+    "messages",
+    "tools",
+    "tool_choice",
+    "chat_template_kwargs",
+    "documents",
+    "structured_outputs",
+    "response_format",
+    "kv_transfer_params",
+    "ec_transfer_params",
+    "vllm_xargs",
+    "stream_options",
+    "prompt",
+)
+
+
+def _free_form(request: object) -> list[tuple[str, Any]]:
+    return [(name, getattr(request, name)) for name in _FREE_FORM if hasattr(request, name)]
+
+
 class RenderEndpoint:
     """One render path: its request type and the renderer that answers it."""
 
@@ -81,6 +103,7 @@ class RenderEndpoint:
             body = await read_body(headers, receive, render.settings.max_request_bytes)
             header = headers.get(_REQUEST_ID)
             request = decode_request(body, self.kind)
+            check_depth(_free_form(request), render.settings.max_json_depth)
             check_model(request.model, render.service.limits)
             header_id = None if header is None else header.decode("latin-1")
             result = await render.run(self.endpoint, len(body), self.answer, request, header_id)
