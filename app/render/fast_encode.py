@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,8 +41,21 @@ _PROBE = (
 )
 
 
+# Proven once per loaded tokenizer (a second or two): apps built around the same one
+# (tests build many) share the result.
+_proven: weakref.WeakKeyDictionary[Tokenizer, Callable[[str], list[int]] | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def fast_encoder(tokenizer: Tokenizer) -> Callable[[str], list[int]] | None:
     """An encoder giving ``tokenizer.encode``'s ids faster, or None when none is proven."""
+    if tokenizer not in _proven:
+        _proven[tokenizer] = _prove(tokenizer)
+    return _proven[tokenizer]
+
+
+def _prove(tokenizer: Tokenizer) -> Callable[[str], list[int]] | None:
     try:
         import quicktok
     except ImportError:
