@@ -11,6 +11,8 @@ Prior tool calls are then rewritten to the header shape gpt-oss was trained on
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from openai_harmony import (
@@ -39,14 +41,24 @@ _EFFORTS = {
 class HarmonyRenderer:
     """Renders chat requests for gpt-oss with the server's Harmony encoding."""
 
-    def __init__(self, encoding: Any, start_date: str | None) -> None:
-        self.encoding = encoding
+    def __init__(self, load: Callable[[], Any], start_date: str | None) -> None:
+        self._load = load
         self.start_date = start_date
-        special = encoding.encode
-        self._start, self._channel, self._constrain, self._message = (
-            special(token, allowed_special="all")[0]
+
+    @cached_property
+    def encoding(self) -> Any:
+        """The Harmony encoding, loaded on the first gpt-oss render (a second's work that
+        an app serving only derender never needs)."""
+        return self._load()
+
+    @cached_property
+    def _markers(self) -> tuple[int, int, int, int]:
+        encode = self.encoding.encode
+        start, channel, constrain, message = (
+            encode(token, allowed_special="all")[0]
             for token in ("<|start|>", "<|channel|>", "<|constrain|>", "<|message|>")
         )
+        return start, channel, constrain, message
 
     def prompt_ids(self, request: ChatRenderRequest, with_tools: bool) -> list[int]:
         messages = list(request.messages)
@@ -96,6 +108,7 @@ class HarmonyRenderer:
         """``<|start|>assistant<|channel|>C to=R <|constrain|>T<|message|>`` becomes
         ``<|start|>assistant to=R<|channel|>C T<|message|>``; other headers stay."""
         decode, encode = self.encoding.decode, self.encoding.encode
+        start, channel_token, _, message = self._markers
         result: list[int] = []
         index = 0
         while index < len(ids):
@@ -113,28 +126,29 @@ class HarmonyRenderer:
             if not (legacy and channel and recipient and kind):
                 result.extend(ids[index : end + 1])
             else:
-                result += [self._start, *encode(f"assistant to={recipient}"), self._channel]
-                result += [*encode(f"{channel} {kind}"), self._message]
+                result += [start, *encode(f"assistant to={recipient}"), channel_token]
+                result += [*encode(f"{channel} {kind}"), message]
             index = end + 1
         return result
 
     def _header(self, ids: list[int], index: int) -> tuple[int, int, int] | None:
         """For a ``<|start|>`` at ``index``: where its header's channel, constrain and
         message tokens are, when it has all three in that order."""
-        if ids[index] != self._start:
+        start, channel, constrain, message = self._markers
+        if ids[index] != start:
             return None
         channel_at = constrain_at = None
         for at in range(index + 1, len(ids)):
             token = ids[at]
-            if token == self._message:
+            if token == message:
                 if channel_at is None or constrain_at is None:
                     return None
                 return channel_at, constrain_at, at
-            if token == self._channel and channel_at is None:
+            if token == channel and channel_at is None:
                 channel_at = at
-            elif token == self._constrain and channel_at is not None and constrain_at is None:
+            elif token == constrain and channel_at is not None and constrain_at is None:
                 constrain_at = at
-            elif token == self._start:
+            elif token == start:
                 return None
         return None
 

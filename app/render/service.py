@@ -55,8 +55,10 @@ class RenderService:
         )
         harmony = None
         if read_json(model_dir / "config.json").get("model_type") == "gpt_oss":
-            encoding = harmony_encoding(tokenizer.vocabulary)
-            harmony = HarmonyRenderer(encoding, settings.system_start_date)
+            vocabulary = tokenizer.vocabulary
+            harmony = HarmonyRenderer(
+                lambda: harmony_encoding(vocabulary), settings.system_start_date
+            )
         self.chat = ChatRenderer(self.template, service.parsers, tokenizer, limits, fast, harmony)
         self.completion = CompletionRenderer(tokenizer, service.max_model_len, generation, fast)
         self._limiter = anyio.CapacityLimiter(settings.replay_workers)
