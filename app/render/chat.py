@@ -61,7 +61,7 @@ def tool_choice(request: ChatRenderRequest) -> str | dict[str, Any] | None:
             "The tool specified in `tool_choice` does not match any of the specified `tools`",
             "tool_choice",
         )
-    return choice
+    return {"function": {"name": name}, "type": "function"}  # as vLLM's model dumps it
 
 
 def _function(tool: dict[str, Any]) -> dict[str, Any]:
