@@ -62,6 +62,8 @@ WEATHER = {
         },
     },
 }
+NOTE = {"type": "function", "function": {"name": "save_note"}}
+STRICT = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
 CALL = {
     "id": "call_1",
     "type": "function",
@@ -102,6 +104,25 @@ SCENARIOS = [
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
     ),
     chat("tools-none", tools=[WEATHER], tool_choice="none"),
+    chat(
+        "tools-required-single",
+        tools=[WEATHER, NOTE],
+        tool_choice="required",
+        parallel_tool_calls=False,
+    ),
+    chat("tools-required-strict", tools=[STRICT, NOTE], tool_choice="required"),
+    chat(
+        "tools-named-strict",
+        tools=[STRICT],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    ),
+    chat(
+        "tools-required-format",
+        tools=[NOTE],
+        tool_choice="required",
+        response_format={"type": "json_object"},
+    ),
+    chat("tools-auto-strict", tools=[STRICT, NOTE]),
     chat(
         "tool-result",
         tools=[WEATHER],

@@ -13,6 +13,7 @@ from app.render.conversation import conversation
 from app.render.fields import hoisted, request_fields, stream_options
 from app.render.harmony import HarmonyRenderer
 from app.render.requests import ChatRenderRequest
+from app.render.structural_tag import forced_calls
 from app.render.template import ChatTemplate
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
@@ -79,16 +80,14 @@ def tool_dicts(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | Non
     result = []
     for tool in tools:
         function = _function(tool)
-        result.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": function["name"],
-                    "description": function.get("description"),
-                    "parameters": function.get("parameters"),
-                },
-            }
-        )
+        shown = {
+            "name": function["name"],
+            "description": function.get("description"),
+            "parameters": function.get("parameters"),
+        }
+        if function.get("strict") is not None:  # vLLM's model keeps it only when set
+            shown["strict"] = function["strict"]
+        result.append({"type": "function", "function": shown})
     return result
 
 
@@ -259,6 +258,15 @@ class ChatRenderer:
             prompt_logprobs=prompt_logprobs,
             skip_special=skip_special,
         )
+        tags = parsers.call_tags() if request.tools and self.harmony is None else None
+        if tags is not None:
+            forced = forced_calls(
+                tool_dicts(request.tools) or [], choice, request.parallel_tool_calls, tags
+            )
+            asked_format = fields["structured_outputs"] is not None
+            if forced is not None and not (choice == "auto" and asked_format):
+                # it replaces whatever response format was asked
+                fields["structured_outputs"] = sampling.structured({"structural_tag": forced})
         return sampling.sampling_params(fields)
 
     def _reasoning_ended(
