@@ -301,6 +301,17 @@ def round_trip(
     }
 
 
+KWARG_SCENARIOS = [
+    chat("k-defaults"),
+    chat("k-override", chat_template_kwargs={"enable_thinking": True}),
+    chat("k-null", chat_template_kwargs={"enable_thinking": None, "custom": "auto"}),
+    chat("k-effort", reasoning_effort="high"),
+    chat("k-extra", chat_template_kwargs={"other": [1, 2]}),
+]
+KWARG_TRIPS = [
+    ("rt-k-defaults", {}, "It is sunny."),
+    ("rt-k-override", {"chat_template_kwargs": {"enable_thinking": True}}, "Hm.</think>\n\nSunny."),
+]
 GPT_OSS = "gpt-oss"
 GPT_OSS_SCENARIOS = [
     chat("g-plain", GPT_OSS),
@@ -387,6 +398,21 @@ CONFIGS = {
     ),
     # No parsers: skip_special_tokens and reasoning_ended as a plain server sets them.
     "R2": Config("qwen3", ["--max-model-len", "4096"], SCENARIOS),
+    # Server-side template defaults under the request's own kwargs.
+    "R3": Config(
+        "qwen3",
+        [
+            *QWEN3_PARSERS,
+            "--enable-auto-tool-choice",
+            "--max-model-len",
+            MAX_MODEL_LEN,
+            "--default-chat-template-kwargs",
+            '{"enable_thinking": false, "custom": 1}',
+        ],
+        KWARG_SCENARIOS,
+        KWARG_TRIPS,
+        eos=(151645,),
+    ),
     # gpt-oss: Harmony, with the conversation start date pinned.
     "G1": Config(
         GPT_OSS,

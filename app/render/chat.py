@@ -103,8 +103,17 @@ def template_kwargs(request: ChatRenderRequest, defaults: dict[str, Any]) -> dic
     }
     if request.reasoning_effort is not None and "enable_thinking" not in own:
         extra["enable_thinking"] = request.reasoning_effort != "none"
-    merged = {**own, **{k: v for k, v in extra.items() if v not in (None, "auto")}}
-    return {**defaults, **merged}
+    merged = {**own, **_set(extra)}
+    return {**defaults, **_set(merged)}
+
+
+def _set(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The kwargs that override: vLLM treats None and "auto" as unset when merging."""
+    return {k: v for k, v in kwargs.items() if not _unset(v)}
+
+
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value == "auto")
 
 
 @dataclass(frozen=True, slots=True)
