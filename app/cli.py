@@ -156,6 +156,36 @@ def _model_flags(parser: argparse.ArgumentParser) -> None:
         help="JSON object merged under each request's chat_template_kwargs",
     )
     group.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="chat template for /render (default: the tokenizer's own)",
+    )
+    group.add_argument(
+        "--trust-request-chat-template",
+        action="store_true",
+        help="let a /render request bring its own chat_template (refused by default, as vLLM)",
+    )
+    group.add_argument(
+        "--render-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="wall time one chat template rendering may take before it is refused",
+    )
+    group.add_argument(
+        "--max-render-chars",
+        metavar="CHARS",
+        type=_positive_int,
+        default=4 * 1024 * 1024,
+        help="longest prompt text a chat template may render before it is tokenized",
+    )
+    group.add_argument(
+        "--system-start-date",
+        metavar="YYYY-MM-DD",
+        help="the conversation start date gpt-oss prompts state (vLLM's "
+        "VLLM_SYSTEM_START_DATE; default: today)",
+    )
+    group.add_argument(
         "--allow-out-of-vocab",
         action="store_true",
         help="decode token ids outside the vocabulary to nothing, as vLLM does, instead "
@@ -449,6 +479,11 @@ def parse_options(argv: Sequence[str] | None = None) -> ServerOptions:
         reasoning_parser=args.reasoning_parser,
         enable_auto_tool_choice=args.enable_auto_tool_choice,
         default_chat_template_kwargs=args.default_chat_template_kwargs,
+        chat_template=args.chat_template,
+        trust_request_chat_template=args.trust_request_chat_template,
+        render_timeout=args.render_timeout,
+        max_render_chars=args.max_render_chars,
+        system_start_date=args.system_start_date,
         max_request_bytes=args.max_request_bytes,
         max_chat_request_bytes=args.max_chat_request_bytes,
         max_tools=args.max_tools,

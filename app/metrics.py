@@ -52,6 +52,20 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.render_latency = Histogram(
+            "derender_render_seconds",
+            "Time to render one request (template, tokenization, sampling), by endpoint.",
+            ["endpoint"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.render_tokens = Counter(
+            "derender_render_prompt_tokens",
+            "Prompt tokens rendered, by endpoint; over derender_render_seconds_sum, the "
+            "tokens per second.",
+            ["endpoint"],
+            registry=self.registry,
+        )
         self.internal_errors = Counter(
             "derender_internal_errors",
             "Requests that failed inside the server (answered 500, logged with a traceback).",
@@ -198,6 +212,11 @@ class Metrics:
             series = self._observed[endpoint, mode, status] = (requests, latency)
         series[0].inc()
         series[1].observe(seconds)
+
+    def observe_render(self, endpoint: str, seconds: float, tokens: int) -> None:
+        """Time one successful render and count its prompt tokens."""
+        self.render_latency.labels(endpoint).observe(seconds)
+        self.render_tokens.labels(endpoint).inc(tokens)
 
     def render(self) -> bytes:
         return generate_latest(self._exposed)

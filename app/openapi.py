@@ -21,6 +21,7 @@ from app.protocol import (
     ErrorBody,
     StreamState,
 )
+from app.render.requests import ChatRenderRequest, CompletionRenderRequest
 from app.settings import Settings
 from app.wire_docs import describe
 
@@ -59,7 +60,51 @@ _SCHEMAS = (
     StreamState,
     CompactChatStreamRequest,
     CompactStreamState,
+    ChatRenderRequest,
+    CompletionRenderRequest,
 )
+
+# vLLM's GenerateRequest, as /render answers it (app/render/chat.py builds it).
+_GENERATE_REQUEST = {
+    "type": "object",
+    "description": "The engine's input, as vLLM 0.33.0's /render gives it: request_id, "
+    "token_ids, sampling_params, and for chat reasoning_ended, reasoning_parser_kwargs and "
+    "parse_context (what derender later reads).",
+    "required": ["request_id", "token_ids", "sampling_params"],
+}
+
+
+def _render(summary: str, request: str, many: bool) -> dict[str, Any]:
+    """A render path: one request in, a GenerateRequest (a list for completions) out."""
+    reply = {"type": "array", "items": _ref("GenerateRequest")} if many else _ref("GenerateRequest")
+    responses = {"200": _json(reply, "the engine's input")}
+    responses.update({code: _json(_ref("ErrorBody"), text) for code, text in _ERRORS.items()})
+    responses["422"] = _json(_ref("ErrorBody"), "rendering ran past --render-timeout")
+    return {
+        "post": {
+            "summary": summary,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref(request)}},
+            },
+            "responses": responses,
+        }
+    }
+
+
+def _render_paths() -> dict[str, Any]:
+    return {
+        "/v1/chat/completions/render": _render(
+            "A chat completion request into the engine's GenerateRequest",
+            "ChatRenderRequest",
+            many=False,
+        ),
+        "/v1/completions/render": _render(
+            "A completion request into one GenerateRequest per prompt",
+            "CompletionRenderRequest",
+            many=True,
+        ),
+    }
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -221,6 +266,7 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
     schemas["ChatStreamReply"]["properties"]["stream_state"] = _ref("StreamState")
     describe(schemas)
     schemas.update(_batch_schemas())
+    schemas["GenerateRequest"] = _GENERATE_REQUEST
     json_object = {"application/json": {"schema": {"type": "object"}}}
     document: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -250,6 +296,7 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
             "/v1/completions/derender/batch": _batch(
                 "Chunks of many text completion streams in one frame", "CompletionBatchRequest"
             ),
+            **_render_paths(),
             "/health": _get("the server is up", None, secured=False),
             "/v1/models": _get("the served model names", json_object, secured),
             "/metrics": _get(

@@ -35,6 +35,8 @@ from app.errors import BodyTooLarge, DerenderError, RoutingError
 from app.failures import failure
 from app.openapi import openapi_document
 from app.protocol import encoder
+from app.render.endpoints import RENDER_PATHS, render_endpoints
+from app.render.service import RenderService
 from app.routing import STREAM_ID_HEADER
 from app.service import DerenderService
 from app.settings import Settings
@@ -87,6 +89,7 @@ class DerenderApp:
             ),
             COMPLETIONS_PATH + SOCKET_SUFFIX: PlainLane(service, True),
         }
+        self._renders = render_endpoints(RenderService(service))
         key = service.settings.api_key
         self._guard = ApiKeyGuard(key) if key else None
 
@@ -101,6 +104,10 @@ class DerenderApp:
             direct = self._direct.get(scope["path"])
             if direct is not None:
                 await self._respond(scope, receive, send, *direct)
+                return
+            render = self._renders.get(scope["path"])
+            if render is not None:
+                await render(scope, receive, send)
                 return
             batch = self._batches.get(scope["path"])
             if batch is not None:
@@ -201,6 +208,7 @@ def create_app(settings: Settings, tokenizer: Tokenizer) -> DerenderApp:
         Route(COMPLETIONS_PATH, _post_only, methods=["POST"]),
         Route(CHAT_PATH + BATCH_SUFFIX, _post_only, methods=["POST"]),
         Route(COMPLETIONS_PATH + BATCH_SUFFIX, _post_only, methods=["POST"]),
+        *(Route(path, _post_only, methods=["POST"]) for path in RENDER_PATHS),
         Route("/health", _health, methods=["GET"]),
         Route("/v1/models", _models(service), methods=["GET"]),
         Route("/metrics", _metrics(service), methods=["GET"]),
@@ -260,7 +268,7 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     method, path = request.method, request.url.path
     headers = exc.headers or {}
-    derender_paths = (CHAT_PATH, COMPLETIONS_PATH)
+    derender_paths = (CHAT_PATH, COMPLETIONS_PATH, *RENDER_PATHS)
     if exc.status_code == 405 and path.removesuffix(BATCH_SUFFIX) in derender_paths:
         message = f"{method} is not allowed on {path}: send a POST with a JSON body."
     elif exc.status_code == 405:
@@ -268,7 +276,7 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
     elif exc.status_code == 404:
         message = (
             f"there is no route {path}: the derender endpoints are POST {CHAT_PATH} and "
-            f"POST {COMPLETIONS_PATH}."
+            f"POST {COMPLETIONS_PATH}, the render endpoints POST {' and POST '.join(RENDER_PATHS)}."
         )
     else:
         message = exc.detail
@@ -278,4 +286,4 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
 
 
 async def _post_only(request: Request) -> Response:
-    raise AssertionError("POSTs to the derender paths never reach Starlette")
+    raise AssertionError("POSTs to the derender and render paths never reach Starlette")

@@ -18,6 +18,11 @@ class Settings:
     reasoning_parser: str | None = None
     enable_auto_tool_choice: bool = False
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    chat_template: str | None = None
+    trust_request_chat_template: bool = False
+    render_timeout: float = 30.0
+    max_render_chars: int = 4 * 1024 * 1024
+    system_start_date: str | None = None
     max_request_bytes: int = 32 * 1024 * 1024
     max_chat_request_bytes: int = 8 * 1024 * 1024
     max_tools: int = 128

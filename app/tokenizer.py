@@ -82,6 +82,11 @@ class Tokenizer:
         # By id: (its text, its piece), or None; filled in as ids are first met.
         self._whole: list[object] = [_UNKNOWN] * self.vocab_size
 
+    @property
+    def hf(self) -> Any:
+        """The transformers tokenizer (the render side applies its chat template)."""
+        return self._hf
+
     def piece(self, token_id: int) -> str | None:
         """The vocab piece of an id, or None when the id has none."""
         if 0 <= token_id < self.vocab_size:
@@ -287,8 +292,8 @@ def load_tokenizer(model: str, tokenizer: str | None = None) -> Tokenizer:
 
     try:
         hf = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
-        config = _read_json(model_dir / "config.json")
-        generation = _read_json(model_dir / "generation_config.json")
+        config = read_json(model_dir / "config.json")
+        generation = read_json(model_dir / "generation_config.json")
     except (OSError, ValueError) as exc:
         denied = _permission_cause(exc)
         if denied is not None:
@@ -339,7 +344,7 @@ def _default_max_model_len(config: dict[str, Any], hf: Any) -> int:
     raise TokenizerLoadError("the model states no context length: pass --max-model-len.")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@
     python -m bench transport                            # the app's CPU per chunk, per wire
     python -m bench load --streams 32 --tokens 1024      # concurrent streams, per mode
     python -m bench health                               # /health under slowloris and amplification
+    python -m bench render --vllm-python /tmp/oracle/venv/bin/python   # /render CPU per request
     python -m bench stream --vllm-python /tmp/oracle/venv/bin/python   # vLLM beside ours
 
 Absolute times hold for the machine that measured them; ratios from one run are the
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from app.cli import DefaultsHelpFormatter
 from app.cli import _positive_int as positive
-from bench import health, hostile, load, micro, stream, transport
+from bench import health, hostile, load, micro, render, stream, transport
 from bench.modes import MODES, Setup, selected
 from bench.report import DEFAULT_OUT
 from bench.workload import PARSER_CONFIGS
@@ -131,6 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="exit 1 unless every row holds the linearity claim"
     )
 
+    r = commands.add_parser(
+        "render",
+        parents=[common],
+        help=summary(render.__doc__),
+        formatter_class=DefaultsHelpFormatter,
+    )
+    r.add_argument("--prompt-tokens", type=positive, nargs="+", default=list(render.PROMPT_TOKENS))
+    r.add_argument("--requests", type=positive, default=10, help="least timed requests per row")
+    r.add_argument("--seconds", type=float, default=3.0, help="least timed wall time per row")
+    r.add_argument("--warmup", type=positive, default=3, help="untimed requests per row")
+    r.add_argument("--vllm-python", type=Path, help="python of a vLLM 0.33.0 installation")
+    r.add_argument("--model", type=Path, help="model directory (default: the bundled qwen3)")
+
     s = commands.add_parser(
         "stream",
         parents=[common, served],
@@ -236,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return health.main(args)
     if args.command == "transport":
         return transport.main(args)
+    if args.command == "render":
+        return render.main(args)
     if args.command == "stream":
         stream.preset(args)
     setup = setup_of(args, args.tokens)

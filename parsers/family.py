@@ -91,6 +91,9 @@ class Tools(_Parser[G]):
 
     one_shot: Callable[[G, Request], ToolParser | None]
     stream: Callable[[G, Request, object], tuple[ToolStream, Any] | None]
+    # vLLM forces a required or named call with a structural tag; where its tag is
+    # Hermes-style, the tags a call sits between (the render side builds the tag).
+    call_tags: Callable[[G], tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

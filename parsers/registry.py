@@ -219,6 +219,14 @@ class ParserFactory:
     def has_tool_parser(self) -> bool:
         return self.tool_name is not None
 
+    def call_tags(self) -> tuple[str, str] | None:
+        """The tags the active tool parser's calls sit between, where vLLM forces calls
+        with a Hermes-style structural tag (``Tools.call_tags``); else None."""
+        side = self._tools
+        if side is None or not isinstance(side.parser, Tools) or side.parser.call_tags is None:
+            return None
+        return side.parser.call_tags(side.made)
+
     def for_request(self, options: ParseOptions) -> ChatParser:
         whole = self._whole
         if whole is not None:

@@ -184,3 +184,10 @@ def test_health_smoke(tmp_path: Path) -> None:
     assert runs[1]["load"].startswith("5 slow sockets held")
     assert "requests of" in runs[2]["load"] and "answered with" in runs[2]["load"]
     assert (tmp_path / "health.png").stat().st_size > 0
+
+
+def test_render_smoke(tmp_path: Path) -> None:
+    argv = ["--prompt-tokens", "50", "--requests", "2", "--warmup", "1", "--seconds", "0"]
+    result = run(tmp_path, "render", *argv)
+    assert [(r["prompt_tokens"], r["tools"]) for r in result["rows"]] == [(50, False), (50, True)]
+    assert all(r["server"] == "ours" and r["rendered_tokens"] > 50 for r in result["rows"])

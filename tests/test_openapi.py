@@ -43,6 +43,8 @@ def test_document_lists_every_route(app: DerenderApp) -> None:
         "/v1/completions/derender",
         "/v1/chat/completions/derender/batch",
         "/v1/completions/derender/batch",
+        "/v1/chat/completions/render",
+        "/v1/completions/render",
         "/health",
         "/v1/models",
         "/metrics",

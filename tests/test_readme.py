@@ -101,3 +101,16 @@ def test_the_model_family_table_names_goldens_its_parsers_were_recorded_with() -
         entries += [TOOL_PARSERS[n] for n in names(row[2])]
         declared = {config for entry in entries for config in entry.golden}
         assert set(re.findall(r"\b[A-Z][0-9]\b", row[4])) <= declared, row
+
+
+def test_the_router_example_prints_what_the_readme_shows() -> None:
+    text = section("The render side: one server for both")
+    [start_command] = fenced(text, "bash")
+    [example] = fenced(text, "python")
+    [printed] = fenced(text, "text")
+    flags = start_command.split()[1:]
+    assert flags == [*PARSER_FLAGS, "--enable-auto-tool-choice"]
+    with serving(*flags) as base:
+        output = run_python("-c", example, env={"DERENDER_URL": base})
+    assert output == printed
+    assert 'call: get_weather {"city": "Paris"}' in output

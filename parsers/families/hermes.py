@@ -398,6 +398,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: HERMES_TAGS,
             one_shot=lambda tags, request: HermesTools(tags),
             stream=_stream,
+            call_tags=lambda tags: (tags.start, tags.end),
             golden=("C1", "C2"),
         ),
         Tools(
@@ -407,6 +408,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: LONGCAT_TAGS,
             one_shot=lambda tags, request: HermesTools(tags),
             stream=_stream,
+            call_tags=lambda tags: (tags.start, tags.end),
             golden=("Q1",),
         ),
     ),
