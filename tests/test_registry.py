@@ -61,7 +61,8 @@ def test_every_name_is_declared_once_and_every_state_has_its_own_tag() -> None:
         for parser in (*family.reasoning, *family.tools):
             declared += [(type(parser).__name__, n) for n in (*parser.names, *parser.aliases)]
         if family.whole is not None:
-            declared += [("Reasoning", family.whole.reasoning), ("Tools", family.whole.tools)]
+            declared += [("Reasoning", name) for name in family.whole.reasoning]
+            declared += [("Tools", name) for name in family.whole.tools]
     assert len(declared) == len(set(declared)) == len(REASONING_PARSERS) + len(TOOL_PARSERS)
     states = {s for f in FAMILIES for p in (*f.reasoning, *f.tools) for s in p.states}
     tags = [state.__struct_config__.tag for state in states]
@@ -116,7 +117,7 @@ def test_a_family_reads_whole_output_combines_with_nothing_else() -> None:
     for family in whole:
         assert family.whole is not None
         with pytest.raises(ParserConfigError, match="cannot be combined"):
-            ParserFactory("hermes", family.whole.reasoning, True, Vocabulary({}))
+            ParserFactory("hermes", family.whole.reasoning[0], True, Vocabulary({}))
 
 
 # vLLM 0.33.0's registered names (scripts/record_parser_names.py, run with the oracle).

@@ -8,6 +8,7 @@ import operator
 from typing import Any
 
 from parsers.families import (
+    cohere_command,
     deepseek,
     dsml,
     ernie45,
@@ -62,6 +63,7 @@ FAMILIES: tuple[Family, ...] = (
     olmo3.FAMILY,
     ernie45.FAMILY,
     step3.FAMILY,
+    cohere_command.FAMILY,
 )
 
 
@@ -74,3 +76,4 @@ def _union(kinds: list[type]) -> Any:
 # by their tags).
 REASONING_STATES = _union([s for f in FAMILIES for p in f.reasoning for s in p.states])
 TOOL_STATES = _union([s for f in FAMILIES for p in f.tools for s in p.states])
+WHOLE_STATES = _union([s for f in FAMILIES if f.whole is not None for s in f.whole.states])

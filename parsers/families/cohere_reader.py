@@ -100,7 +100,6 @@ class CohereState(Struct, tag="cohere"):
     parameters: SerdeJsonState | None = None
     indent_dropped: int = 0
     line_has_text: bool = False
-    pending_ids: dict[int, str] = {}
 
 
 @dataclass
