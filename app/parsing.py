@@ -77,6 +77,7 @@ def to_wire_delta(delta: Delta, pinned_ids: list[str], role_sent: bool) -> Delta
             role=None if role_sent else "assistant",
             content=delta.content,
             reasoning=delta.reasoning,
+            citations=delta.citations,
         )
     calls = []
     for call in delta.tool_calls:
@@ -99,4 +100,5 @@ def to_wire_delta(delta: Delta, pinned_ids: list[str], role_sent: bool) -> Delta
         content=delta.content,
         reasoning=delta.reasoning,
         tool_calls=calls,
+        citations=delta.citations,
     )

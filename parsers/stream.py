@@ -224,7 +224,7 @@ class ChatStream:
     def _hide_reasoning(self, delta: Delta | None) -> Delta | None:
         if delta is not None and not self.options.include_reasoning:
             delta.reasoning = None
-            if not delta.content and not delta.tool_calls:
+            if not delta.content and not delta.tool_calls and not delta.citations:
                 delta = None
         return delta
 

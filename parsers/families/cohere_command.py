@@ -18,12 +18,13 @@ from msgspec import Struct
 
 from parsers.families.cohere_reader import (
     FIRST_SECTION,
+    Cited,
     CohereFilter,
     CohereState,
     Pieces,
 )
 from parsers.family import Family, Whole, reuse
-from parsers.types import Delta, DeltaToolCall, FunctionCall, Vocabulary
+from parsers.types import Citation, Delta, DeltaToolCall, FunctionCall, Vocabulary
 
 PRESET = {"cohere_command3": "cmd3", "cohere_command4": "cmd4"}
 
@@ -62,9 +63,10 @@ class CohereStream:
         if self.tools:
             for result in results:
                 calls += self._call_deltas(result)
-        if not (content or reasoning or calls):
+        cited = [_citation(c) for result in results for c in result.citations]
+        if not (content or reasoning or calls or cited):
             return None
-        return Delta(content=content, reasoning=reasoning, tool_calls=calls)
+        return Delta(content=content, reasoning=reasoning, tool_calls=calls, citations=cited)
 
     def _call_deltas(self, result: Pieces) -> list[DeltaToolCall]:
         pending = self.s.pending_ids
@@ -100,6 +102,11 @@ class CohereStream:
             for piece in read.ordered_calls()
         ]
         return reasoning, content, calls
+
+
+def _citation(cited: Cited) -> Citation:
+    kind = "THINKING_CONTENT" if cited.thinking else "TEXT_CONTENT"
+    return Citation(cited.start, cited.end, cited.text, type=kind)
 
 
 def _joined(parts: list[str | None]) -> str | None:

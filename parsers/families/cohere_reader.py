@@ -94,6 +94,7 @@ class CohereState(Struct, tag="cohere"):
     held: str = ""  # text not read yet: a marker's start, trailing space, an open citation
     trim_left: bool = False
     cite_at: int = -1  # how much of an open citation's text went out already (-1: none)
+    text_index: int = 0  # characters of the section's text read, for citations' spans
     done: bool = False
     call_at: str = BEFORE_CALL
     call_index: int = 0
@@ -113,12 +114,23 @@ class CallPiece:
 
 
 @dataclass
+class Cited:
+    """A citation read: its text's span in its section, and whether it is in thinking."""
+
+    start: int
+    end: int
+    text: str
+    thinking: bool
+
+
+@dataclass
 class Pieces:
     """What one write gives: text per kind, call pieces merged by call."""
 
     content: str | None = None
     reasoning: str | None = None
     calls: dict[int, CallPiece] = field(default_factory=dict)
+    citations: list[Cited] = field(default_factory=list)
 
     def text(self, section: str, text: str) -> None:
         if not text:
@@ -238,6 +250,7 @@ class CohereFilter:
     def _enter(self, section: str) -> None:
         s = self.s
         s.cite_at = -1  # an open citation went out with the text before the marker
+        s.text_index = 0  # a citation's span counts from its section's start
         if section == THINKING:
             s.trim_left = True
         s.section = section
@@ -263,7 +276,7 @@ class CohereFilter:
             send = send[dropped:]
             if send:
                 s.trim_left = False
-        said, taken, cited = self._citations(send)
+        said, taken, cited = self._citations(send, section, out)
         if said is None or (not said and not cited):
             if not send or not final:
                 return dropped + taken
@@ -276,20 +289,19 @@ class CohereFilter:
         out.text(section, said)
         return dropped + taken
 
-    def _citations(self, text: str) -> tuple[str | None, int, bool]:
-        """The text to send of ``text`` with citation tags taken out, how much of it is
-        done with, and whether a whole citation was read; None: wait for more."""
+    def _citations(self, text: str, section: str, out: Pieces) -> tuple[str | None, int, bool]:
+        """The text to send of ``text`` with citation tags taken out (the citations onto
+        ``out``), how much of it is done with, and whether a whole citation was read;
+        None: wait for more."""
         s = self.s
         said: list[str] = []
         taken = 0
         cited = False
         while True:
-            if "<" not in text:
-                said.append(text)
-                return "".join(said), taken + len(text), cited
-            open_at, open_end = _marker_at(text, CITE_OPEN)
+            open_at, open_end = _marker_at(text, CITE_OPEN) if "<" in text else (-1, -1)
             if open_at == -1:
                 said.append(text)
+                s.text_index += len(text)
                 return "".join(said), taken + len(text), cited
             if open_end == -1:
                 return _joined(said, cited), taken, cited
@@ -302,7 +314,11 @@ class CohereFilter:
                 return _joined(said, cited), taken, cited
             if open_end > close_at:
                 return _joined(said, cited), taken, cited
-            piece = text[:open_at] + text[open_end + 1 : close_at]
+            quoted = text[open_end + 1 : close_at]
+            piece = text[:open_at] + quoted
+            start = s.text_index + open_at
+            out.citations.append(Cited(start, start + len(quoted), quoted, section == THINKING))
+            s.text_index += len(piece)
             if s.cite_at != -1:
                 piece = text[s.cite_at : close_at] if s.cite_at < close_at else ""
             s.cite_at = -1
@@ -317,6 +333,7 @@ class CohereFilter:
         """A citation still open: the text before it and what of its own text is new."""
         s = self.s
         before = text[:open_at]
+        s.text_index += len(before)
         if s.cite_at != -1:
             if s.cite_at >= len(text):
                 return before, len(before)

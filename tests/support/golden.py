@@ -194,6 +194,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E3": "step3",
     "E4": "step3",
     "E5": "ernie45",
+    **dict.fromkeys(("H1", "H2", "H3"), "cohere"),
 }
 
 

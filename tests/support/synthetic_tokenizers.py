@@ -98,6 +98,21 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<｜tool_call_begin｜>",
         "<｜tool_call_end｜>",
         "<｜tool_sep｜>",
+    # Cohere Command A / Command 4: turn tokens and the section markers, all special.
+    "cohere": (
+        "<|START_OF_TURN_TOKEN|>",
+        "<|END_OF_TURN_TOKEN|>",
+        "<|SYSTEM_TOKEN|>",
+        "<|USER_TOKEN|>",
+        "<|CHATBOT_TOKEN|>",
+        "<|START_THINKING|>",
+        "<|END_THINKING|>",
+        "<|START_RESPONSE|>",
+        "<|END_RESPONSE|>",
+        "<|START_TEXT|>",
+        "<|END_TEXT|>",
+        "<|START_ACTION|>",
+        "<|END_ACTION|>",
     ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
@@ -121,6 +136,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "olmo3": frozenset(),
     "ernie45": frozenset(),
     "step3": frozenset(),
+    "cohere": frozenset(FAMILY_TOKENS["cohere"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -136,6 +152,7 @@ _EOS = {
     "olmo3": "<|im_end|>",
     "ernie45": "<|im_end|>",
     "step3": "<|im_end|>",
+    "cohere": "<|END_OF_TURN_TOKEN|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -231,6 +248,17 @@ _PHI4_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
 )
+# Cohere's turns; the generation prompt opens the chatbot's turn (Command 4's prompt
+# opens its thinking too: ask with ``thinking``).
+_COHERE_TEMPLATE = (
+    "{%- for m in messages -%}<|START_OF_TURN_TOKEN|>"
+    "{%- if m.role == 'user' -%}<|USER_TOKEN|>{%- elif m.role == 'system' -%}<|SYSTEM_TOKEN|>"
+    "{%- else -%}<|CHATBOT_TOKEN|>{%- endif -%}"
+    "{{ m.content or '' }}<|END_OF_TURN_TOKEN|>{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+    "{%- if thinking is defined and thinking -%}<|START_THINKING|>{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -245,6 +273,7 @@ _TEMPLATES = {
     "olmo3": _CHATML_TEMPLATE,
     "ernie45": _CHATML_TEMPLATE,
     "step3": _CHATML_TEMPLATE,
+    "cohere": _COHERE_TEMPLATE,
 }
 
 

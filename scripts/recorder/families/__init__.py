@@ -8,6 +8,7 @@ from typing import Any
 
 from recorder.common import Config
 from recorder.families import (
+    cohere,
     deepseek,
     ernie,
     glm,
@@ -49,6 +50,7 @@ FAMILIES = (
     mistral,
     ernie,
     step3,
+    cohere,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
