@@ -48,6 +48,7 @@ CONFIGS = (
     *("E3", "E4"),
     "E5",
     *("H1",),
+    *("H1", "H2", "H3"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

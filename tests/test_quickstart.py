@@ -68,6 +68,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3": lambda: synthetic_model("olmo3"),
     "ernie45": lambda: synthetic_model("ernie45"),
     "step3": lambda: synthetic_model("step3"),
+    "cohere-command-a": lambda: synthetic_model("cohere"),
 }
 
 

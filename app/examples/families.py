@@ -485,6 +485,21 @@ EXAMPLES: dict[str, Example] = {
             '<steptml:parameter name="city">Paris</steptml:parameter>\n'
             '<steptml:parameter name="unit">celsius</steptml:parameter>\n'
             "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜><|im_end|>"
+    "cohere-command-a": Example(
+        family="Cohere Command A, Command 4 (sections, citations, `<|START_ACTION|>` JSON calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="cohere_command3",
+        tool_parser="cohere_command3",
+        prompt=(
+            f"<|START_OF_TURN_TOKEN|><|USER_TOKEN|>{QUESTION}<|END_OF_TURN_TOKEN|>"
+            "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+        ),
+        output=(
+            f"<|START_THINKING|>{REASONING}<|END_THINKING|>"
+            f"<|START_RESPONSE|>{ANSWER}<|END_RESPONSE|><|START_ACTION|>[\n"
+            '    {"tool_call_id": "0", "tool_name": "get_weather", '
+            '"parameters": {"city": "Paris", "unit": "celsius"}}\n]<|END_ACTION|>'
+            "<|END_OF_TURN_TOKEN|>"
         ),
     ),
 }

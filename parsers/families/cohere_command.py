@@ -134,6 +134,6 @@ FAMILY = Family(
         states=(CohereStreamState,),
         prepare=_prepare,
         build=_stream,
-        golden=(),
+        golden=("H1", "H2", "H3"),
     ),
 )

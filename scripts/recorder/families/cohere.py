@@ -214,7 +214,11 @@ def cohere_scenarios(sp: Spelling) -> list[Scenario]:
 def reasoning_only_scenarios() -> list[Scenario]:
     """No tool parser: sections still split, an action block is read and dropped."""
     keep = {"reason_answer", "reason_one_call", "plain_answer", "citations", "usage_chunk"}
-    return [s for s in cohere_scenarios(CMD3) if s.name in keep]
+    scenarios = [s for s in cohere_scenarios(CMD3) if s.name in keep]
+    for scenario in scenarios:
+        if "tools" in scenario.chat_request:  # vLLM asks for a tool parser for "auto"
+            scenario.chat_request = scenario.chat_request | {"tool_choice": "none"}
+    return scenarios
 
 
 SYNTHETIC: dict[str, dict[str, Any] | None] = {
