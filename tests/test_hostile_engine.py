@@ -109,6 +109,8 @@ CONFIGS = [
     ("olmo3", None),
     ("ernie45", "ernie45"),
     ("step3", "step3"),
+    ("cohere_command3", "cohere_command3"),
+    ("cohere_command4", "cohere_command4"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

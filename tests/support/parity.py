@@ -31,6 +31,13 @@ _STRAY = ("<think>", "</think>", "<|im_end|>")
 # chunk on its own with its calls (ernie45-chunk-reading, step3-steps): no chunking claim
 # at all.
 _TEXT_MARKERS = frozenset({"olmo3", "ernie45", "step3"})
+# Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers): no
+# chunking claim at all.
+_TEXT_MARKERS = frozenset({"olmo3"})
+# Cohere's filter holds text back by what the buffer ends with (a backslash in an action
+# block, a citation's first characters), so a cut decides what is sent (docs/parity.md,
+# cohere-held-text): no chunking claim either.
+_HELD_TEXT = frozenset({"cohere_command3", "cohere_command4"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 # Inkling's engine consumes its closers, model-message markers and openers in that chunk.
@@ -42,7 +49,7 @@ _MORE_STRAY = {
 
 def chunking_invariant(reasoning_parser: str | None, output: str) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
-    if reasoning_parser in _TEXT_MARKERS:
+    if reasoning_parser in _TEXT_MARKERS or reasoning_parser in _HELD_TEXT:
         return False
     switches = _SWITCHES.get(reasoning_parser or "")
     if switches is None:
