@@ -51,6 +51,7 @@ from bench.plots import LOWER_IS_BETTER, plt  # with the backend chosen
 from bench.report import machine, progress, table, write
 from bench.workload import (
     CHAT_REQUEST,
+    COHERE_CALL_OPEN,
     GLM_CALL_OPEN,
     HARMONY_CALL_OPEN,
     HARMONY_THOUGHT,
@@ -339,6 +340,13 @@ CONFIGS: dict[str, Config] = {
         call_open=f"<｜tool_calls_begin｜>{STEP3_CALL_OPEN}",
         call=f"{STEP3_CALL_OPEN}x</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜>",
         section="<｜tool_calls_begin｜>",
+    "cohere_command3+cohere_command3": Config(
+        "cohere_command3",
+        "cohere_command3",
+        call_open=COHERE_CALL_OPEN,
+        call='{"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": "x"}},\n',
+        section="<|START_ACTION|>[\n",
+        after_reasoning="<|START_THINKING|>Short thought.<|END_THINKING|>",
     ),
 }
 

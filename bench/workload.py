@@ -96,7 +96,12 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "ernie45+ernie45": ("ernie45", "ernie45", "hermes_call"),
     "step3+step3": ("step3", "step3", "step3_call"),
+    "cohere_command3+cohere_command3": ("cohere_command3", "cohere_command3", "cohere_call"),
 }
+# Cohere Command: an action block's first call, its string ``body`` left open.
+COHERE_CALL_OPEN = (
+    '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": '
+)
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
 MISTRAL_ARRAY = "(JSON array)"
@@ -312,6 +317,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
         "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
         '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
+        "cohere_call": "<|START_THINKING|>Short thought.<|END_THINKING|>" + COHERE_CALL_OPEN + '"',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -92,6 +92,8 @@ class CohereState(Struct, tag="cohere"):
 
     section: str
     held: str = ""  # text not read yet: a marker's start, trailing space, an open citation
+    scanned: int = 0  # how much of ``held`` is known to hold no whole marker
+    blank: bool = True  # ``held`` is only white space
     trim_left: bool = False
     cite_at: int = -1  # how much of an open citation's text went out already (-1: none)
     text_index: int = 0  # characters of the section's text read, for citations' spans
@@ -200,6 +202,7 @@ class CohereFilter:
     def __init__(self, preset: str, state: CohereState) -> None:
         self.markers = PRESETS[preset]
         self.marker_list = tuple(self.markers)
+        self.longest = max(len(marker) for marker in self.marker_list)
         self.s = state
 
     # ------------------------------------------------------------------ framing
@@ -209,9 +212,15 @@ class CohereFilter:
         out = Pieces()
         if s.done:
             return out
+        if s.blank and s.section in (ANSWER, THINKING) and not text.strip(_SPACE):
+            # White space after white space: held until text shows it was not the end.
+            s.held += text
+            s.scanned = len(s.held)
+            return out
         s.held += text
         while True:
-            found, at = self._next_marker(s.held)
+            found, at = self._next_marker(s.held, max(0, s.scanned - self.longest + 1))
+            s.scanned = 0
             if found is None:
                 # A marker may be starting at the end: all of it waits for the next write.
                 if at == -1 and s.held:
@@ -223,6 +232,8 @@ class CohereFilter:
                 self._read(s.section, s.held[:at], final=True, out=out)
             s.held = s.held[at + len(found) :]
             self._enter(self.markers[found])
+        s.scanned = len(s.held)  # no marker in it: the next write looks only past it
+        s.blank = not s.held.strip(_SPACE)
         return out
 
     def flush(self) -> Pieces:
@@ -234,13 +245,13 @@ class CohereFilter:
             self._read(s.section, held, final=True, out=out)
         return out
 
-    def _next_marker(self, text: str) -> tuple[str | None, int]:
-        """The first whole marker and where it starts; else (None, where a marker may be
-        starting at the end, or -1)."""
+    def _next_marker(self, text: str, start: int) -> tuple[str | None, int]:
+        """The first whole marker (none starts before ``start``) and where it starts;
+        else (None, where a marker may be starting at the end, or -1)."""
         first: str | None = None
         first_at = -1
         for marker in self.marker_list:
-            at = text.find(marker)
+            at = text.find(marker, start)
             if at != -1 and (first_at == -1 or at < first_at):
                 first, first_at = marker, at
         if first is not None:
