@@ -348,6 +348,13 @@ CONFIGS: dict[str, Config] = {
         section="<|START_ACTION|>[\n",
         after_reasoning="<|START_THINKING|>Short thought.<|END_THINKING|>",
     ),
+    "granite-20b-fc": Config(
+        "granite-20b-fc",
+        None,
+        call_open='<function_call> {"name": "save_note", "arguments": {"body": ',
+        call='<function_call> {"name": "save_note", "arguments": {"body": "x"}}\n',
+        section="<function_call> ",
+    ),
 }
 
 

@@ -69,6 +69,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "ernie45": lambda: synthetic_model("ernie45"),
     "step3": lambda: synthetic_model("step3"),
     "cohere-command-a": lambda: synthetic_model("cohere"),
+    # Its markup is plain text: Qwen3's vocabulary stands in.
+    "granite-20b-fc": lambda: "qwen3",
 }
 
 
@@ -156,6 +158,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "mistral",  # no [THINK] before tokenizer v11
         "granite4",  # Granite 4.0 has no reasoning parser
         "phi4-mini",  # none either
+        "granite-20b-fc",  # nor granite-20b-functioncalling
     }
 
 

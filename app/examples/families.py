@@ -502,4 +502,14 @@ EXAMPLES: dict[str, Example] = {
             "<|END_OF_TURN_TOKEN|>"
         ),
     ),
+    "granite-20b-fc": Example(
+        family="Granite 20B function calling (`<function_call>` JSON calls)",
+        tokenizer=MODEL_DIR,
+        tool_parser="granite-20b-fc",
+        prompt=f"{QWEN3_PROMPT}",
+        output=(
+            '<function_call> {"name": "get_weather", "arguments": {"city": "Paris", '
+            '"unit": "celsius"}}<|im_end|>'
+        ),
+    ),
 }

@@ -14,6 +14,7 @@ from parsers.families import (
     ernie45,
     glm,
     granite4,
+    granite_fc,
     granite_phrases,
     harmony,
     hermes,
@@ -64,6 +65,7 @@ FAMILIES: tuple[Family, ...] = (
     ernie45.FAMILY,
     step3.FAMILY,
     cohere_command.FAMILY,
+    granite_fc.FAMILY,
 )
 
 

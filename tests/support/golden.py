@@ -121,6 +121,9 @@ CHUNK_DEPENDENT = {
     "F1.null_arguments": "granite4-null-arguments",
     # olmo3 reads its markers as text, chunk by chunk: where they fall against the chunk
     # boundaries decides what is reasoning, content, or never sent
+    # granite-20b-fc holds output that may become its opener, then sends only the chunk
+    # that shows it is not: the held text is lost
+    "H4.opener_prefix": "granite-fc-held-opener",
     **{
         f"O1.{scenario}": "olmo3-text-markers"
         for scenario in (
@@ -195,6 +198,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E4": "step3",
     "E5": "ernie45",
     **dict.fromkeys(("H1", "H2", "H3"), "cohere"),
+    "H4": "nemotron_v3",
 }
 
 

@@ -14,6 +14,7 @@ from recorder.families import (
     glm,
     gptoss,
     granite,
+    granite_fc,
     holo2,
     inkling,
     kimi,
@@ -51,6 +52,7 @@ FAMILIES = (
     ernie,
     step3,
     cohere,
+    granite_fc,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
