@@ -47,6 +47,7 @@ def parse_options(request: ChatRequest, default_kwargs: dict[str, Any]) -> Parse
         parallel_tool_calls=request.parallel_tool_calls,
         include_reasoning=request.include_reasoning,
         chat_template_kwargs=chat_template_kwargs(request, default_kwargs),
+        logprobs=bool(request.logprobs),
     )
 
 

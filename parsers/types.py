@@ -33,6 +33,7 @@ class ParseOptions(Struct, frozen=True):
     parallel_tool_calls: bool | None = True
     include_reasoning: bool = True
     chat_template_kwargs: dict[str, Any] = {}
+    logprobs: bool = False  # the request asks for them (one parser sends "" then)
 
     @property
     def forces_tool_calls(self) -> bool:

@@ -199,6 +199,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E5": "ernie45",
     **dict.fromkeys(("H1", "H2", "H3"), "cohere"),
     "H4": "nemotron_v3",
+    "H5": "poolside",
 }
 
 
