@@ -355,6 +355,12 @@ CONFIGS: dict[str, Config] = {
         call='<function_call> {"name": "save_note", "arguments": {"body": "x"}}\n',
         section="<function_call> ",
     ),
+    "poolside_v1 tools": Config(
+        "poolside_v1",
+        None,
+        call_open="<tool_call>save_note\n<arg_key>body</arg_key><arg_value>",
+        call="<tool_call>save_note\n<arg_key>body</arg_key><arg_value>x</arg_value></tool_call>\n",
+    ),
 }
 
 

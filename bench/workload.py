@@ -98,6 +98,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "step3+step3": ("step3", "step3", "step3_call"),
     "cohere_command3+cohere_command3": ("cohere_command3", "cohere_command3", "cohere_call"),
     "granite-20b-fc": ("granite-20b-fc", None, "granite_fc_call"),
+    "poolside_v1 tools": ("poolside_v1", None, "poolside_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -318,6 +319,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
         "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
         '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
+        "poolside_call": "<tool_call>save_note\n<arg_key>body</arg_key><arg_value>",
         "granite_fc_call": '<function_call> {"name": "save_note", "arguments": {"body": "',
         "cohere_call": "<|START_THINKING|>Short thought.<|END_THINKING|>" + COHERE_CALL_OPEN + '"',
     }[kind]

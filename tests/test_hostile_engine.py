@@ -111,6 +111,7 @@ CONFIGS = [
     ("step3", "step3"),
     ("cohere_command3", "cohere_command3"),
     ("cohere_command4", "cohere_command4"),
+    (None, "poolside_v1"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

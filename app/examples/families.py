@@ -411,9 +411,13 @@ EXAMPLES: dict[str, Example] = {
         family="Poolside Laguna",
         tokenizer=MODEL_DIR,
         reasoning_parser="poolside_v1",
-        tool_parser=None,
+        tool_parser="poolside_v1",
         prompt=f"<user>{QUESTION}<|im_end|>\n<assistant><think>\n",
-        output=f"{REASONING}</think>{ANSWER}<|im_end|>",
+        output=(
+            f"{REASONING}</think>{ANSWER}<tool_call>get_weather\n<arg_key>city</arg_key>"
+            "<arg_value>Paris</arg_value><arg_key>unit</arg_key><arg_value>celsius</arg_value>"
+            "</tool_call><|im_end|>"
+        ),
         chat_template_kwargs={"enable_thinking": True},
     ),
     "holo2": Example(
