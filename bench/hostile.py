@@ -340,6 +340,7 @@ CONFIGS: dict[str, Config] = {
         call_open=f"<｜tool_calls_begin｜>{STEP3_CALL_OPEN}",
         call=f"{STEP3_CALL_OPEN}x</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜>",
         section="<｜tool_calls_begin｜>",
+    ),
     "cohere_command3+cohere_command3": Config(
         "cohere_command3",
         "cohere_command3",

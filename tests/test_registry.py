@@ -13,7 +13,7 @@ import re
 import pytest
 
 from parsers.families import FAMILIES
-from parsers.family import Family, Whole
+from parsers.family import Whole
 from parsers.registry import (
     REASONING_PARSERS,
     TOOL_PARSERS,
@@ -131,14 +131,11 @@ NOT_YET = {
     "tool_parsers": {
         "apertus",
         "beam",
-        "cohere_command3",
-        "cohere_command4",
         "dots",
         "functiongemma",
         "gemma4",
         "gigachat3",
         "granite",
-        "granite-20b-fc",
         "hf",
         "hunyuan_a13b",
         "hy_v3",
@@ -157,12 +154,9 @@ NOT_YET = {
         "musespark1x",
         "olmo3",
         "plamo3",
-        "poolside_v1",
     },
     "reasoning_parsers": {
         "beam",
-        "cohere_command3",
-        "cohere_command4",
         "gemma4",
         "granite_thinking_parser",
         "hf",

@@ -489,6 +489,8 @@ EXAMPLES: dict[str, Example] = {
             '<steptml:parameter name="city">Paris</steptml:parameter>\n'
             '<steptml:parameter name="unit">celsius</steptml:parameter>\n'
             "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜><|im_end|>"
+        ),
+    ),
     "cohere-command-a": Example(
         family="Cohere Command A, Command 4 (sections, citations, `<|START_ACTION|>` JSON calls)",
         tokenizer=MODEL_DIR,

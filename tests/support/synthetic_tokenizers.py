@@ -98,6 +98,7 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<｜tool_call_begin｜>",
         "<｜tool_call_end｜>",
         "<｜tool_sep｜>",
+    ),
     # Cohere Command A / Command 4: turn tokens and the section markers, all special.
     "cohere": (
         "<|START_OF_TURN_TOKEN|>",
