@@ -47,6 +47,7 @@ def parse_options(request: ChatRequest, default_kwargs: dict[str, Any]) -> Parse
         parallel_tool_calls=request.parallel_tool_calls,
         include_reasoning=request.include_reasoning,
         chat_template_kwargs=chat_template_kwargs(request, default_kwargs),
+        logprobs=bool(request.logprobs),
     )
 
 
@@ -77,6 +78,7 @@ def to_wire_delta(delta: Delta, pinned_ids: list[str], role_sent: bool) -> Delta
             role=None if role_sent else "assistant",
             content=delta.content,
             reasoning=delta.reasoning,
+            citations=delta.citations,
         )
     calls = []
     for call in delta.tool_calls:
@@ -99,4 +101,5 @@ def to_wire_delta(delta: Delta, pinned_ids: list[str], role_sent: bool) -> Delta
         content=delta.content,
         reasoning=delta.reasoning,
         tool_calls=calls,
+        citations=delta.citations,
     )

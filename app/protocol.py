@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType, field
 
+from parsers.types import Citation
+
 NonNegativeInt = Annotated[int, Meta(ge=0)]
 PositiveInt = Annotated[int, Meta(gt=0)]
 TokenIds = list[NonNegativeInt]
@@ -471,6 +473,7 @@ class DeltaMessage(Struct, kw_only=True, omit_defaults=True):
     content: str | None
     reasoning: str | None
     tool_calls: list[DeltaToolCall] = []
+    citations: list[Citation] = []  # Cohere's citation spans (vLLM's CohereDeltaMessage)
 
 
 class ChatStreamChoice(Struct):

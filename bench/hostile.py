@@ -51,6 +51,7 @@ from bench.plots import LOWER_IS_BETTER, plt  # with the backend chosen
 from bench.report import machine, progress, table, write
 from bench.workload import (
     CHAT_REQUEST,
+    COHERE_CALL_OPEN,
     GLM_CALL_OPEN,
     HARMONY_CALL_OPEN,
     HARMONY_THOUGHT,
@@ -401,6 +402,27 @@ CONFIGS: dict[str, Config] = {
         call_open='<tool_call>[{"name": "save_note", "arguments": {"body": ',
         call='{"name": "save_note", "arguments": {"body": "x"}}, ',
         section="<tool_call>[",
+    ),
+    "cohere_command3+cohere_command3": Config(
+        "cohere_command3",
+        "cohere_command3",
+        call_open=COHERE_CALL_OPEN,
+        call='{"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": "x"}},\n',
+        section="<|START_ACTION|>[\n",
+        after_reasoning="<|START_THINKING|>Short thought.<|END_THINKING|>",
+    ),
+    "granite-20b-fc": Config(
+        "granite-20b-fc",
+        None,
+        call_open='<function_call> {"name": "save_note", "arguments": {"body": ',
+        call='<function_call> {"name": "save_note", "arguments": {"body": "x"}}\n',
+        section="<function_call> ",
+    ),
+    "poolside_v1 tools": Config(
+        "poolside_v1",
+        None,
+        call_open="<tool_call>save_note\n<arg_key>body</arg_key><arg_value>",
+        call="<tool_call>save_note\n<arg_key>body</arg_key><arg_value>x</arg_value></tool_call>\n",
     ),
 }
 

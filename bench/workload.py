@@ -107,7 +107,14 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "gemma4+gemma4": ("gemma4", "gemma4", "gemma4_call"),
     "granite_thinking_parser+qwen3_coder": ("qwen3_coder", "granite_thinking_parser", "coder_call"),
     "granite (tools)": ("granite", None, "granite_array_call"),
+    "cohere_command3+cohere_command3": ("cohere_command3", "cohere_command3", "cohere_call"),
+    "granite-20b-fc": ("granite-20b-fc", None, "granite_fc_call"),
+    "poolside_v1 tools": ("poolside_v1", None, "poolside_call"),
 }
+# Cohere Command: an action block's first call, its string ``body`` left open.
+COHERE_CALL_OPEN = (
+    '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": '
+)
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
 MISTRAL_ARRAY = "(JSON array)"
@@ -343,6 +350,9 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         '{"body": "',
         "gemma4_call": GEMMA4_THOUGHT + '<|tool_call>call:save_note{body:<|"|>',
         "granite_array_call": '<tool_call>[{"name": "save_note", "arguments": {"body": "',
+        "poolside_call": "<tool_call>save_note\n<arg_key>body</arg_key><arg_value>",
+        "granite_fc_call": '<function_call> {"name": "save_note", "arguments": {"body": "',
+        "cohere_call": "<|START_THINKING|>Short thought.<|END_THINKING|>" + COHERE_CALL_OPEN + '"',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from parsers.families.harmony import HarmonyStream
 from parsers.ids import chat_tool_call_id
 from parsers.types import ExtractedToolCalls, FunctionCall, ParsedMessage, ParseOptions
+
+if TYPE_CHECKING:
+    from parsers.family import WholeStream
 
 
 class ReasoningParser(Protocol):
@@ -70,13 +72,13 @@ class ChatParser:
         tools: ToolParser | None,
         *,
         engine_based: bool,
-        harmony: HarmonyStream | None = None,
+        harmony: WholeStream | None = None,
     ) -> None:
         self.options = options
         self.reasoning = reasoning
         self.tools = tools
         self.engine_based = engine_based
-        # gpt-oss: Harmony reads the output by token id; calls are kept as tool_choice says.
+        # A format read whole (gpt-oss's Harmony, Cohere's); calls kept as tool_choice says.
         self.harmony = harmony
         self.has_tool_parser = tools is not None or (harmony is not None and harmony.tools)
 
@@ -89,7 +91,7 @@ class ChatParser:
     ) -> ParsedMessage:
         """Split a whole output; tool-call ids derive from ``id_seed``."""
         if self.harmony is not None:
-            return self._assemble(*self.harmony.parse(token_ids), id_seed)
+            return self._assemble(*self.harmony.parse(text, token_ids), id_seed)
         reasoning: str | None = None
         content: str | None = text
         if self.reasoning is not None:

@@ -10,18 +10,26 @@ request from what ``prepare`` gave.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from parsers.types import ParseOptions, Vocabulary
+from parsers.types import Delta, FunctionCall, ParseOptions, Vocabulary
 
 if TYPE_CHECKING:
     from parsers.chat import ReasoningParser, ToolParser
-    from parsers.families.harmony import HarmonyStream
     from parsers.stream import ReasoningStream, ToolStream
 
-__all__ = ["Family", "ParserUnavailable", "Reasoning", "Request", "Tools", "Whole", "reuse"]
+__all__ = [
+    "Family",
+    "ParserUnavailable",
+    "Reasoning",
+    "Request",
+    "Tools",
+    "Whole",
+    "WholeStream",
+    "reuse",
+]
 
 
 class ParserUnavailable(ValueError):
@@ -96,19 +104,35 @@ class Tools(_Parser[G]):
     call_tags: Callable[[G], tuple[str, str]] | None = None
 
 
+class WholeStream(Protocol):
+    """A format's parser that reads reasoning, content and calls alike: per chunk
+    (``step``, given its text and ids) or a whole output (``parse``). ``tools``: whether
+    the tool side is on (calls are read only then)."""
+
+    tools: bool
+
+    def step(self, text: str, token_ids: Sequence[int], finished: bool) -> Delta | None: ...
+
+    def parse(
+        self, text: str, token_ids: Sequence[int]
+    ) -> tuple[str | None, str | None, list[FunctionCall]]: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Whole(Generic[G]):
     """A format one parser reads whole, reasoning, content and calls alike (gpt-oss's
-    Harmony): its reasoning and tool names combine only with each other. ``build``
-    takes what ``prepare`` gave, whether the reasoning and the tool side are on, the
-    id seed and the state kept (``ChatStreamState.harmony``)."""
+    Harmony, Cohere's Command): its reasoning and tool names combine only with each
+    other. ``prepare`` gets the name that picks the dialect (the reasoning side's when
+    both are set, as vLLM picks); ``build`` takes what it gave, whether the reasoning
+    and the tool side are on, the id seed and the state kept (``ChatStreamState.harmony``,
+    named for the first such format)."""
 
-    reasoning: str
-    tools: str
+    reasoning: tuple[str, ...]
+    tools: tuple[str, ...]
     needs: tuple[str, ...] = ()
     states: tuple[type, ...]
-    prepare: Callable[[Vocabulary], G]
-    build: Callable[[G, bool, bool, str, object], tuple[HarmonyStream, Any]]
+    prepare: Callable[[str, Vocabulary], G]
+    build: Callable[[G, bool, bool, str, object], tuple[WholeStream, Any]]
     golden: tuple[str, ...]
 
 

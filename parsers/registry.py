@@ -68,8 +68,8 @@ def _table(kind: str) -> dict[str, Entry]:
                 assert target in parser.names, f"alias {alias!r} of an undeclared {target!r}"
                 add(alias, Entry(alias, family, parser, target))
         if family.whole is not None:
-            name = getattr(family.whole, kind)
-            add(name, Entry(name, family, family.whole, name))
+            for name in getattr(family.whole, kind):
+                add(name, Entry(name, family, family.whole, name))
     return dict(sorted(table.items()))
 
 
@@ -126,8 +126,6 @@ def _prepare(flag: str, entry: Entry, vocab: Vocabulary) -> Any:
     """What the parser makes of the tokenizer, or the flag's error when it cannot."""
     _check_tokens(flag, entry.name, entry.needs, vocab)
     try:
-        if isinstance(entry.parser, Whole):
-            return entry.parser.prepare(vocab)
         return entry.parser.prepare(entry.prepared_as, vocab)
     except ParserUnavailable as exc:
         raise ParserConfigError(f"{flag} {entry.name}: {exc}") from None
@@ -148,7 +146,8 @@ def _whole_owner(reasoning: Entry | None, tools: Entry | None) -> tuple[str, Ent
     if mixed:
         raise ParserConfigError(
             f"{' and '.join(mixed)} cannot be combined with the {entry.family.title} parsers "
-            f"(--reasoning-parser {spec.reasoning}, --tool-call-parser {spec.tools})"
+            f"(--reasoning-parser {' / '.join(spec.reasoning)}, "
+            f"--tool-call-parser {' / '.join(spec.tools)})"
         )
     return kind, entry
 

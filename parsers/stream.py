@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 import msgspec
 from msgspec import Struct
 
-from parsers.families import REASONING_STATES, TOOL_STATES
-from parsers.families.harmony import HarmonyState, HarmonyStream
+from parsers.families import REASONING_STATES, TOOL_STATES, WHOLE_STATES
+from parsers.family import WholeStream
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.types import Delta, ParseOptions
 
@@ -61,9 +61,11 @@ class ToolStream(Protocol):
 if TYPE_CHECKING:
     ReasoningState = Struct
     ToolState = Struct
+    WholeState = Struct
 else:
     ReasoningState = REASONING_STATES
     ToolState = TOOL_STATES
+    WholeState = WHOLE_STATES
 
 
 class ChatStreamState(Struct):
@@ -76,7 +78,8 @@ class ChatStreamState(Struct):
     tools: ToolState | None = None
     forced_announced: bool = False
     required: RequiredState | None = None
-    harmony: HarmonyState | None = None
+    # A format read whole (named for the first, gpt-oss's Harmony).
+    harmony: WholeState | None = None
 
     def for_snapshot(self) -> ChatStreamState:
         """A copy of this state as a snapshot keeps it: what grows with the stream but a
@@ -120,10 +123,10 @@ class ChatStream:
         keep_tool_calls: bool,
         id_seed: str,
         state: ChatStreamState,
-        harmony: HarmonyStream | None = None,
+        harmony: WholeStream | None = None,
     ) -> None:
         self.options = options
-        # gpt-oss: Harmony reads the whole output (reasoning, content and calls) by id.
+        # A format read whole: reasoning, content and calls (gpt-oss's Harmony, Cohere's).
         self.harmony = harmony
         self.id_seed = id_seed
         self.reasoning = reasoning
@@ -174,7 +177,7 @@ class ChatStream:
         finished: bool,
     ) -> Delta | None:
         if self.harmony is not None:
-            return self._hide_reasoning(self.harmony.step(token_ids, finished))
+            return self._hide_reasoning(self.harmony.step(text, token_ids, finished))
         state = self.state
         reasoning = self.reasoning
         if not state.prompt_checked and prompt_token_ids is not None:
@@ -221,7 +224,7 @@ class ChatStream:
     def _hide_reasoning(self, delta: Delta | None) -> Delta | None:
         if delta is not None and not self.options.include_reasoning:
             delta.reasoning = None
-            if not delta.content and not delta.tool_calls:
+            if not delta.content and not delta.tool_calls and not delta.citations:
                 delta = None
         return delta
 

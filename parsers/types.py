@@ -33,6 +33,7 @@ class ParseOptions(Struct, frozen=True):
     parallel_tool_calls: bool | None = True
     include_reasoning: bool = True
     chat_template_kwargs: dict[str, Any] = {}
+    logprobs: bool = False  # the request asks for them (one parser sends "" then)
 
     @property
     def forces_tool_calls(self) -> bool:
@@ -75,12 +76,26 @@ class DeltaToolCall(Struct, kw_only=True):
     arguments: str | None = None
 
 
+class Citation(Struct):
+    """A span of the text a model cites (Cohere's ``<co>...</co: ...>``), as vLLM streams
+    it: where in its section, the text, and whether in thinking or the answer. Its
+    sources are resolved only by Cohere's own chat API, so a derender sends none."""
+
+    start: int
+    end: int
+    text: str
+    sources: list[Any] = []
+    content_index: None = None
+    type: str = "TEXT_CONTENT"
+
+
 class Delta(Struct):
     """What one streamed chunk adds to the message."""
 
     content: str | None = None
     reasoning: str | None = None
     tool_calls: list[DeltaToolCall] = []
+    citations: list[Citation] = []
 
 
 def _no_text(token_id: int) -> str:

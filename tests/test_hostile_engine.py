@@ -144,6 +144,9 @@ CONFIGS = [
     (None, "gemma4"),
     ("granite_thinking_parser", "qwen3_coder"),
     (None, "granite"),
+    ("cohere_command3", "cohere_command3"),
+    ("cohere_command4", "cohere_command4"),
+    (None, "poolside_v1"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
@@ -207,6 +210,28 @@ def test_llama3_json_on_hostile_output_never_raises(output: str, cuts: list[int]
     folded = Assembled()
     for i, piece in enumerate(pieces):
         folded.add(stream.step(piece, [0], "stop" if i == len(pieces) - 1 else None, [])[0])
+
+
+@HOSTILE_SETTINGS
+@given(
+    output=st.lists(
+        st.sampled_from(['{"name": "count", "arguments": ', "<function_call>", *HOSTILE])
+        | st.just(DEEP),
+        min_size=1,
+        max_size=40,
+    ).map(lambda parts: "<function_call>" + "".join(parts)),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+)
+def test_granite_fc_on_hostile_output_never_raises(output: str, cuts: list[int]) -> None:
+    """llama3_json's reading in granite-20b-fc's dialect (its stream, like vLLM's, depends
+    on the chunking: no claim but that it reads)."""
+    factory = ParserFactory("granite-20b-fc", None, True, Vocabulary({}))
+    factory.for_request(options()).parse(output, [], "seed")
+    bounds = sorted({c % (len(output) + 1) for c in cuts} | {0, len(output)})
+    pieces = [output[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    stream = factory.stream_for_request(options(), "seed")
+    for i, piece in enumerate(pieces):
+        stream.step(piece, [0], "stop" if i == len(pieces) - 1 else None, [])
 
 
 @pytest.mark.parametrize(

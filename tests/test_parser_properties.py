@@ -184,6 +184,29 @@ def granite_array_output(draw: st.DrawFn) -> str:
     return out
 
 
+@st.composite
+def cohere_output(draw: st.DrawFn, answer: str = "RESPONSE") -> str:
+    """Cohere Command's sections and an action block (parameters never empty: the
+    filter sends no text for ``{}``, one-shot or streamed)."""
+    out = ""
+    if draw(st.booleans()):
+        out += "<|START_THINKING|>" + draw(text) + "<|END_THINKING|>"
+    if draw(st.booleans()):
+        out += f"<|START_{answer}|>" + draw(text) + f"<|END_{answer}|>"
+    calls = [call for call in draw(st.lists(args, max_size=3)) if call[1]]
+    if calls:
+        lines = [
+            "    "
+            + json.dumps(
+                {"tool_call_id": str(n), "tool_name": name, "parameters": arguments},
+                ensure_ascii=False,
+            )
+            for n, (name, arguments) in enumerate(calls)
+        ]
+        out += "<|START_ACTION|>[\n" + ",\n".join(lines) + "\n]<|END_ACTION|>"
+    return out or draw(text)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -215,6 +238,8 @@ CONFIGS = {
         coder_output(),
     ),
     "granite (tools)": (("granite", None), granite_array_output()),
+    "cohere_command3": (("cohere_command3", "cohere_command3"), cohere_output()),
+    "cohere_command4": (("cohere_command4", "cohere_command4"), cohere_output("TEXT")),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

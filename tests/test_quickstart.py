@@ -78,6 +78,9 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "gemma4": lambda: synthetic_model("gemma4"),
     "granite-4.2": lambda: synthetic_model("nemotron_v3"),
     "granite-3": lambda: synthetic_model("granite"),
+    "cohere-command-a": lambda: synthetic_model("cohere"),
+    # Its markup is plain text: Qwen3's vocabulary stands in.
+    "granite-20b-fc": lambda: "qwen3",
 }
 
 
@@ -170,6 +173,8 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "granite4",  # Granite 4.0 has no reasoning parser
         "phi4-mini",  # none either
         "gigachat3",  # none either
+        "granite-20b-fc",  # nor granite-20b-functioncalling
+        "granite-3",  # nor Granite 3.0 and 3.1
     }
 
 

@@ -81,7 +81,7 @@ def family_table() -> list[list[str]]:
 
 
 def names(cell: str) -> set[str]:
-    return set(re.findall(r"`([a-z0-9_]+)`", cell))
+    return set(re.findall(r"`([a-z0-9_]+(?:-[a-z0-9_]+)*)`", cell))
 
 
 def test_the_model_family_table_names_every_registered_parser_and_no_other() -> None:

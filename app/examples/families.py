@@ -411,9 +411,13 @@ EXAMPLES: dict[str, Example] = {
         family="Poolside Laguna",
         tokenizer=MODEL_DIR,
         reasoning_parser="poolside_v1",
-        tool_parser=None,
+        tool_parser="poolside_v1",
         prompt=f"<user>{QUESTION}<|im_end|>\n<assistant><think>\n",
-        output=f"{REASONING}</think>{ANSWER}<|im_end|>",
+        output=(
+            f"{REASONING}</think>{ANSWER}<tool_call>get_weather\n<arg_key>city</arg_key>"
+            "<arg_value>Paris</arg_value><arg_key>unit</arg_key><arg_value>celsius</arg_value>"
+            "</tool_call><|im_end|>"
+        ),
         chat_template_kwargs={"enable_thinking": True},
     ),
     "holo2": Example(
@@ -594,6 +598,33 @@ EXAMPLES: dict[str, Example] = {
             f"{ANSWER}\n"
             '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", '
             '"unit": "celsius"}}]<|end_of_text|>'
+        ),
+    ),
+    "cohere-command-a": Example(
+        family="Cohere Command A, Command 4 (sections, citations, `<|START_ACTION|>` JSON calls)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="cohere_command3",
+        tool_parser="cohere_command3",
+        prompt=(
+            f"<|START_OF_TURN_TOKEN|><|USER_TOKEN|>{QUESTION}<|END_OF_TURN_TOKEN|>"
+            "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+        ),
+        output=(
+            f"<|START_THINKING|>{REASONING}<|END_THINKING|>"
+            f"<|START_RESPONSE|>{ANSWER}<|END_RESPONSE|><|START_ACTION|>[\n"
+            '    {"tool_call_id": "0", "tool_name": "get_weather", '
+            '"parameters": {"city": "Paris", "unit": "celsius"}}\n]<|END_ACTION|>'
+            "<|END_OF_TURN_TOKEN|>"
+        ),
+    ),
+    "granite-20b-fc": Example(
+        family="Granite 20B function calling (`<function_call>` JSON calls)",
+        tokenizer=MODEL_DIR,
+        tool_parser="granite-20b-fc",
+        prompt=f"{QWEN3_PROMPT}",
+        output=(
+            '<function_call> {"name": "get_weather", "arguments": {"city": "Paris", '
+            '"unit": "celsius"}}<|im_end|>'
         ),
     ),
 }

@@ -8,6 +8,7 @@ import operator
 from typing import Any
 
 from parsers.families import (
+    cohere_command,
     deepseek,
     dsml,
     ernie45,
@@ -16,6 +17,7 @@ from parsers.families import (
     glm,
     granite,
     granite4,
+    granite_fc,
     granite_phrases,
     granite_thinking,
     harmony,
@@ -76,6 +78,8 @@ FAMILIES: tuple[Family, ...] = (
     gemma4.FAMILY,
     granite_thinking.FAMILY,
     granite.FAMILY,
+    cohere_command.FAMILY,
+    granite_fc.FAMILY,
 )
 
 
@@ -88,3 +92,4 @@ def _union(kinds: list[type]) -> Any:
 # by their tags).
 REASONING_STATES = _union([s for f in FAMILIES for p in f.reasoning for s in p.states])
 TOOL_STATES = _union([s for f in FAMILIES for p in f.tools for s in p.states])
+WHOLE_STATES = _union([s for f in FAMILIES if f.whole is not None for s in f.whole.states])

@@ -241,8 +241,9 @@ class HarmonyStream:
 
     # ------------------------------------------------------------------ streamed
 
-    def step(self, token_ids: Sequence[int], finished: bool) -> Delta | None:
-        """The delta of one chunk: its reasoning, content and tool-call pieces."""
+    def step(self, text: str, token_ids: Sequence[int], finished: bool) -> Delta | None:
+        """The delta of one chunk (read by id: its text is not needed): its reasoning,
+        content and tool-call pieces."""
         reader = self.reader
         s = self.s
         kind, recipient = _reading(reader.header)
@@ -298,8 +299,11 @@ class HarmonyStream:
 
     # ------------------------------------------------------------------ one-shot
 
-    def parse(self, token_ids: Sequence[int]) -> tuple[str | None, str | None, list[FunctionCall]]:
-        """A whole output: reasoning, content and tool calls, each message joined by newlines.
+    def parse(
+        self, text: str, token_ids: Sequence[int]
+    ) -> tuple[str | None, str | None, list[FunctionCall]]:
+        """A whole output (read by id): reasoning, content and tool calls, each message
+        joined by newlines.
 
         Each output (each choice) is read by a fresh reader.
         """
@@ -343,7 +347,7 @@ def _arguments(text: str, content_type: str | None) -> str:
 # ---------------------------------------------------------------------------- the family
 
 
-def _grammar(vocab: Vocabulary) -> HarmonyGrammar:
+def _grammar(_: str, vocab: Vocabulary) -> HarmonyGrammar:
     try:
         return HarmonyGrammar(vocab)
     except HarmonyUnavailable as exc:
@@ -364,8 +368,8 @@ FAMILY = Family(
     title="gpt-oss (Harmony)",
     tokenizer="bundled gpt-oss (quicktok-v1 package: o200k_harmony)",
     whole=Whole(
-        reasoning="openai_gptoss",
-        tools="openai",
+        reasoning=("openai_gptoss",),
+        tools=("openai",),
         states=(HarmonyState,),
         prepare=_grammar,
         build=_stream,

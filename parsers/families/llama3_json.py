@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import partial_json_parser
@@ -110,16 +112,67 @@ def _with_arguments(call: Any) -> Any:
     return call
 
 
+def _as_read(call: Any) -> Any:
+    return call
+
+
+def _skip_space(text: str, at: int) -> int:
+    """Past the white space at ``at`` (vLLM's ``consume_space``)."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
+@dataclass(frozen=True)
+class JsonCallsDialect:
+    """How a family spells a run of JSON calls that vLLM streams with this reading.
+
+    ``opener`` opens the run (optional where ``bare`` lets a ``{`` open it too);
+    ``holds_opener`` sends nothing while the output may still become the opener;
+    ``first`` and ``after`` give where the first call starts and where the next one
+    starts after a call's end; ``arguments`` reads a call as vLLM does; ``incremental``:
+    the call may be read incrementally (``parsers.readers.partialjson``, which takes
+    ``parameters`` for ``arguments``), else it is read again each step within the
+    stream's budget. ``skips_space``: ``first`` skips white space after the opener (kept
+    once found, so a run of it is read once).
+    """
+
+    opener: str
+    bare: bool
+    holds_opener: bool
+    first: Callable[[str], int]
+    after: Callable[[str, int], int]
+    arguments: Callable[[Any], Any]
+    incremental: bool
+    skips_space: bool = False
+
+    def opens(self, text: str) -> bool:
+        return text.startswith(self.opener) or (self.bare and text.startswith("{"))
+
+
+LLAMA3 = JsonCallsDialect(
+    opener=BOT_TOKEN,
+    bare=True,
+    holds_opener=False,
+    first=lambda text: len(BOT_TOKEN) if text.startswith(BOT_TOKEN) else 0,
+    after=lambda text, end: end + len(_SEPARATOR),
+    arguments=_with_arguments,
+    incremental=True,
+)
+
+
 # Characters partial_json_parser tracks; a separator holding one changes how the text
 # after it reads from every call before it.
 _STRUCTURAL = frozenset('"[]{}')
 
 
-def _split_at_mark(text: str, mark: str) -> tuple[str, str] | None:
+def _split_at_mark(
+    text: str, mark: str, read: Callable[[Any], Any] = _with_arguments
+) -> tuple[str, str] | None:
     """The call's arguments read with ``mark`` appended, dumped and split around it:
     what the dump holds before the open end and the closers after it (None unless the
     mark lands exactly once)."""
-    marked = _with_arguments(_loads_partial(text + mark, Allow.ALL)[0])
+    marked = read(_loads_partial(text + mark, Allow.ALL)[0])
     marked_dump = json.dumps(marked.get("arguments"), ensure_ascii=False)
     if marked_dump.count(mark) != 1:
         return None
@@ -257,9 +310,15 @@ class Llama3JsonStream:
     engine_based = False
     supports_required_and_named = False
 
-    def __init__(self, id_seed: str, state: Llama3JsonState | None = None) -> None:
+    def __init__(
+        self,
+        id_seed: str,
+        state: Llama3JsonState | None = None,
+        dialect: JsonCallsDialect = LLAMA3,
+    ) -> None:
         self.id_seed = id_seed
         self.s = state if state is not None else Llama3JsonState()
+        self.dialect = dialect
         # How the last step read the current call (see ``remaining_arguments``): the
         # chunk's own business, never kept between chunks.
         self._read_by = _NOT_READ
@@ -277,7 +336,7 @@ class Llama3JsonStream:
         ``remaining_arguments`` gives.
         """
         s = self.s
-        if s.passthrough or not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
+        if s.passthrough or not self.dialect.opens(s.text):
             return None
         if self._read_open():
             return None
@@ -339,8 +398,9 @@ class Llama3JsonStream:
                 break
             if not isinstance(obj, dict):
                 break
-            calls.append((_with_arguments(obj), start, _complete(text[start : start + end])))
-            start += end + len(_SEPARATOR)
+            complete = _complete(text[start : start + end])
+            calls.append((self.dialect.arguments(obj), start, complete))
+            start = self.dialect.after(text, start + end)
         return calls
 
     def _closed_name(self, start: int) -> Any:
@@ -356,7 +416,10 @@ class Llama3JsonStream:
         s = self.s
         if s.window >= 0:
             return s.window
-        return len(BOT_TOKEN) if s.text.startswith(BOT_TOKEN) else 0
+        first = self.dialect.first(s.text)
+        if self.dialect.skips_space and first < len(s.text):
+            s.window = first  # settled once text follows the space (the same call, index 0)
+        return first
 
     def remaining_arguments(self) -> str:
         """What vLLM's server adds to the last chunk when its step sent a call piece: the
@@ -381,7 +444,8 @@ class Llama3JsonStream:
             else:
                 flags = Allow.ALL if read_by != _READ_NAMED else Allow.ALL & ~Allow.STR
                 try:
-                    call = _with_arguments(_loads_partial(s.text[self._window() :], flags)[0])
+                    read = _loads_partial(s.text[self._window() :], flags)[0]
+                    call = self.dialect.arguments(read)
                 except _UNPARSABLE:
                     return ""
             arguments = call.get("arguments", {})
@@ -412,9 +476,13 @@ class Llama3JsonStream:
         whole, s.text = s.text, ""  # the only reference: += grows it in place
         whole += text
         s.text = whole
-        if not (s.text.startswith(BOT_TOKEN) or s.text.startswith("{")):
+        dialect = self.dialect
+        if not dialect.opens(s.text):
             # Output that does not open with a call never becomes one.
-            if s.text and not BOT_TOKEN.startswith(s.text):
+            opener = dialect.opener
+            if dialect.holds_opener and len(s.text) < len(opener) and opener.startswith(s.text):
+                return None
+            if s.text and not dialect.opener.startswith(s.text):
                 s.passthrough, s.text = True, ""
             return Delta(content=text)
         try:
@@ -455,13 +523,16 @@ class Llama3JsonStream:
         """Read the current call as the step before did (``end``: where this step's text
         starts): what reading it again from now on compares with."""
         s = self.s
-        s.previous = _with_arguments(_loads_partial(s.text[self._window() : end], flags)[0])
+        read = _loads_partial(s.text[self._window() : end], flags)[0]
+        s.previous = self.dialect.arguments(read)
 
     def _reading(self) -> bool:
         """Whether this step reads the current call incrementally (starting if it may)."""
         s = self.s
         if s.reading is not None:
             return True
+        if not self.dialect.incremental:
+            return False
         if s.current < 0 or s.name_sent or s.read_call == s.current or s.scan is not None:
             return False
         start = self._window()
@@ -633,6 +704,7 @@ class Llama3JsonStream:
         flags = Allow.ALL if s.name_sent else Allow.ALL & ~Allow.STR
         calls: list[Any] = []  # from the call at the window on
         starts: list[int] = []
+        ends: list[int] = []
         complete: list[bool] = []
         start = self._window()
         try:
@@ -644,12 +716,12 @@ class Llama3JsonStream:
                 obj, end = _loads_partial(current[start:], flags)
                 complete.append(_complete(current[start : start + end]))
                 starts.append(start)
-                start += end + len(_SEPARATOR)
-                if "parameters" in obj:
-                    if "arguments" in obj:
-                        raise ValueError("a call has both parameters and arguments")
-                    obj["arguments"] = obj["parameters"]
-                calls.append(obj)
+                ends.append(start + end)
+                start = self.dialect.after(current, start + end)
+                both = "parameters" in obj and "arguments" in obj
+                if both and self.dialect.arguments is _with_arguments:
+                    raise ValueError("a call has both parameters and arguments")
+                calls.append(self.dialect.arguments(obj))
         except partial_json_parser.core.exceptions.MalformedJSON:
             return None
         if not calls:
@@ -671,7 +743,7 @@ class Llama3JsonStream:
                     tail = text[len(s.streamed[s.current]) :]
                     self._sent(s.current, tail)
                     finished.append(DeltaToolCall(index=s.current, arguments=tail))
-                self._advance(call, starts[at], starts[at + 1])
+                self._advance(call, starts[at], ends[at], starts[at + 1])
             s.current += 1
             s.name_sent = False
             s.streamed.append("")
@@ -770,7 +842,7 @@ class Llama3JsonStream:
             return
         raw = s.text[opened:]
         cut, end = string_units(raw)
-        split = _split_at_mark(s.text[start : opened + cut], _MARK)
+        split = _split_at_mark(s.text[start : opened + cut], _MARK, self.dialect.arguments)
         if split is None:
             return
         head, closer = split
@@ -801,7 +873,7 @@ class Llama3JsonStream:
         if not arguments or not isinstance(arguments, dict | list) or s.scan is not None:
             return
         probe = '"\ue000"' if scanned.phase == "first_item" else '"\ue000": 0'
-        split = _split_at_mark(s.text[start:], probe)
+        split = _split_at_mark(s.text[start:], probe, self.dialect.arguments)
         if split is None:
             return
         head, closer = split
@@ -898,13 +970,13 @@ class Llama3JsonStream:
         self._read_by = _READ_IN_STRING
         return delta
 
-    def _advance(self, call: dict[str, Any], start: int, next_start: int) -> None:
+    def _advance(self, call: dict[str, Any], start: int, end: int, next_start: int) -> None:
         """Move the window past the current call, unless its separator is an odd one."""
         s = self.s
-        separator = s.text[next_start - len(_SEPARATOR) : next_start]
+        separator = s.text[end:next_start]
         if s.window_index != s.current or _STRUCTURAL.intersection(separator):
             # Read from the first call on from now on.
-            first = len(BOT_TOKEN) if s.text.startswith(BOT_TOKEN) else 0
+            first = self.dialect.first(s.text)
             s.window, s.window_index, s.last_start = first, 0, -1
             s.finished.clear()
             return

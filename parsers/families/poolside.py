@@ -1,5 +1,5 @@
 """Poolside's Laguna reasoning (``poolside_v1``): ``deepseek_v3``'s, read back only to
-the assistant's turn.
+the assistant's turn; its tool calls (``poolside_v1`` too) are in poolside_tools.py.
 
 As ``deepseek_v3``, a request that asks for thinking (``thinking`` or
 ``enable_thinking``) is read as ``deepseek_r1`` (``<think>`` ... ``</think>``), any other
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from parsers.families.deepseek import thinking_requested
+from parsers.families.poolside_tools import PoolsideTools, PoolsideToolState, PoolsideToolStream
 from parsers.families.think import (
     THINK_END,
     THINK_START,
@@ -20,7 +21,7 @@ from parsers.families.think import (
     ThinkTagStream,
     ThinkTagStreamState,
 )
-from parsers.family import Family, Reasoning, Request, reuse
+from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.types import Vocabulary
 
 ASSISTANT = "<assistant>"
@@ -59,6 +60,14 @@ def _stream(
     return ThinkTagStream(think, state), state
 
 
+def _tool_stream(
+    _: None, request: Request, kept: object
+) -> tuple[PoolsideToolStream, PoolsideToolState]:
+    state = reuse(kept, PoolsideToolState)
+    options = request.options
+    return PoolsideToolStream(options, request.id_seed, options.logprobs, state), state
+
+
 FAMILY = Family(
     title="Poolside Laguna",
     tokenizer="model directory",
@@ -72,7 +81,18 @@ FAMILY = Family(
             prepare=_prepare,
             one_shot=_one_shot,
             stream=_stream,
-            golden=("V1",),
+            golden=("V1", "H5"),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("poolside_v1",),
+            engine_based=False,
+            states=(PoolsideToolState,),
+            prepare=lambda name, vocab: None,
+            one_shot=lambda _, request: PoolsideTools(request.options),
+            stream=_tool_stream,
+            golden=("H5",),
         ),
     ),
 )

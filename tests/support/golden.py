@@ -121,6 +121,9 @@ CHUNK_DEPENDENT = {
     "F1.null_arguments": "granite4-null-arguments",
     # olmo3 reads its markers as text, chunk by chunk: where they fall against the chunk
     # boundaries decides what is reasoning, content, or never sent
+    # granite-20b-fc holds output that may become its opener, then sends only the chunk
+    # that shows it is not: the held text is lost
+    "H4.opener_prefix": "granite-fc-held-opener",
     **{
         f"O1.{scenario}": "olmo3-text-markers"
         for scenario in (
@@ -207,6 +210,9 @@ _SYNTHETIC_BY_CONFIG = {
     "A1": "gemma4",
     "A2": "nemotron_v3",
     "A3": "granite",
+    **dict.fromkeys(("H1", "H2", "H3"), "cohere"),
+    "H4": "nemotron_v3",
+    "H5": "poolside",
 }
 
 

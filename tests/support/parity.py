@@ -33,6 +33,10 @@ _STRAY = ("<think>", "</think>", "<|im_end|>")
 # chunk on its own with its calls (ernie45-chunk-reading, step3-steps), and Glimmer's
 # reasoning spans: no chunking claim at all.
 _TEXT_MARKERS = frozenset({"olmo3", "ernie45", "step3", "muse_glimmer"})
+# Cohere's filter holds text back by what the buffer ends with (a backslash in an action
+# block, a citation's first characters), so a cut decides what is sent (docs/parity.md,
+# cohere-held-text): no chunking claim either.
+_HELD_TEXT = frozenset({"cohere_command3", "cohere_command4"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 # Inkling's engine consumes its closers, model-message markers and openers in that chunk.
@@ -60,7 +64,11 @@ def chunking_invariant(
     reasoning_parser: str | None, output: str, tool_parser: str | None = None
 ) -> bool:
     """Whether every chunking of ``output`` is claimed to assemble the same message."""
-    if reasoning_parser in _TEXT_MARKERS or tool_parser in _CHUNKED_TOOLS:
+    if (
+        reasoning_parser in _TEXT_MARKERS
+        or reasoning_parser in _HELD_TEXT
+        or tool_parser in _CHUNKED_TOOLS
+    ):
         return False
     if reasoning_parser == "muse":
         return _MUSE_FRAMED.fullmatch(output) is not None

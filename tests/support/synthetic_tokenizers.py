@@ -128,6 +128,22 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<tool_response|>",
         '<|"|>',
     ),
+    # Cohere Command A / Command 4: turn tokens and the section markers, all special.
+    "cohere": (
+        "<|START_OF_TURN_TOKEN|>",
+        "<|END_OF_TURN_TOKEN|>",
+        "<|SYSTEM_TOKEN|>",
+        "<|USER_TOKEN|>",
+        "<|CHATBOT_TOKEN|>",
+        "<|START_THINKING|>",
+        "<|END_THINKING|>",
+        "<|START_RESPONSE|>",
+        "<|END_RESPONSE|>",
+        "<|START_TEXT|>",
+        "<|END_TEXT|>",
+        "<|START_ACTION|>",
+        "<|END_ACTION|>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -155,6 +171,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "muse": frozenset(FAMILY_TOKENS["muse"]),
     "gigachat3": frozenset(FAMILY_TOKENS["gigachat3"]),
     "gemma4": frozenset(FAMILY_TOKENS["gemma4"]),
+    "cohere": frozenset(FAMILY_TOKENS["cohere"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -175,6 +192,7 @@ _EOS = {
     "muse": "<|eot|>",
     "gigachat3": "</s>",
     "gemma4": "<turn|>",
+    "cohere": "<|END_OF_TURN_TOKEN|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -305,6 +323,17 @@ _M3_TEMPLATE = _CHATML_TEMPLATE.split("{%- if add_generation_prompt %}")[0] + (
     "{%- if thinking_mode is defined and thinking_mode == 'enabled' %}{{- '<mm:think>' }}"
     "{%- endif %}{%- endif %}"
 )
+# Cohere's turns; the generation prompt opens the chatbot's turn (Command 4's prompt
+# opens its thinking too: ask with ``thinking``).
+_COHERE_TEMPLATE = (
+    "{%- for m in messages -%}<|START_OF_TURN_TOKEN|>"
+    "{%- if m.role == 'user' -%}<|USER_TOKEN|>{%- elif m.role == 'system' -%}<|SYSTEM_TOKEN|>"
+    "{%- else -%}<|CHATBOT_TOKEN|>{%- endif -%}"
+    "{{ m.content or '' }}<|END_OF_TURN_TOKEN|>{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+    "{%- if thinking is defined and thinking -%}<|START_THINKING|>{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -324,6 +353,7 @@ _TEMPLATES = {
     "muse": _MUSE_TEMPLATE,
     "gigachat3": _GIGACHAT3_TEMPLATE,
     "gemma4": _GEMMA4_TEMPLATE,
+    "cohere": _COHERE_TEMPLATE,
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from recorder.common import Config
 from recorder.families import (
+    cohere,
     deepseek,
     ernie,
     gemma4,
@@ -16,6 +17,7 @@ from recorder.families import (
     gptoss,
     granite,
     granite_array,
+    granite_fc,
     granite_thinking,
     holo2,
     inkling,
@@ -67,6 +69,8 @@ FAMILIES = (
     gemma4,
     granite_thinking,
     granite_array,
+    cohere,
+    granite_fc,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS

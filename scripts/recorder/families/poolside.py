@@ -6,14 +6,19 @@ from typing import Any
 
 from recorder.common import (
     ASK_SUM,
+    ASK_WEATHER,
     QWEN3_EOS,
     REASONING,
+    SYSTEM,
+    TOOLS,
+    WEATHER,
     Config,
     Scenario,
     _parsers,
     _served,
     plain_scenarios,
     served_as,
+    tool_scenarios,
 )
 from recorder.formats import glm_calls
 
@@ -48,6 +53,39 @@ def poolside_reasoning_scenarios() -> list[Scenario]:
     ]
 
 
+def poolside_tool_scenarios() -> list[Scenario]:
+    """``poolside_v1`` reasoning and tools (GLM's call markup, read by its own parser):
+    the tool list with thinking asked for, plus what this parser adds."""
+    chat = _served(POOLSIDE)
+    weather = [SYSTEM, ASK_WEATHER]
+    return [
+        *served_as(POOLSIDE, tool_scenarios("glm", True)),
+        Scenario(
+            "text_after_call",
+            "content, a call, then text after it",
+            chat(weather, tools=TOOLS),
+            ["Checking.\n" + glm_calls([WEATHER]) + "\nDone."],
+        ),
+        Scenario(
+            "key_twice_and_empty_call",
+            "an empty call, then a key given twice and a typed value",
+            chat(weather, tools=TOOLS),
+            [
+                "<tool_call></tool_call><tool_call>get_weather\n<arg_key>city</arg_key>"
+                "<arg_value>Paris</arg_value><arg_key>city</arg_key><arg_value>Rome"
+                "</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>"
+            ],
+        ),
+        Scenario(
+            "logprobs_without_text",
+            "logprobs asked for: a chunk that sends nothing sends empty content",
+            chat(weather, tools=TOOLS, logprobs=True, top_logprobs=1),
+            [glm_calls([WEATHER])],
+            logprobs=1,
+        ),
+    ]
+
+
 SYNTHETIC: dict[str, dict[str, Any] | None] = {POOLSIDE: None}
 
 
@@ -57,6 +95,14 @@ CONFIGS = [
         _parsers("poolside_v1", None),
         POOLSIDE,
         poolside_reasoning_scenarios(),
+        eos=QWEN3_EOS,
+        served=POOLSIDE,
+    ),
+    Config(
+        "H5",
+        _parsers("poolside_v1", "poolside_v1"),
+        POOLSIDE,
+        poolside_tool_scenarios(),
         eos=QWEN3_EOS,
         served=POOLSIDE,
     ),

@@ -1,0 +1,471 @@
+"""Cohere Command's output filter, as vLLM 0.33.0 runs it (the ``cohere_melody`` package,
+presets ``cmd3`` and ``cmd4``).
+
+Command models write their turn in marked sections::
+
+    <|START_THINKING|>...<|END_THINKING|><|START_RESPONSE|>... <co>cited</co: 0:[1]>
+    <|END_RESPONSE|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f",
+    "parameters": {...}}]<|END_ACTION|>
+
+The filter holds back what may still turn into a marker, trailing whitespace (it is sent
+only once more text follows), and an open citation's closing tag; it drops citation tags
+from the text, and reads an action block's calls by their keys: the id, then the name,
+then the parameters' raw text (up to where it first is one JSON value), less up to eight
+columns of indentation per line. What reaches a marker still held is dropped with it.
+These quirks are the package's (vLLM streams and parses one-shot through it), kept here
+so the bytes match; the state is plain data, and what is held is only what may still
+change.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from msgspec import Struct
+
+from parsers.readers.serdejson import SerdeJson, SerdeJsonState
+
+START_THINKING = "<|START_THINKING|>"
+END_THINKING = "<|END_THINKING|>"
+START_ACTION = "<|START_ACTION|>"
+END_ACTION = "<|END_ACTION|>"
+
+# Sections.
+ANSWER = "answer"  # text, citations read
+THINKING = "thinking"  # the same, as reasoning
+ACTION = "action"  # tool calls
+IGNORE = "ignore"
+
+# The markers of each preset and the section each opens.
+PRESETS: dict[str, dict[str, str]] = {
+    "cmd3": {
+        "<|START_RESPONSE|>": ANSWER,
+        "<|END_RESPONSE|>": IGNORE,
+        START_THINKING: THINKING,
+        END_THINKING: ANSWER,
+        START_ACTION: ACTION,
+        END_ACTION: IGNORE,
+    },
+    "cmd4": {
+        "<|START_TEXT|>": ANSWER,
+        "<|END_TEXT|>": IGNORE,
+        START_THINKING: THINKING,
+        END_THINKING: ANSWER,
+        START_ACTION: ACTION,
+        END_ACTION: IGNORE,
+        "<|START_RESPONSE|>": ANSWER,
+        "<|END_RESPONSE|>": IGNORE,
+    },
+}
+# Where each preset starts: Command A's prompt ends in its answer, Command 4's in thinking.
+FIRST_SECTION = {"cmd3": ANSWER, "cmd4": THINKING}
+
+CITE_OPEN = "<co>"
+CITE_CLOSE = "</co: "
+
+# Unicode White_Space, what the package trims (Python's isspace also counts \x1c-\x1f).
+_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_SPACE_SET = frozenset(_SPACE)
+# An action block's keys, found in what is held.
+_S = f"[{re.escape(_SPACE)}]*"
+_CALL_ID = re.compile(f'"tool_call_id":{_S}"')
+_NAME = re.compile(f'"tool_name":{_S}"')
+_PARAMETERS_OBJECT = re.compile(f'"parameters":{_S}\\{{{_S}"')
+_PARAMETERS = re.compile(f'"parameters":{_S}')
+_INDENT = 8  # columns of indentation dropped per line of the parameters' text
+
+# Where the action reader is.
+BEFORE_CALL = "before_call"  # looking for the next call's id
+IN_ID = "in_id"
+BEFORE_NAME = "before_name"
+IN_NAME = "in_name"
+BEFORE_PARAMETERS = "before_parameters"
+IN_PARAMETERS = "in_parameters"
+
+
+class CohereState(Struct, tag="cohere"):
+    """What the filter keeps between chunks."""
+
+    section: str
+    held: str = ""  # text not read yet: a marker's start, trailing space, an open citation
+    scanned: int = 0  # how much of ``held`` is known to hold no whole marker
+    blank: bool = True  # ``held`` is only white space
+    trim_left: bool = False
+    cite_at: int = -1  # how much of an open citation's text went out already (-1: none)
+    text_index: int = 0  # characters of the section's text read, for citations' spans
+    done: bool = False
+    call_at: str = BEFORE_CALL
+    call_index: int = 0
+    parameters: SerdeJsonState | None = None
+    indent_dropped: int = 0
+    line_has_text: bool = False
+
+
+@dataclass
+class CallPiece:
+    """A piece of call ``index``: its id, its name, or text of its arguments."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class Cited:
+    """A citation read: its text's span in its section, and whether it is in thinking."""
+
+    start: int
+    end: int
+    text: str
+    thinking: bool
+
+
+@dataclass
+class Pieces:
+    """What one write gives: text per kind, call pieces merged by call."""
+
+    content: str | None = None
+    reasoning: str | None = None
+    calls: dict[int, CallPiece] = field(default_factory=dict)
+    citations: list[Cited] = field(default_factory=list)
+
+    def text(self, section: str, text: str) -> None:
+        if not text:
+            return
+        if section == THINKING:
+            self.reasoning = (self.reasoning or "") + text
+        else:
+            self.content = (self.content or "") + text
+
+    def call(self, index: int, *, id: str = "", name: str = "", arguments: str = "") -> None:
+        if not (id or name or arguments):
+            return
+        piece = self.calls.setdefault(index, CallPiece(index))
+        piece.id = id or piece.id
+        piece.name = name or piece.name
+        piece.arguments += arguments
+
+    def ordered_calls(self) -> list[CallPiece]:
+        return [self.calls[index] for index in sorted(self.calls)]
+
+
+def _rstrip_len(text: str) -> int:
+    """How many characters of white space end ``text``."""
+    end = len(text)
+    while end and text[end - 1] in _SPACE_SET:
+        end -= 1
+    return len(text) - end
+
+
+def _lstrip_len(text: str) -> int:
+    start = 0
+    while start < len(text) and text[start] in _SPACE_SET:
+        start += 1
+    return start
+
+
+def _held_prefix(text: str, markers: tuple[str, ...]) -> int:
+    """Where the longest end of ``text`` that begins some marker starts (-1: none)."""
+    longest = max(len(m) for m in markers) - 1
+    start = max(0, len(text) - longest)
+    while True:
+        at = text.find("<", start)
+        if at == -1:
+            return -1
+        rest = text[at:]
+        if any(m.startswith(rest) and m != rest for m in markers):
+            return at
+        start = at + 1
+
+
+def _unescaped_quote(text: str) -> int:
+    """The first ``"`` not escaped by an odd run of backslashes (-1: none)."""
+    at = text.find('"')
+    while at != -1:
+        slashes = 0
+        while slashes < at and text[at - 1 - slashes] == "\\":
+            slashes += 1
+        if slashes % 2 == 0:
+            return at
+        at = text.find('"', at + 1)
+    return -1
+
+
+class CohereFilter:
+    """The filter over one output: ``write`` each decoded chunk, ``flush`` at its end."""
+
+    def __init__(self, preset: str, state: CohereState) -> None:
+        self.markers = PRESETS[preset]
+        self.marker_list = tuple(self.markers)
+        self.longest = max(len(marker) for marker in self.marker_list)
+        self.s = state
+
+    # ------------------------------------------------------------------ framing
+
+    def write(self, text: str) -> Pieces:
+        s = self.s
+        out = Pieces()
+        if s.done:
+            return out
+        if s.blank and s.section in (ANSWER, THINKING) and not text.strip(_SPACE):
+            # White space after white space: held until text shows it was not the end.
+            s.held += text
+            s.scanned = len(s.held)
+            return out
+        s.held += text
+        while True:
+            found, at = self._next_marker(s.held, max(0, s.scanned - self.longest + 1))
+            s.scanned = 0
+            if found is None:
+                # A marker may be starting at the end: all of it waits for the next write.
+                if at == -1 and s.held:
+                    taken = self._read(s.section, s.held, final=False, out=out)
+                    s.held = s.held[taken:]
+                break
+            if at:
+                # What precedes a marker is read as an output's end: held text goes out.
+                self._read(s.section, s.held[:at], final=True, out=out)
+            s.held = s.held[at + len(found) :]
+            self._enter(self.markers[found])
+        s.scanned = len(s.held)  # no marker in it: the next write looks only past it
+        s.blank = not s.held.strip(_SPACE)
+        return out
+
+    def flush(self) -> Pieces:
+        s = self.s
+        out = Pieces()
+        s.done = True
+        if s.held:
+            held, s.held = s.held, ""
+            self._read(s.section, held, final=True, out=out)
+        return out
+
+    def _next_marker(self, text: str, start: int) -> tuple[str | None, int]:
+        """The first whole marker (none starts before ``start``) and where it starts;
+        else (None, where a marker may be starting at the end, or -1)."""
+        first: str | None = None
+        first_at = -1
+        for marker in self.marker_list:
+            at = text.find(marker, start)
+            if at != -1 and (first_at == -1 or at < first_at):
+                first, first_at = marker, at
+        if first is not None:
+            return first, first_at
+        return None, _held_prefix(text, self.marker_list)
+
+    def _enter(self, section: str) -> None:
+        s = self.s
+        s.cite_at = -1  # an open citation went out with the text before the marker
+        s.text_index = 0  # a citation's span counts from its section's start
+        if section == THINKING:
+            s.trim_left = True
+        s.section = section
+
+    def _read(self, section: str, text: str, *, final: bool, out: Pieces) -> int:
+        """Read ``text`` in ``section``; how much of it is done with."""
+        if section == IGNORE:
+            # Nothing of it is sent; a marker starting in it was held back before.
+            return len(text)
+        if section == ACTION:
+            return self._actions(text, out)
+        return self._text(section, text, final, out)
+
+    # ------------------------------------------------------------------ text and citations
+
+    def _text(self, section: str, text: str, final: bool, out: Pieces) -> int:
+        s = self.s
+        trailing = _rstrip_len(text)
+        send = text[: len(text) - trailing]
+        dropped = 0
+        if s.trim_left:
+            dropped = _lstrip_len(send)
+            send = send[dropped:]
+            if send:
+                s.trim_left = False
+        said, taken, cited = self._citations(send, section, out)
+        if said is None or (not said and not cited):
+            if not send or not final:
+                return dropped + taken
+            said = send
+            if s.cite_at != -1:
+                said = send[s.cite_at :] if s.cite_at < len(send) else ""
+                s.cite_at = -1
+            if not said:
+                return dropped + taken
+        out.text(section, said)
+        return dropped + taken
+
+    def _citations(self, text: str, section: str, out: Pieces) -> tuple[str | None, int, bool]:
+        """The text to send of ``text`` with citation tags taken out (the citations onto
+        ``out``), how much of it is done with, and whether a whole citation was read;
+        None: wait for more."""
+        s = self.s
+        said: list[str] = []
+        taken = 0
+        cited = False
+        while True:
+            open_at, open_end = _marker_at(text, CITE_OPEN) if "<" in text else (-1, -1)
+            if open_at == -1:
+                said.append(text)
+                s.text_index += len(text)
+                return "".join(said), taken + len(text), cited
+            if open_end == -1:
+                return _joined(said, cited), taken, cited
+            close_at, close_end = _close_at(text)
+            if close_at == -1 or close_end == -1:
+                partial, used = self._open_citation(open_at, open_end, close_at, text)
+                if partial:
+                    said.append(partial)
+                    return "".join(said), taken + used, cited
+                return _joined(said, cited), taken, cited
+            if open_end > close_at:
+                return _joined(said, cited), taken, cited
+            quoted = text[open_end + 1 : close_at]
+            piece = text[:open_at] + quoted
+            start = s.text_index + open_at
+            out.citations.append(Cited(start, start + len(quoted), quoted, section == THINKING))
+            s.text_index += len(piece)
+            if s.cite_at != -1:
+                piece = text[s.cite_at : close_at] if s.cite_at < close_at else ""
+            s.cite_at = -1
+            said.append(piece)
+            cited = True
+            taken += close_end + 1
+            text = text[close_end + 1 :]
+
+    def _open_citation(
+        self, open_at: int, open_end: int, close_at: int, text: str
+    ) -> tuple[str, int]:
+        """A citation still open: the text before it and what of its own text is new."""
+        s = self.s
+        before = text[:open_at]
+        s.text_index += len(before)
+        if s.cite_at != -1:
+            if s.cite_at >= len(text):
+                return before, len(before)
+            start = s.cite_at
+        else:
+            start = open_end + 1
+        s.cite_at = len(text) - len(before)
+        end = close_at if close_at > 0 else len(text)
+        if start >= end:
+            return before, len(before)
+        return before + text[start:end], len(before)
+
+    # ------------------------------------------------------------------ actions
+
+    def _actions(self, text: str, out: Pieces) -> int:
+        """Read an action block's calls from ``text``; how much of it is done with."""
+        taken = 0
+        while text and not text.endswith("\\"):
+            step = self._action_step(text, out)
+            if step < 0:
+                break
+            taken += step
+            text = text[step:]
+        return taken
+
+    def _action_step(self, text: str, out: Pieces) -> int:
+        """One move of the action reader over ``text``: how far it read (-1: wait)."""
+        s = self.s
+        at = s.call_at
+        if at in (BEFORE_CALL, BEFORE_NAME):
+            key = _CALL_ID if at == BEFORE_CALL else _NAME
+            found = key.search(text)
+            if found is None:
+                return -1
+            s.call_at = IN_ID if at == BEFORE_CALL else IN_NAME
+            return found.end()
+        if at in (IN_ID, IN_NAME):
+            quote = _unescaped_quote(text)
+            if quote == -1:
+                return -1
+            if at == IN_ID:
+                out.call(s.call_index, id=text[:quote])
+                s.call_at = BEFORE_NAME
+            else:
+                out.call(s.call_index, name=text[:quote])
+                s.call_at = BEFORE_PARAMETERS
+            return quote + 1
+        if at == BEFORE_PARAMETERS:
+            if _PARAMETERS_OBJECT.search(text) is not None:
+                found = _PARAMETERS.search(text)
+                assert found is not None
+                s.call_at = IN_PARAMETERS
+                s.parameters = SerdeJsonState()
+                return found.end()
+            brace = text.find("}")
+            if brace == -1:
+                return -1
+            self._next_call()
+            return brace
+        return self._parameters(text, out)
+
+    def _parameters(self, text: str, out: Pieces) -> int:
+        """The parameters' raw text up to where it first is one JSON value."""
+        s = self.s
+        assert s.parameters is not None
+        end = SerdeJson(s.parameters).first_end(text)
+        if end == -1:
+            self._raw_arguments(text, out)
+            return len(text)
+        self._raw_arguments(text[:end], out)
+        self._next_call()
+        return end
+
+    def _next_call(self) -> None:
+        s = self.s
+        s.call_at = BEFORE_CALL
+        s.call_index += 1
+        s.parameters = None
+
+    def _raw_arguments(self, text: str, out: Pieces) -> None:
+        """Send ``text`` less up to eight columns of white space opening each line."""
+        s = self.s
+        kept: list[str] = []
+        for char in text:
+            if char == "\n":
+                s.indent_dropped = 0
+                s.line_has_text = False
+            elif char in _SPACE_SET:
+                if s.indent_dropped < _INDENT and not s.line_has_text:
+                    s.indent_dropped += 1
+                    continue
+            else:
+                s.line_has_text = True
+            kept.append(char)
+        if kept:
+            out.call(s.call_index, arguments="".join(kept))
+
+
+def _joined(said: list[str], cited: bool) -> str | None:
+    """What was read before a stop: None when nothing was (the caller waits)."""
+    return "".join(said) if said or cited else None
+
+
+def _marker_at(text: str, marker: str) -> tuple[int, int]:
+    """Where ``marker`` starts and its last character is (-1 for the latter when only its
+    beginning ends ``text``; both -1 when neither)."""
+    at = text.find(marker)
+    if at != -1:
+        return at, at + len(marker) - 1
+    for size in range(len(marker) - 1, 0, -1):
+        if text.endswith(marker[:size]):
+            return len(text) - size, -1
+    return -1, -1
+
+
+def _close_at(text: str) -> tuple[int, int]:
+    """Where a citation's closing tag starts and where its ``>`` is (-1 when not yet)."""
+    at, _ = _marker_at(text, CITE_CLOSE)
+    if at == -1:
+        return -1, -1
+    if not text.startswith(CITE_CLOSE, at):
+        return at, -1
+    end = text.find(">", at + 1)
+    return at, end

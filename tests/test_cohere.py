@@ -1,0 +1,86 @@
+"""Cohere Command's filter where the shared harnesses do not look: where a call's
+parameters end by serde_json's rules, citation spans, and the held text staying bounded.
+
+The expected values are what vLLM 0.33.0's filter (``cohere_melody`` 0.15.3) gives for
+the same text; the golden transcripts H1-H3 pin the rest.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from parsers.families.cohere_reader import CohereFilter, CohereState, Pieces
+from parsers.readers.serdejson import SerdeJson, SerdeJsonState
+
+CALL = '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": '
+NEXT = ', {"tool_call_id": "1", "tool_name": "g", "parameters": {"b": 1}}]<|END_ACTION|>'
+
+
+def read(text: str, chunks: int = 0) -> list[Pieces]:
+    """The filter's writes over ``text`` (whole, or ``chunks`` characters at a time)."""
+    f = CohereFilter("cmd3", CohereState(section="answer"))
+    size = chunks or len(text)
+    return [f.write(text[i : i + size]) for i in range(0, len(text), size)] + [f.flush()]
+
+
+def arguments(pieces: list[Pieces]) -> list[str]:
+    calls: dict[int, str] = {}
+    for piece in pieces:
+        for call in piece.ordered_calls():
+            calls[call.index] = calls.get(call.index, "") + call.arguments
+    return [calls[i] for i in sorted(calls)]
+
+
+@pytest.mark.parametrize(
+    ("parameters", "ends"),
+    [
+        ('{"a": 1}', True),
+        ('{"a": "\\ud800\\udc00"}', True),
+        ('{"a": ' + "[" * 126 + "]" * 126 + "}", True),
+        ('{"a": NaN}', False),  # Python's json reads it, serde_json does not
+        ('{"a": -Infinity}', False),
+        ('{"a": 1e400}', False),  # out of a double's range
+        ('{"a": "\\ud800"}', False),  # an unpaired surrogate escape
+        ('{"a": "\\udc00"}', False),
+        ('{"a": "\\ud800\\u0041"}', False),
+        ('{"a": ' + "[" * 127 + "]" * 127 + "}", False),  # 128 deep
+    ],
+)
+def test_parameters_end_where_serde_json_reads_one_value(parameters: str, ends: bool) -> None:
+    """Parameters serde_json never reads run to the block's end (the next call is text)."""
+    got = arguments(read(CALL + parameters + NEXT))
+    if ends:
+        assert got == [parameters, '{"b": 1}']
+    else:
+        assert got == [parameters + NEXT.removesuffix("<|END_ACTION|>")]
+
+
+def test_a_scalar_ends_at_its_first_digit() -> None:
+    state = SerdeJsonState()
+    assert SerdeJson(state).first_end("12, ") == 1
+
+
+@pytest.mark.parametrize("chunks", [0, 1, 3])
+def test_citations_are_spans_of_their_sections_text(chunks: int) -> None:
+    text = (
+        "<|START_THINKING|>Look <co>up</co: 0:[1]>.<|END_THINKING|>"
+        "<|START_RESPONSE|>Hello <co>x</co: 0:[1]> there.<|END_RESPONSE|>"
+    )
+    pieces = read(text, chunks)
+    spans = [(c.start, c.end, c.text, c.thinking) for p in pieces for c in p.citations]
+    assert spans == [(5, 7, "up", True), (6, 7, "x", False)]
+    assert "".join(p.content or "" for p in pieces) == "Hello x there."
+    assert "".join(p.reasoning or "" for p in pieces) == "Look up."
+
+
+def test_white_space_and_marker_starts_are_held_not_read_again() -> None:
+    """A storm of spaces or of '<' is held; each write looks at what it added."""
+    f = CohereFilter("cmd3", CohereState(section="answer"))
+    f.write("x")
+    for _ in range(2000):
+        f.write(" ")
+    assert f.s.scanned == len(f.s.held) == 2000 and f.s.blank
+    f.write("<")
+    f.write("<")
+    assert f.s.scanned == len(f.s.held)
+    assert f.write("y").content == " " * 2000 + "<<y"
