@@ -44,6 +44,7 @@ CONFIGS = (
     *("N1", "N2"),
     "P1",
     "O1",
+    *("U1", "U2"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -66,6 +66,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "nemotron-3": lambda: synthetic_model("nemotron_v3"),
     "phi4-mini": lambda: synthetic_model("phi4_mini"),
     "olmo3": lambda: synthetic_model("olmo3"),
+    "hunyuan-a13b": lambda: llama_tokenizer_dir("llama3"),
 }
 
 

@@ -459,4 +459,18 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}",
         output=f"<think>{REASONING}</think>{ANSWER}<|im_end|>",
     ),
+    # A13B's markers are text; its stream reads calls only when the answer opens with
+    # them, so the answer is the call. Llama 3's vocabulary stands in for A13B's.
+    "hunyuan-a13b": Example(
+        family="Hunyuan-A13B (`<think>`/`<answer>` and `<tool_calls>` spelled as text)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="hunyuan_a13b",
+        tool_parser="hunyuan_a13b",
+        prompt=LLAMA3_PROMPT,
+        output=(
+            f"<think>\n{REASONING}\n</think>\n<answer>\n<tool_calls>"
+            '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]'
+            "</tool_calls>\n</answer><|eot_id|>"
+        ),
+    ),
 }

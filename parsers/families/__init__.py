@@ -15,6 +15,7 @@ from parsers.families import (
     granite_phrases,
     harmony,
     hermes,
+    hunyuan_a13b,
     inkling,
     kimi_k2,
     llama3_json,
@@ -58,6 +59,7 @@ FAMILIES: tuple[Family, ...] = (
     nemotron.FAMILY,
     phi4_mini.FAMILY,
     olmo3.FAMILY,
+    hunyuan_a13b.FAMILY,
 )
 
 

@@ -13,6 +13,7 @@ from recorder.families import (
     gptoss,
     granite,
     holo2,
+    hunyuan,
     inkling,
     kimi,
     llama,
@@ -45,6 +46,7 @@ FAMILIES = (
     minimax,
     llama,
     mistral,
+    hunyuan,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
