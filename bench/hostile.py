@@ -323,6 +323,13 @@ CONFIGS: dict[str, Config] = {
         call='{"name": "save_note", "arguments": {"body": "x"}}, ',
         section="functools[",
     ),
+    "hunyuan_a13b": Config(
+        "hunyuan_a13b",
+        None,
+        call_open='<tool_calls>[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="<tool_calls>[",
+    ),
 }
 
 

@@ -80,6 +80,10 @@ HOSTILE = [
     "<|end_message|>",
     "<|content_",
     '{"name": "count", "args": ',
+    "<tool_calls>",
+    "</tool_calls>",
+    "<think>\n",
+    "\n</think>\n<answer>\n",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -100,6 +104,8 @@ CONFIGS = [
     ("nemotron_v3", "qwen3_coder"),
     (None, "phi4_mini_json"),
     ("olmo3", None),
+    ("hunyuan_a13b", "hunyuan_a13b"),
+    (None, "hunyuan_a13b"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -111,6 +111,19 @@ def inkling_output(draw: st.DrawFn, reasoning: bool) -> str:
     return "<|message_model|>".join(block + "<|end_message|>" for block in blocks)
 
 
+@st.composite
+def a13b_output(draw: st.DrawFn) -> str:
+    """Hunyuan-A13B's answer: a JSON call list in ``<tool_calls>`` (or bare), or text."""
+    calls = draw(st.lists(args, max_size=3))
+    if not calls:
+        return draw(text)
+    separators = draw(st.sampled_from([(", ", ": "), (",", ":")]))
+    items = [{"name": name, "arguments": arguments} for name, arguments in calls]
+    body = json.dumps(items, ensure_ascii=False, separators=separators)
+    lead = draw(st.sampled_from(["", "\n", " "]))
+    return lead + (f"<tool_calls>{body}</tool_calls>" if draw(st.booleans()) else body)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -131,6 +144,7 @@ CONFIGS = {
     "inkling": (("inkling", None), inkling_output(reasoning=False)),
     "holo2+hermes": (("hermes", "holo2"), hermes_output(reasoning=True)),
     "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
+    "hunyuan_a13b": (("hunyuan_a13b", None), a13b_output()),
 }
 
 
