@@ -67,6 +67,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "phi4-mini": lambda: synthetic_model("phi4_mini"),
     "olmo3": lambda: synthetic_model("olmo3"),
     "hunyuan-a13b": lambda: llama_tokenizer_dir("llama3"),
+    "hy-v4": lambda: synthetic_model("hy"),
 }
 
 

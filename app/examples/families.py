@@ -473,4 +473,12 @@ EXAMPLES: dict[str, Example] = {
             "</tool_calls>\n</answer><|eot_id|>"
         ),
     ),
+    "hy-v4": Example(
+        family="Hunyuan HY-V3, HY-V4 (`<think>` tokens; thinking by `reasoning_effort`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="hy_v4",
+        tool_parser=None,
+        prompt=f"{QWEN3_PROMPT}<think>",
+        output=f"{REASONING}</think>{ANSWER}<|im_end|>",
+    ),
 }

@@ -16,6 +16,7 @@ from parsers.families import (
     harmony,
     hermes,
     hunyuan_a13b,
+    hy,
     inkling,
     kimi_k2,
     llama3_json,
@@ -60,6 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     phi4_mini.FAMILY,
     olmo3.FAMILY,
     hunyuan_a13b.FAMILY,
+    hy.FAMILY,
 )
 
 

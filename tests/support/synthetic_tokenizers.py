@@ -89,6 +89,16 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "phi4_mini": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"),
     # Olmo 3: ChatML turns, and no think tokens at all (below).
     "olmo3": (),
+    # Hunyuan HY-V3/V4: call markup beyond Qwen3's <think> and <tool_call> tokens.
+    "hy": (
+        "<tool_calls>",
+        "</tool_calls>",
+        "<tool_sep>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -109,6 +119,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "nemotron_v3": frozenset(),
     "phi4_mini": frozenset(FAMILY_TOKENS["phi4_mini"]),
     "olmo3": frozenset(),
+    "hy": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -122,6 +133,7 @@ _EOS = {
     "nemotron_v3": "<|im_end|>",
     "phi4_mini": "<|end|>",
     "olmo3": "<|im_end|>",
+    "hy": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -229,6 +241,7 @@ _TEMPLATES = {
     "nemotron_v3": _CHATML_TEMPLATE,
     "phi4_mini": _PHI4_TEMPLATE,
     "olmo3": _CHATML_TEMPLATE,
+    "hy": _CHATML_TEMPLATE,
 }
 
 

@@ -1,5 +1,5 @@
-"""Hunyuan-A13B on Llama 3.1's vocabulary (the ids vLLM's A13B reasoning parser follows
-are cl100k's, which Llama 3's first ranks are).
+"""Hunyuan: A13B on Llama 3.1's vocabulary (the ids vLLM's A13B reasoning parser follows
+are cl100k's, which Llama 3's first ranks are), HY-V3 and HY-V4 on a synthetic tokenizer.
 
 vLLM's A13B reasoning parser reads one token per call and fails on any other chunk (the
 server answers 400), so the configuration with it records one token per chunk only; the
@@ -18,6 +18,7 @@ from recorder.common import (
     NAMED_TIME,
     PLAN,
     PLAN_TWO,
+    QWEN3_EOS,
     REASONING,
     SYSTEM,
     TIME,
@@ -27,8 +28,11 @@ from recorder.common import (
     Scenario,
     _parsers,
     _served,
+    plain_scenarios,
+    served_as,
 )
 from recorder.families.llama import LLAMA3_EOT
+from recorder.formats import glm_calls
 
 SERVED = "hunyuan"
 
@@ -248,6 +252,38 @@ def a13b_tool_scenarios() -> list[Scenario]:
     ]
 
 
+def hy_scenarios(served: str) -> list[Scenario]:
+    """Reasoning only, its switch the effort: the plain list with ``reasoning_effort`` for
+    ``thinking``, plus the effort unset, given as the request's field, and ``none``."""
+    scenarios = served_as(served, plain_scenarios(glm_calls))
+    for scenario in scenarios:
+        kwargs = scenario.chat_request.get("chat_template_kwargs")
+        if kwargs is not None:
+            effort = "high" if kwargs.get("thinking") else "no_think"
+            scenario.chat_request["chat_template_kwargs"] = {"reasoning_effort": effort}
+    chat = _served(served)
+    output = f"{REASONING}</think>391."
+    return [
+        *scenarios,
+        Scenario("effort_unset", "no effort: the parser's default", chat([ASK_SUM]), [output]),
+        Scenario(
+            "effort_field",
+            "the request's reasoning_effort field",
+            chat([ASK_SUM], reasoning_effort="low"),
+            [output],
+        ),
+        Scenario(
+            "effort_none",
+            "reasoning_effort none (not no_think: still thinking for these parsers)",
+            chat([ASK_SUM], reasoning_effort="none"),
+            [output],
+        ),
+    ]
+
+
+SYNTHETIC = {"hy": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}}
+
+
 CONFIGS = [
     Config(
         "U1",
@@ -265,5 +301,21 @@ CONFIGS = [
         a13b_tool_scenarios(),
         eos=LLAMA3_EOT,
         served=SERVED,
+    ),
+    Config(
+        "U3",
+        _parsers("hy_v3", None),
+        "hy",
+        hy_scenarios("hy"),
+        eos=QWEN3_EOS,
+        served="hy",
+    ),
+    Config(
+        "U4",
+        _parsers("hy_v4", None),
+        "hy",
+        hy_scenarios("hy"),
+        eos=QWEN3_EOS,
+        served="hy",
     ),
 ]
