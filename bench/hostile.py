@@ -330,6 +330,7 @@ CONFIGS: dict[str, Config] = {
         call='{"name": "save_note", "arguments": {"body": "x"}}, ',
         section="<tool_calls>[",
     ),
+    "hy_v4": Config(None, "hy_v4"),
 }
 
 

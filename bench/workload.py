@@ -95,6 +95,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "nemotron_v3+qwen3_coder": ("qwen3_coder", "nemotron_v3", "coder_call"),
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "hunyuan_a13b": ("hunyuan_a13b", None, "content"),
+    "hy_v4": (None, "hy_v4", "reasoning"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).

@@ -106,6 +106,8 @@ CONFIGS = [
     ("olmo3", None),
     ("hunyuan_a13b", "hunyuan_a13b"),
     (None, "hunyuan_a13b"),
+    ("hy_v3", None),
+    ("hy_v4", None),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
