@@ -331,6 +331,13 @@ CONFIGS: dict[str, Config] = {
         section="<tool_calls>[",
     ),
     "hy_v4": Config(None, "hy_v4"),
+    "hy_v4+hy_v4": Config(
+        "hy_v4",
+        "hy_v4",
+        call_open="<tool_call>save_note<arg_key>body</arg_key><arg_value>",
+        call="<tool_call>save_note<arg_key>body</arg_key><arg_value>x</arg_value></tool_call>",
+        section="<tool_calls>",
+    ),
 }
 
 

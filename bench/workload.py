@@ -96,6 +96,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "hunyuan_a13b": ("hunyuan_a13b", None, "content"),
     "hy_v4": (None, "hy_v4", "reasoning"),
+    "hy_v4+hy_v4": ("hy_v4", "hy_v4", "content"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -189,6 +190,20 @@ def qwen3_with_glm_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_hy_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus HY's call markers as tokens (single tokens in HY's too)."""
+    return qwen3_with_tokens(
+        "<tool_calls>",
+        "</tool_calls>",
+        "<tool_sep>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+    )
+
+
+@cache
 def qwen3_with_seed_markers() -> Tokenizer:
     """Qwen3's vocabulary plus Seed-OSS's markers as tokens (single tokens in Seed's too)."""
     return qwen3_with_tokens(*SEED_MARKERS)
@@ -263,6 +278,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_seed_markers()
     if tool == "inkling":
         return qwen3_with_inkling_markers()
+    if tool == "hy_v4":
+        return qwen3_with_hy_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 

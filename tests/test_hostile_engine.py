@@ -84,6 +84,11 @@ HOSTILE = [
     "</tool_calls>",
     "<think>\n",
     "\n</think>\n<answer>\n",
+    "<tool_call>get_weather",
+    "<arg_key>city</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "</tool_call>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [

@@ -477,8 +477,13 @@ EXAMPLES: dict[str, Example] = {
         family="Hunyuan HY-V3, HY-V4 (`<think>` tokens; thinking by `reasoning_effort`)",
         tokenizer=MODEL_DIR,
         reasoning_parser="hy_v4",
-        tool_parser=None,
+        tool_parser="hy_v4",
         prompt=f"{QWEN3_PROMPT}<think>",
-        output=f"{REASONING}</think>{ANSWER}<|im_end|>",
+        output=(
+            f"{REASONING}</think>{ANSWER}<tool_calls><tool_call>get_weather"
+            "<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+            "<arg_key>unit</arg_key><arg_value>celsius</arg_value></tool_call></tool_calls>"
+            "<|im_end|>"
+        ),
     ),
 }

@@ -131,6 +131,22 @@ def qwen3_xml_calls(calls: list[tuple[str, Any]]) -> str:
     return "\n".join(texts)
 
 
+def hy_calls(calls: list[tuple[str, Any]]) -> str:
+    """HY-V4: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
+    pairs (values as text), all in ``<tool_calls>``."""
+    texts = []
+    for name, args in calls:
+        text = f"<tool_call>{name}"
+        if isinstance(args, str):  # raw (malformed) pair markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"<arg_key>{key}</arg_key><arg_value>{body}</arg_value>"
+        texts.append(text + "</tool_call>")
+    return "<tool_calls>" + "".join(texts) + "</tool_calls>"
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -142,6 +158,7 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "glm": glm_calls,
     "longcat": longcat_calls,
     "qwen3_xml": qwen3_xml_calls,
+    "hy": hy_calls,
 }
 
 
@@ -156,4 +173,7 @@ MALFORMED = {
     "glm": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n",
     "longcat": '{"name": "get_weather", "arguments": {"city": "Paris", "unit": }}',
     "qwen3_xml": "<parameter=days>\n[1, 2\n</parameter>\n<parameter=>x</parameter>\n",
+    "hy": (
+        "<arg_key>days</arg_key><arg_value>[1, 2</arg_value><arg_key>city</arg_key>\n<arg_value>x"
+    ),
 }

@@ -126,7 +126,7 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
     # HY-V3 and HY-V4 read reasoning with deepseek_r1's code
     **{
         f"{config}.explicit_think_start/chat_stream#{chunking}": ("deepseek-think-leak",)
-        for config in ("U3", "U4")
+        for config in ("U3", "U4", "U5")
         for chunking in ("t3", "r16")
     },
 }  # fmt: skip
@@ -154,6 +154,9 @@ CHUNK_DEPENDENT = {
             "two_think_ends",
         )
     },
+    # hy_v4 sends arguments by length: an open value that never pairs streams as far as
+    # the chunks let it
+    "U5.malformed_arguments": "hy-length-diff",
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -196,6 +199,7 @@ _SYNTHETIC_BY_CONFIG = {
     "O1": "olmo3",
     "U3": "hy",
     "U4": "hy",
+    "U5": "hy",
 }
 
 

@@ -28,6 +28,7 @@ from recorder.common import (
     Scenario,
     _parsers,
     _served,
+    engine_family_scenarios,
     plain_scenarios,
     served_as,
 )
@@ -252,6 +253,18 @@ def a13b_tool_scenarios() -> list[Scenario]:
     ]
 
 
+def _efforts(scenarios: list[Scenario]) -> list[Scenario]:
+    """``thinking`` kwargs spelled as the ``reasoning_effort`` HY's parsers read."""
+    for scenario in scenarios:
+        kwargs = scenario.chat_request.get("chat_template_kwargs")
+        if kwargs is not None:
+            effort = "no_think" if kwargs.get("thinking") is False else "high"
+            if kwargs.get("enable_thinking") is False:
+                effort = "no_think"
+            scenario.chat_request["chat_template_kwargs"] = {"reasoning_effort": effort}
+    return scenarios
+
+
 def hy_scenarios(served: str) -> list[Scenario]:
     """Reasoning only, its switch the effort: the plain list with ``reasoning_effort`` for
     ``thinking``, plus the effort unset, given as the request's field, and ``none``."""
@@ -315,6 +328,14 @@ CONFIGS = [
         _parsers("hy_v4", None),
         "hy",
         hy_scenarios("hy"),
+        eos=QWEN3_EOS,
+        served="hy",
+    ),
+    Config(
+        "U5",
+        _parsers("hy_v4", "hy_v4"),
+        "hy",
+        _efforts(engine_family_scenarios("hy", "hy")),
         eos=QWEN3_EOS,
         served="hy",
     ),

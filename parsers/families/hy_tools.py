@@ -1,0 +1,354 @@
+"""HY-V4's tool calls (``hy_v4``), read as vLLM 0.33.0's parser reads them.
+
+HY-V4 writes its calls in ``<tool_calls>`` as
+``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>``, each value
+typed by the tool's schema (parsers/families/hy_args.py).
+
+* One-shot, strictly: the first ``<tool_calls>`` to the first ``</tool_calls>``, its call
+  tags paired, each call a name and nothing but key/value pairs (whitespace between
+  them); anything else and the whole output is content. A key given twice keeps its
+  last value.
+* Streamed: nothing but content until the ``<tool_calls>`` token; then the text after
+  it is a buffer. A call's name goes once its first ``<arg_key>`` (or its end) shows;
+  its arguments go as the JSON of the pairs completed so far (a key's first value) plus
+  an open string value (for a property typed only ``string``), the closing ``}``
+  withheld, sent by length: what grew past what was sent. At ``</tool_call>`` the rest
+  of the final JSON goes, again by length. Text outside calls is dropped.
+
+The buffer is the output's own text read from cursors, so a chunk costs what it adds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from msgspec import Struct, field
+
+from parsers.families.hy_args import SchemaError, only_string, parse_value, value_types
+from parsers.ids import chat_tool_call_id
+from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
+
+OPEN, CLOSE = "<tool_calls>", "</tool_calls>"
+CALL, CALL_END = "<tool_call>", "</tool_call>"
+KEY, KEY_END = "<arg_key>", "</arg_key>"
+VALUE, VALUE_END = "<arg_value>", "</arg_value>"
+_PAIR_JOIN = KEY_END + VALUE
+_FINISH = CALL_END + CLOSE
+
+
+class Malformed(ValueError):
+    """What vLLM's strict reading refuses: the output is content."""
+
+
+def pairs(text: str) -> tuple[list[tuple[str, str]], bool]:
+    """vLLM's ``<arg_key>(.*?)</arg_key><arg_value>(.*?)</arg_value>`` matches, and
+    whether anything but whitespace lies outside them."""
+    found: list[tuple[str, str]] = []
+    outside, pos = False, 0
+    while (start := text.find(KEY, pos)) >= 0:
+        join = text.find(_PAIR_JOIN, start + len(KEY))
+        end = text.find(VALUE_END, join + len(_PAIR_JOIN)) if join >= 0 else -1
+        if end < 0:
+            break  # no later start can match either
+        outside = outside or bool(text[pos:start].strip())
+        found.append((text[start + len(KEY) : join], text[join + len(_PAIR_JOIN) : end]))
+        pos = end + len(VALUE_END)
+    return found, outside or bool(text[pos:].strip())
+
+
+def _arguments(options: ParseOptions, name: str, found: list[tuple[str, str]]) -> str:
+    values: dict[str, Any] = {}
+    for key, value in found:
+        values[key] = parse_value(value, value_types(options, name, key))
+    return json.dumps(values, ensure_ascii=False)
+
+
+def _strict_calls(output: str, options: ParseOptions) -> list[tuple[str, str]]:
+    start, end = output.find(OPEN), output.find(CLOSE)
+    if start < 0 or end < 0 or end < start:
+        raise Malformed("the call block is not closed")
+    block = output[start + len(OPEN) : end]
+    opened = block.count(CALL)
+    if opened != block.count(CALL_END):
+        raise Malformed("call tags do not pair")
+    bodies, pos = [], 0
+    while (at := block.find(CALL, pos)) >= 0 and (close := block.find(CALL_END, at)) >= 0:
+        bodies.append(block[at + len(CALL) : close])
+        pos = close + len(CALL_END)
+    if len(bodies) != opened:
+        raise Malformed("a call body is broken")
+    calls = []
+    for body in bodies:
+        split = body.find(KEY)
+        name = (body if split < 0 else body[:split]).strip()
+        arguments = "" if split < 0 else body[split:].strip()
+        if not name:
+            raise Malformed("a call without a name")
+        if arguments.count(KEY) != arguments.count(KEY_END) or arguments.count(
+            VALUE
+        ) != arguments.count(VALUE_END):
+            raise Malformed("argument tags do not pair")
+        found, outside = pairs(arguments)
+        if outside:
+            raise Malformed("text outside the argument pairs")
+        calls.append((name, _arguments(options, name, found)))
+    if not calls:
+        raise Malformed("no calls")
+    return calls
+
+
+class HyTools:
+    """HY-V4's calls read whole (the module docstring)."""
+
+    supports_required_and_named = False
+
+    def __init__(self, options: ParseOptions) -> None:
+        self.options = options
+
+    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
+        if OPEN not in content:
+            return ExtractedToolCalls(False, [], content)
+        try:
+            calls = _strict_calls(content, self.options)
+        except (Malformed, SchemaError, TypeError, ValueError):
+            return ExtractedToolCalls(False, [], content)
+        found = [FunctionCall(name, arguments) for name, arguments in calls]
+        return ExtractedToolCalls(True, found, content[: content.find(OPEN)] or None)
+
+
+# ------------------------------------------------------------------ streamed
+
+
+def _escaped(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _entry(key: str, value: Any) -> str:
+    return json.dumps(key, ensure_ascii=False) + ": " + json.dumps(value, ensure_ascii=False)
+
+
+def _tag_overlap(text: str, tag: str) -> int:
+    """Length of the longest start of ``tag`` that ends ``text`` (vLLM's helper)."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0
+
+
+class HyCall(Struct):
+    """The call being streamed: its arguments as found so far, and what was sent."""
+
+    name: str
+    keys: list[str] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    head: str = "{"  # "{" and the completed entries, joined: only grows
+    closed_to: int = 0  # buffer offset just past the last completed pair
+    scan: int = 0  # where the next pair is looked for
+    sent: int = 0  # characters of the argument JSON sent (vLLM counts by length)
+    end_from: int = 0  # where </tool_call> is looked for next
+    # The open pair after the last completed one: its key's span and its value's start.
+    key_at: int = -1
+    key_end: int = -1
+    value_at: int = -1
+    string_key: bool = False
+    escaped: str = ""  # the open value's escaped text up to `escaped_to`
+    escaped_to: int = -1
+
+
+class HyToolState(Struct, tag="hy_tools"):
+    opened: bool = False
+    buffer: str = ""
+    base: int = 0  # the buffer's text starts here
+    finish_seen: bool = False
+    finish_from: int = 0  # how far the output was searched for </tool_call></tool_calls>
+    output: str = ""  # the tail of the output that search still needs
+    index: int = -1
+    call: HyCall | None = None
+    call_from: int = 0  # how far a named call's name was searched for its end
+
+
+class HyToolStream:
+    """HY-V4's calls streamed (the module docstring)."""
+
+    engine_based = False
+    supports_required_and_named = False
+
+    def __init__(
+        self, options: ParseOptions, id_seed: str, open_id: int | None, state: HyToolState
+    ) -> None:
+        self.options = options
+        self.id_seed = id_seed
+        self.open_id = open_id
+        self.s = state
+
+    def finish(self) -> Delta | None:
+        return None
+
+    def remaining_arguments(self) -> str:
+        return ""  # vLLM's final check finds every finished call's arguments sent
+
+    def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        s = self.s
+        self._watch_finish(text)
+        if not s.opened:
+            s.opened = self.open_id is not None and self.open_id in (token_ids or ())
+            if not s.opened:
+                return Delta(content=text)
+        content = None
+        if OPEN in text:
+            parts = text.split(OPEN)
+            content = parts[0] or None
+            self._append(parts[-1])
+        else:
+            self._append(text)
+        if s.finish_seen and self._find(CALL_END, 0) < 0:
+            self._append(_FINISH)
+        calls = self._drain()
+        if content is None and not calls:
+            return None
+        return Delta(content=content, tool_calls=calls)
+
+    # ------------------------------------------------------------ the buffer
+
+    def _append(self, text: str) -> None:
+        s = self.s
+        buffer, s.buffer = s.buffer, ""
+        buffer += text
+        s.buffer = buffer
+
+    def _cut(self, at: int) -> None:
+        """The buffer from ``at`` (an offset into it) on; offsets kept are relative."""
+        s = self.s
+        s.buffer = s.buffer[at:]
+
+    def _find(self, tag: str, start: int) -> int:
+        return self.s.buffer.find(tag, start)
+
+    def _watch_finish(self, text: str) -> None:
+        """Whether the tool text so far holds ``</tool_call></tool_calls>``."""
+        s = self.s
+        if s.finish_seen:
+            return
+        window = s.output + text
+        s.finish_seen = _FINISH in window
+        s.output = window[-(len(_FINISH) - 1) :]
+
+    # ------------------------------------------------------------ calls
+
+    def _drain(self) -> list[DeltaToolCall]:
+        s = self.s
+        calls: list[DeltaToolCall] = []
+        while True:
+            if s.call is None:
+                start = self._find(CALL, 0)
+                if start < 0:
+                    keep = _tag_overlap(s.buffer, CALL)
+                    s.buffer = s.buffer[len(s.buffer) - keep :] if keep else ""
+                    return calls
+                after = max(start, s.call_from - len(CALL_END) + 1)
+                key_at, end_at = self._find(KEY, after), self._find(CALL_END, after)
+                if key_at < 0 and end_at < 0:
+                    if start:
+                        self._cut(start)
+                    s.call_from = len(s.buffer)
+                    return calls
+                s.call_from = 0
+                stop = key_at if key_at >= 0 else end_at
+                name = s.buffer[start + len(CALL) : stop].strip()
+                self._cut(stop)
+                s.index += 1
+                s.call = HyCall(name)
+                call_id = chat_tool_call_id(self.id_seed, s.index)
+                if self._find(CALL_END, 0) < 0:
+                    calls.append(
+                        DeltaToolCall(id=call_id, type="function", index=s.index, name=name)
+                    )
+                    return calls
+                piece = self._arguments(s.call)
+                calls.append(
+                    DeltaToolCall(
+                        id=call_id, type="function", index=s.index, name=name, arguments=piece
+                    )
+                )
+            else:
+                piece = self._arguments(s.call)
+                if piece:
+                    calls.append(DeltaToolCall(index=s.index, arguments=piece))
+            if s.call is not None or not s.buffer.startswith(CALL):
+                return calls
+
+    def _arguments(self, call: HyCall) -> str | None:
+        """What the call's argument JSON grew by (vLLM's diff by length)."""
+        s = self.s
+        end = s.buffer.find(CALL_END, call.end_from)
+        limit = end if end >= 0 else len(s.buffer)
+        if end < 0:
+            call.end_from = max(call.end_from, len(s.buffer) - len(CALL_END) + 1)
+        self._read_pairs(call, limit)
+        if end >= 0:
+            final = json.dumps(dict(zip(call.keys, call.values, strict=True)), ensure_ascii=False)
+            piece = final[call.sent :] if call.sent < len(final) else None
+            self._cut(end + len(CALL_END))
+            s.call = None
+            return piece
+        entry = self._open_entry(call, limit)
+        snapshot_end = len(call.head) + len(entry)
+        if snapshot_end <= call.sent:
+            return None
+        if call.sent >= len(call.head):
+            piece = entry[call.sent - len(call.head) :]
+        else:
+            piece = call.head[call.sent :] + entry
+        call.sent = snapshot_end
+        return piece
+
+    def _read_pairs(self, call: HyCall, limit: int) -> None:
+        """Complete the pairs that end before ``limit``; a key's first value stays."""
+        buffer = self.s.buffer
+        while (start := buffer.find(KEY, call.scan, limit)) >= 0:
+            join = buffer.find(_PAIR_JOIN, start + len(KEY), limit)
+            end = buffer.find(VALUE_END, join + len(_PAIR_JOIN), limit) if join >= 0 else -1
+            if end < 0:
+                break
+            key = buffer[start + len(KEY) : join].strip()
+            if key not in call.keys:
+                value = buffer[join + len(_PAIR_JOIN) : end]
+                try:
+                    parsed = parse_value(value, value_types(self.options, call.name, key))
+                except SchemaError:
+                    parsed = value
+                call.keys.append(key)
+                call.values.append(parsed)
+                call.head += (", " if len(call.keys) > 1 else "") + _entry(key, parsed)
+            call.scan = call.closed_to = end + len(VALUE_END)
+            call.key_at = call.key_end = call.value_at = call.escaped_to = -1
+            call.escaped = ""
+
+    def _open_entry(self, call: HyCall, limit: int) -> str:
+        """The open string value's entry as vLLM writes it (no closing quote)."""
+        buffer = self.s.buffer
+        if call.key_at < 0:
+            call.key_at = buffer.find(KEY, call.closed_to, limit)
+            if call.key_at < 0:
+                return ""
+        if call.key_end < 0:
+            call.key_end = buffer.find(KEY_END, call.key_at + len(KEY), limit)
+            if call.key_end < 0:
+                return ""
+            key = buffer[call.key_at + len(KEY) : call.key_end].strip()
+            call.string_key = only_string(self.options, call.name, key)
+        if not call.string_key:
+            return ""
+        if call.value_at < 0:
+            at = buffer.find(VALUE, call.key_end, limit)
+            if at < 0:
+                return ""
+            call.value_at = call.escaped_to = at + len(VALUE)
+        keep = limit - _tag_overlap(buffer[max(call.value_at, limit - 11) : limit], VALUE_END)
+        if keep > call.escaped_to:
+            call.escaped += _escaped(buffer[call.escaped_to : keep])
+            call.escaped_to = keep
+        key = buffer[call.key_at + len(KEY) : call.key_end].strip()
+        lead = ", " if call.keys else ""
+        return f'{lead}{json.dumps(key, ensure_ascii=False)}: "{call.escaped}'
