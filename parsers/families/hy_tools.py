@@ -143,14 +143,19 @@ class HyCall(Struct):
     keys: list[str] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
     head: str = "{"  # "{" and the completed entries, joined: only grows
-    closed_to: int = 0  # buffer offset just past the last completed pair
-    scan: int = 0  # where the next pair is looked for
+    scan: int = 0  # where the next pair's key is looked for
     sent: int = 0  # characters of the argument JSON sent (vLLM counts by length)
     end_from: int = 0  # where </tool_call> is looked for next
-    # The open pair after the last completed one: its key's span and its value's start.
+    # The pair after the last completed one: its key, and how far its tags were sought.
     key_at: int = -1
+    join: int = -1  # its "</arg_key><arg_value>" (the pattern's), -1: not yet
+    join_from: int = 0
+    end_from_pair: int = 0
+    # ... and read as the open value: its first "</arg_key>", its "<arg_value>".
     key_end: int = -1
+    key_end_from: int = 0
     value_at: int = -1
+    value_from: int = 0
     string_key: bool = False
     escaped: str = ""  # the open value's escaped text up to `escaped_to`
     escaped_to: int = -1
@@ -304,16 +309,32 @@ class HyToolStream:
         return piece
 
     def _read_pairs(self, call: HyCall, limit: int) -> None:
-        """Complete the pairs that end before ``limit``; a key's first value stays."""
+        """Complete the pairs that end before ``limit``; a key's first value stays.
+
+        The pair being read keeps where its key starts, where ``</arg_key><arg_value>``
+        was found, and how far its next tag was looked for."""
         buffer = self.s.buffer
-        while (start := buffer.find(KEY, call.scan, limit)) >= 0:
-            join = buffer.find(_PAIR_JOIN, start + len(KEY), limit)
-            end = buffer.find(VALUE_END, join + len(_PAIR_JOIN), limit) if join >= 0 else -1
+        while True:
+            if call.key_at < 0:
+                start = buffer.find(KEY, call.scan, limit)
+                if start < 0:
+                    call.scan = max(call.scan, limit - len(KEY) + 1)
+                    return
+                call.key_at = start
+                call.join_from = call.key_end_from = start + len(KEY)
+            if call.join < 0:
+                join = buffer.find(_PAIR_JOIN, call.join_from, limit)
+                if join < 0:
+                    call.join_from = max(call.join_from, limit - len(_PAIR_JOIN) + 1)
+                    return
+                call.join, call.end_from_pair = join, join + len(_PAIR_JOIN)
+            end = buffer.find(VALUE_END, call.end_from_pair, limit)
             if end < 0:
-                break
-            key = buffer[start + len(KEY) : join].strip()
+                call.end_from_pair = max(call.end_from_pair, limit - len(VALUE_END) + 1)
+                return
+            key = buffer[call.key_at + len(KEY) : call.join].strip()
             if key not in call.keys:
-                value = buffer[join + len(_PAIR_JOIN) : end]
+                value = buffer[call.join + len(_PAIR_JOIN) : end]
                 try:
                     parsed = parse_value(value, value_types(self.options, call.name, key))
                 except SchemaError:
@@ -321,28 +342,30 @@ class HyToolStream:
                 call.keys.append(key)
                 call.values.append(parsed)
                 call.head += (", " if len(call.keys) > 1 else "") + _entry(key, parsed)
-            call.scan = call.closed_to = end + len(VALUE_END)
-            call.key_at = call.key_end = call.value_at = call.escaped_to = -1
-            call.escaped = ""
+            call.scan = end + len(VALUE_END)
+            call.key_at = call.join = call.key_end = call.value_at = -1
+            call.escaped, call.escaped_to = "", -1
 
     def _open_entry(self, call: HyCall, limit: int) -> str:
-        """The open string value's entry as vLLM writes it (no closing quote)."""
+        """The open string value's entry as vLLM writes it (no closing quote): the
+        first ``</arg_key>`` after the open key, the first ``<arg_value>`` after that."""
         buffer = self.s.buffer
         if call.key_at < 0:
-            call.key_at = buffer.find(KEY, call.closed_to, limit)
-            if call.key_at < 0:
-                return ""
+            return ""
         if call.key_end < 0:
-            call.key_end = buffer.find(KEY_END, call.key_at + len(KEY), limit)
+            call.key_end = buffer.find(KEY_END, call.key_end_from, limit)
             if call.key_end < 0:
+                call.key_end_from = max(call.key_end_from, limit - len(KEY_END) + 1)
                 return ""
             key = buffer[call.key_at + len(KEY) : call.key_end].strip()
             call.string_key = only_string(self.options, call.name, key)
+            call.value_from = call.key_end
         if not call.string_key:
             return ""
         if call.value_at < 0:
-            at = buffer.find(VALUE, call.key_end, limit)
+            at = buffer.find(VALUE, call.value_from, limit)
             if at < 0:
+                call.value_from = max(call.value_from, limit - len(VALUE) + 1)
                 return ""
             call.value_at = call.escaped_to = at + len(VALUE)
         keep = limit - _tag_overlap(buffer[max(call.value_at, limit - 11) : limit], VALUE_END)
