@@ -338,6 +338,14 @@ CONFIGS: dict[str, Config] = {
         call="<tool_call>save_note<arg_key>body</arg_key><arg_value>x</arg_value></tool_call>",
         section="<tool_calls>",
     ),
+    "hy_v3+hy_v3": Config(
+        "hy_v3",
+        "hy_v3",
+        call_open="<tool_call>save_note<tool_sep><arg_key>body</arg_key>\n<arg_value>",
+        call="<tool_call>save_note<tool_sep><arg_key>body</arg_key><arg_value>x</arg_value>"
+        "</tool_call>",
+        section="<tool_calls>",
+    ),
 }
 
 

@@ -97,6 +97,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "hunyuan_a13b": ("hunyuan_a13b", None, "content"),
     "hy_v4": (None, "hy_v4", "reasoning"),
     "hy_v4+hy_v4": ("hy_v4", "hy_v4", "content"),
+    "hy_v3+hy_v3": ("hy_v3", "hy_v3", "content"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -278,7 +279,7 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_seed_markers()
     if tool == "inkling":
         return qwen3_with_inkling_markers()
-    if tool == "hy_v4":
+    if tool in ("hy_v3", "hy_v4"):
         return qwen3_with_hy_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 

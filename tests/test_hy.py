@@ -1,9 +1,10 @@
-"""HY-V4's tool calls (``hy_v4``): what the golden (U5) and shared harnesses leave out.
+"""HY-V4's and HY-V3's tool calls (``hy_v4``, ``hy_v3``): what their goldens (U5, U6)
+and the shared harnesses leave out.
 
-Its stream sends arguments by length, as vLLM's does, so chunkings may differ
+Their streams send arguments by length, as vLLM's do, so chunkings may differ
 (docs/parity.md, hy-length-diff) and the shared any-chunking claims do not hold; here,
-on HY's synthetic tokenizer: the strict one-shot reading, hostile output that never
-raises, and a snapshot restored anywhere continuing identically.
+on HY's synthetic tokenizer: the one-shot readings, hostile output that never raises,
+and a snapshot restored anywhere continuing identically.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer, load_tokenizer
-from parsers.families.hy_tools import HyTools, pairs
+from parsers.families.hy_tools import HyTools, HyV3Tools, pairs, spaced_pairs
 from tests.support.parity import chunked
 from tests.support.streams import factory_for, options, run, stream
 from tests.support.synthetic_tokenizers import write_synthetic_tokenizer
@@ -38,6 +39,7 @@ PIECES = [
     "\n",
     "</think>",
     "[1, 2",
+    "<tool_sep>",
 ]
 
 
@@ -74,16 +76,27 @@ def test_a_key_given_twice_keeps_its_last_value_one_shot() -> None:
     assert call.arguments == '{"n": 2}'
 
 
+def test_hy_v3_reads_whatever_calls_it_finds_once_the_block_opens() -> None:
+    spaced = "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>"
+    assert spaced_pairs(spaced) == [("city", "Paris")]
+    output = f"Sure.<tool_calls><tool_call>get_weather<tool_sep>{spaced}</tool_call>"
+    [call] = HyV3Tools(options()).extract(output, "seed").calls
+    assert (call.name, call.arguments) == ("get_weather", '{"city": "Paris"}')
+    nothing = HyV3Tools(options()).extract("<tool_calls><tool_call>x", "seed")
+    assert nothing.tools_called and not nothing.calls and nothing.content is None
+
+
 @settings(max_examples=25, deadline=None)
 @given(
+    parser=st.sampled_from(["hy_v4", "hy_v3"]),
     parts=st.lists(st.sampled_from(PIECES), max_size=40),
     cuts=st.lists(st.integers(0, 120), max_size=12),
     at=st.integers(0, 20),
 )
 def test_hostile_output_streams_and_restores_identically(
-    hy: Tokenizer, parts: list[str], cuts: list[int], at: int
+    hy: Tokenizer, parser: str, parts: list[str], cuts: list[int], at: int
 ) -> None:
-    factory = factory_for(hy, "hy_v4", "hy_v4")
+    factory = factory_for(hy, parser, "hy_v4")
     output = "".join(parts)
     factory.for_request(options()).parse(output, [], "seed")
     chunks = chunked(hy.encode(output), cuts)

@@ -6,8 +6,7 @@ reasoning when the output has no ``<think>`` of its own). Whether a request thin
 its ``reasoning_effort`` as the parser's template kwargs carry it (the request's own,
 else ``chat_template_kwargs.reasoning_effort``): ``no_think`` turns it off and the whole
 output is content. Unset, HY-V3 does not think and HY-V4 does (its template's default
-effort is ``high``). HY-V4's tool parser is parsers/families/hy_tools.py; HY-V3's is not
-served yet.
+effort is ``high``). Their tool parsers are parsers/families/hy_tools.py.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from parsers.families.deepseek import _think_if_asked, _think_if_tokens, _think_stream_if_asked
-from parsers.families.hy_tools import HyTools, HyToolState, HyToolStream
+from parsers.families.hy_tools import HyTools, HyToolState, HyToolStream, HyV3Tools, HyV3ToolStream
 from parsers.families.think import ThinkTagReasoning, ThinkTagStreamState
 from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.types import ParseOptions, Vocabulary
@@ -62,11 +61,18 @@ def _tools_stream(
     return HyToolStream(request.options, request.id_seed, open_id, state), state
 
 
+def _v3_tools_stream(
+    open_id: int | None, request: Request, kept: object
+) -> tuple[HyToolStream, HyToolState]:
+    state = reuse(kept, HyToolState)
+    return HyV3ToolStream(request.options, request.id_seed, open_id, state), state
+
+
 FAMILY = Family(
     title="Hunyuan HY-V3, HY-V4",
     tokenizer="model directory",
     reasoning=(
-        _declared("hy_v3", NO_THINK, ("<think>", "</think>"), ("U3",)),
+        _declared("hy_v3", NO_THINK, ("<think>", "</think>"), ("U3", "U6")),
         _declared("hy_v4", "high", (), ("U4", "U5")),
     ),
     tools=(
@@ -79,6 +85,16 @@ FAMILY = Family(
             one_shot=lambda _, request: HyTools(request.options),
             stream=_tools_stream,
             golden=("U5",),
+        ),
+        Tools(
+            names=("hy_v3",),
+            engine_based=False,
+            needs=("<tool_calls>", "</tool_calls>"),
+            states=(HyToolState,),
+            prepare=_open_id,
+            one_shot=lambda _, request: HyV3Tools(request.options),
+            stream=_v3_tools_stream,
+            golden=("U6",),
         ),
     ),
 )

@@ -148,8 +148,9 @@ class HyCall(Struct):
     end_from: int = 0  # where </tool_call> is looked for next
     # The pair after the last completed one: its key, and how far its tags were sought.
     key_at: int = -1
-    join: int = -1  # its "</arg_key><arg_value>" (the pattern's), -1: not yet
+    join: int = -1  # its key's end (the pattern's), -1: not yet
     join_from: int = 0
+    value_start: int = 0
     end_from_pair: int = 0
     # ... and read as the open value: its first "</arg_key>", its "<arg_value>".
     key_end: int = -1
@@ -178,6 +179,9 @@ class HyToolStream:
 
     engine_based = False
     supports_required_and_named = False
+    spaced_pairs = False  # whitespace may stand between a key and its value
+    holds_tag = True  # an open value's end that may be "</arg_value>" waits
+    escape = staticmethod(_escaped)  # how an open value's text is written
 
     def __init__(
         self, options: ParseOptions, id_seed: str, open_id: int | None, state: HyToolState
@@ -209,7 +213,7 @@ class HyToolStream:
             self._append(text)
         if s.finish_seen and self._find(CALL_END, 0) < 0:
             self._append(_FINISH)
-        calls = self._drain()
+        calls, content = self._drain(content)
         if content is None and not calls:
             return None
         return Delta(content=content, tool_calls=calls)
@@ -241,7 +245,11 @@ class HyToolStream:
 
     # ------------------------------------------------------------ calls
 
-    def _drain(self) -> list[DeltaToolCall]:
+    def _drain(self, content: str | None) -> tuple[list[DeltaToolCall], str | None]:
+        """Every call the buffer completes, and the content that goes with them."""
+        return self._drain_calls(), content
+
+    def _drain_calls(self) -> list[DeltaToolCall]:
         s = self.s
         calls: list[DeltaToolCall] = []
         while True:
@@ -322,19 +330,15 @@ class HyToolStream:
                     return
                 call.key_at = start
                 call.join_from = call.key_end_from = start + len(KEY)
-            if call.join < 0:
-                join = buffer.find(_PAIR_JOIN, call.join_from, limit)
-                if join < 0:
-                    call.join_from = max(call.join_from, limit - len(_PAIR_JOIN) + 1)
-                    return
-                call.join, call.end_from_pair = join, join + len(_PAIR_JOIN)
+            if call.join < 0 and not self._join(call, buffer, limit):
+                return
             end = buffer.find(VALUE_END, call.end_from_pair, limit)
             if end < 0:
                 call.end_from_pair = max(call.end_from_pair, limit - len(VALUE_END) + 1)
                 return
             key = buffer[call.key_at + len(KEY) : call.join].strip()
             if key not in call.keys:
-                value = buffer[call.join + len(_PAIR_JOIN) : end]
+                value = buffer[call.value_start : end]
                 try:
                     parsed = parse_value(value, value_types(self.options, call.name, key))
                 except SchemaError:
@@ -345,6 +349,33 @@ class HyToolStream:
             call.scan = end + len(VALUE_END)
             call.key_at = call.join = call.key_end = call.value_at = -1
             call.escaped, call.escaped_to = "", -1
+
+    def _join(self, call: HyCall, buffer: str, limit: int) -> bool:
+        """Find where the open pair's key ends and its value starts (``False``: not
+        yet): ``</arg_key><arg_value>`` as one, or (HY-V3) with whitespace between."""
+        if not self.spaced_pairs:
+            join = buffer.find(_PAIR_JOIN, call.join_from, limit)
+            if join < 0:
+                call.join_from = max(call.join_from, limit - len(_PAIR_JOIN) + 1)
+                return False
+            call.join, call.value_start = join, join + len(_PAIR_JOIN)
+            call.end_from_pair = call.value_start
+            return True
+        while (close := buffer.find(KEY_END, call.join_from, limit)) >= 0:
+            at = close + len(KEY_END)
+            while at < limit and buffer[at].isspace():
+                at += 1
+            rest = buffer[at : min(limit, at + len(VALUE))]
+            if rest == VALUE:
+                call.join, call.value_start = close, at + len(VALUE)
+                call.end_from_pair = call.value_start
+                return True
+            if VALUE.startswith(rest) and at + len(rest) == limit:
+                call.join_from = close  # whitespace or the tag may still come
+                return False
+            call.join_from = close + 1
+        call.join_from = max(call.join_from, limit - len(KEY_END) + 1)
+        return False
 
     def _open_entry(self, call: HyCall, limit: int) -> str:
         """The open string value's entry as vLLM writes it (no closing quote): the
@@ -368,10 +399,171 @@ class HyToolStream:
                 call.value_from = max(call.value_from, limit - len(VALUE) + 1)
                 return ""
             call.value_at = call.escaped_to = at + len(VALUE)
-        keep = limit - _tag_overlap(buffer[max(call.value_at, limit - 11) : limit], VALUE_END)
+        keep = limit
+        if self.holds_tag:
+            keep -= _tag_overlap(buffer[max(call.value_at, limit - 11) : limit], VALUE_END)
         if keep > call.escaped_to:
-            call.escaped += _escaped(buffer[call.escaped_to : keep])
+            call.escaped += self.escape(buffer[call.escaped_to : keep])
             call.escaped_to = keep
         key = buffer[call.key_at + len(KEY) : call.key_end].strip()
         lead = ", " if call.keys else ""
         return f'{lead}{json.dumps(key, ensure_ascii=False)}: "{call.escaped}'
+
+
+# ------------------------------------------------------------------ HY-V3
+
+
+SEP = "<tool_sep>"
+
+
+def spaced_pairs(text: str) -> list[tuple[str, str]]:
+    """vLLM's ``<arg_key>(.*?)</arg_key>\\s*<arg_value>(.*?)</arg_value>`` matches."""
+    found: list[tuple[str, str]] = []
+    pos = 0
+    while (start := text.find(KEY, pos)) >= 0:
+        close, value_at = text.find(KEY_END, start + len(KEY)), -1
+        while close >= 0:
+            at = close + len(KEY_END)
+            while at < len(text) and text[at].isspace():
+                at += 1
+            if text.startswith(VALUE, at):
+                value_at = at + len(VALUE)
+                break
+            close = text.find(KEY_END, close + 1)
+        end = text.find(VALUE_END, value_at) if value_at >= 0 else -1
+        if end < 0:
+            break  # no later start can match either
+        found.append((text[start + len(KEY) : close], text[value_at:end]))
+        pos = end + len(VALUE_END)
+    return found
+
+
+def _v3_bodies(output: str) -> list[tuple[str, str]]:
+    """``(name, arguments)`` as vLLM's two patterns find them: every closed call, then
+    an open one after the last ``</tool_call>`` (or in the whole text, if none closed)."""
+    found: list[tuple[str, str]] = []
+    pos = 0
+    while (start := output.find(CALL, pos)) >= 0:
+        sep = output.find(SEP, start + len(CALL))
+        end = output.find(CALL_END, sep + len(SEP)) if sep >= 0 else -1
+        if end < 0:
+            break
+        found.append((output[start + len(CALL) : sep], output[sep + len(SEP) : end]))
+        pos = end + len(CALL_END)
+    rest = output[output.rfind(CALL_END) + len(CALL_END) :] if found else output
+    start = rest.find(CALL)
+    sep = rest.find(SEP, start + len(CALL)) if start >= 0 else -1
+    if sep >= 0:
+        found.append((rest[start + len(CALL) : sep], rest[sep + len(SEP) :]))
+    return found
+
+
+def v3_calls(output: str, options: ParseOptions) -> list[tuple[str, str]]:
+    """HY-V3's calls; none at all where vLLM's reading raises."""
+    calls = []
+    try:
+        for name, body in _v3_bodies(output):
+            name = name.strip()
+            values: dict[str, Any] = {}
+            for key, value in spaced_pairs(body.strip()):
+                values[key] = parse_value(value, value_types(options, name, key))
+            calls.append((name, json.dumps(values, ensure_ascii=False)))
+    except (SchemaError, TypeError, ValueError):
+        return []
+    return calls
+
+
+class HyV3Tools:
+    """HY-V3's calls read whole: once ``<tool_calls>`` shows, whatever calls are found
+    (maybe none), the content the text before it."""
+
+    supports_required_and_named = True
+
+    def __init__(self, options: ParseOptions) -> None:
+        self.options = options
+
+    def extract(self, content: str, id_seed: str) -> ExtractedToolCalls:
+        if OPEN not in content:
+            return ExtractedToolCalls(False, [], content)
+        calls = [
+            FunctionCall(name, arguments) for name, arguments in v3_calls(content, self.options)
+        ]
+        return ExtractedToolCalls(True, calls, content[: content.find(OPEN)] or None)
+
+
+def _v3_escaped(text: str) -> str:
+    """HY-V3's own escaping of an open value (only these five characters)."""
+    return (
+        text.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+
+
+class HyV3ToolStream(HyToolStream):
+    """HY-V3's calls streamed: HY-V4's steps, but a call's name ends at ``<tool_sep>``,
+    one call streams per chunk (the calls after it that the chunk completes go whole),
+    whitespace may stand between a key and its value, an open value is escaped by its
+    own rule and sent to the end of the text, and content that shares a chunk with an
+    argument step is dropped, as in vLLM."""
+
+    supports_required_and_named = True
+    spaced_pairs = True
+    holds_tag = False
+    escape = staticmethod(_v3_escaped)
+
+    def _drain(self, content: str | None) -> tuple[list[DeltaToolCall], str | None]:
+        s = self.s
+        named: DeltaToolCall | None = None
+        if s.call is None:
+            start = self._find(CALL, 0)
+            if start < 0:
+                if content is None:
+                    s.buffer = ""
+                return [], content
+            sep = self._find(SEP, max(0, s.call_from - len(SEP) + 1))
+            if sep < 0:
+                if start:
+                    self._cut(start)
+                s.call_from = len(s.buffer)
+                return [], content
+            name = s.buffer[start + len(CALL) : sep].strip()
+            self._cut(sep + len(SEP))
+            s.call_from, s.index = 0, s.index + 1
+            s.call = HyCall(name)
+            call_id = chat_tool_call_id(self.id_seed, s.index)
+            named = DeltaToolCall(id=call_id, type="function", index=s.index, name=name)
+            if self._find(CALL_END, 0) < 0:
+                return [named], content
+        index = s.index
+        piece = self._arguments(s.call)
+        calls: list[DeltaToolCall] = []
+        if named is not None:
+            named.arguments = piece
+            calls.append(named)
+        else:
+            content = None
+            if piece:
+                calls.append(DeltaToolCall(index=index, arguments=piece))
+        if s.call is None:
+            calls += self._whole_calls()
+        return calls, content
+
+    def _whole_calls(self) -> list[DeltaToolCall]:
+        """The calls the buffer holds complete after the streamed one, each whole."""
+        s = self.s
+        calls = []
+        while (start := self._find(CALL, 0)) >= 0 and (end := self._find(CALL_END, start)) >= 0:
+            text = s.buffer[start : end + len(CALL_END)]
+            self._cut(end + len(CALL_END))
+            for name, arguments in v3_calls(text, self.options):
+                s.index += 1
+                call_id = chat_tool_call_id(self.id_seed, s.index)
+                calls.append(
+                    DeltaToolCall(
+                        id=call_id, type="function", index=s.index, name=name, arguments=arguments
+                    )
+                )
+        return calls

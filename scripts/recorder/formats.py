@@ -147,6 +147,15 @@ def hy_calls(calls: list[tuple[str, Any]]) -> str:
     return "<tool_calls>" + "".join(texts) + "</tool_calls>"
 
 
+def hy_v3_calls(calls: list[tuple[str, Any]]) -> str:
+    """HY-V3: HY-V4's markup with ``<tool_sep>`` after the name and a newline between a
+    key and its value."""
+    text = hy_calls(calls)
+    for name, _ in calls:
+        text = text.replace(f"<tool_call>{name}", f"<tool_call>{name}<tool_sep>", 1)
+    return text.replace("</arg_key><arg_value>", "</arg_key>\n<arg_value>")
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -159,6 +168,7 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "longcat": longcat_calls,
     "qwen3_xml": qwen3_xml_calls,
     "hy": hy_calls,
+    "hy_v3": hy_v3_calls,
 }
 
 
@@ -176,4 +186,5 @@ MALFORMED = {
     "hy": (
         "<arg_key>days</arg_key><arg_value>[1, 2</arg_value><arg_key>city</arg_key>\n<arg_value>x"
     ),
+    "hy_v3": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n<arg_key>unit</arg_key>",
 }

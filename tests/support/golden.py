@@ -200,6 +200,7 @@ _SYNTHETIC_BY_CONFIG = {
     "U3": "hy",
     "U4": "hy",
     "U5": "hy",
+    "U6": "hy",
 }
 
 

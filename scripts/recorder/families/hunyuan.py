@@ -339,4 +339,12 @@ CONFIGS = [
         eos=QWEN3_EOS,
         served="hy",
     ),
+    Config(
+        "U6",
+        _parsers("hy_v3", "hy_v3"),
+        "hy",
+        _efforts(engine_family_scenarios("hy_v3", "hy")),
+        eos=QWEN3_EOS,
+        served="hy",
+    ),
 ]
