@@ -22,13 +22,16 @@ from parsers.types import Delta, ParsedMessage, ParseOptions, ToolSpec
 def chat_template_kwargs(request: ChatRequest, defaults: dict[str, Any]) -> dict[str, Any]:
     """The template kwargs the request rendered with, as far as parsers read them.
 
-    The request's own kwargs win; ``reasoning_effort`` implies ``enable_thinking``
-    when the request does not set it; server defaults fill what is left.
+    The request's own kwargs win, but for ``reasoning_effort``, which the request's field
+    sets over them (and implies ``enable_thinking`` when the request does not set it);
+    server defaults fill what is left.
     """
     own = request.chat_template_kwargs or {}
     kwargs = {**defaults, **own}
     if request.reasoning_effort is not None and "enable_thinking" not in own:
         kwargs["enable_thinking"] = request.reasoning_effort != "none"
+    if request.reasoning_effort not in (None, "auto"):
+        kwargs["reasoning_effort"] = request.reasoning_effort  # over the kwargs', as vLLM
     return kwargs
 
 

@@ -424,6 +424,29 @@ CONFIGS: dict[str, Config] = {
         call_open="<tool_call>save_note\n<arg_key>body</arg_key><arg_value>",
         call="<tool_call>save_note\n<arg_key>body</arg_key><arg_value>x</arg_value></tool_call>\n",
     ),
+    "hunyuan_a13b": Config(
+        "hunyuan_a13b",
+        None,
+        call_open='<tool_calls>[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="<tool_calls>[",
+    ),
+    "hy_v4": Config(None, "hy_v4"),
+    "hy_v4+hy_v4": Config(
+        "hy_v4",
+        "hy_v4",
+        call_open="<tool_call>save_note<arg_key>body</arg_key><arg_value>",
+        call="<tool_call>save_note<arg_key>body</arg_key><arg_value>x</arg_value></tool_call>",
+        section="<tool_calls>",
+    ),
+    "hy_v3+hy_v3": Config(
+        "hy_v3",
+        "hy_v3",
+        call_open="<tool_call>save_note<tool_sep><arg_key>body</arg_key>\n<arg_value>",
+        call="<tool_call>save_note<tool_sep><arg_key>body</arg_key><arg_value>x</arg_value>"
+        "</tool_call>",
+        section="<tool_calls>",
+    ),
 }
 
 

@@ -110,6 +110,10 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "cohere_command3+cohere_command3": ("cohere_command3", "cohere_command3", "cohere_call"),
     "granite-20b-fc": ("granite-20b-fc", None, "granite_fc_call"),
     "poolside_v1 tools": ("poolside_v1", None, "poolside_call"),
+    "hunyuan_a13b": ("hunyuan_a13b", None, "content"),
+    "hy_v4": (None, "hy_v4", "reasoning"),
+    "hy_v4+hy_v4": ("hy_v4", "hy_v4", "content"),
+    "hy_v3+hy_v3": ("hy_v3", "hy_v3", "content"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -211,6 +215,20 @@ def qwen3_with_glm_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_hy_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus HY's call markers as tokens (single tokens in HY's too)."""
+    return qwen3_with_tokens(
+        "<tool_calls>",
+        "</tool_calls>",
+        "<tool_sep>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+    )
+
+
+@cache
 def qwen3_with_seed_markers() -> Tokenizer:
     """Qwen3's vocabulary plus Seed-OSS's markers as tokens (single tokens in Seed's too)."""
     return qwen3_with_tokens(*SEED_MARKERS)
@@ -293,6 +311,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_inkling_markers()
     if tool == "minimax_m3":
         return qwen3_with_m3_markers()
+    if tool in ("hy_v3", "hy_v4"):
+        return qwen3_with_hy_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 

@@ -45,3 +45,8 @@ def opening_call_delta(
         name=name,
         arguments=arguments,
     )
+
+
+def hunyuan_tool_call_id(seed: str, index: int) -> str:
+    """Hunyuan-A13B's one-shot format: ``call_`` and 16 hex digits."""
+    return f"call_{_hex16(seed, index)}"

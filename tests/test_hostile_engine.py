@@ -113,6 +113,15 @@ HOSTILE = [
     '<tool_call>[{"name": "count", "arguments": ',
     "},{",
     "]",
+    "<tool_calls>",
+    "</tool_calls>",
+    "<think>\n",
+    "\n</think>\n<answer>\n",
+    "<tool_call>get_weather",
+    "<arg_key>city</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "</tool_call>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -147,6 +156,10 @@ CONFIGS = [
     ("cohere_command3", "cohere_command3"),
     ("cohere_command4", "cohere_command4"),
     (None, "poolside_v1"),
+    ("hunyuan_a13b", "hunyuan_a13b"),
+    (None, "hunyuan_a13b"),
+    ("hy_v3", None),
+    ("hy_v4", None),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -207,6 +207,19 @@ def cohere_output(draw: st.DrawFn, answer: str = "RESPONSE") -> str:
     return out or draw(text)
 
 
+@st.composite
+def a13b_output(draw: st.DrawFn) -> str:
+    """Hunyuan-A13B's answer: a JSON call list in ``<tool_calls>`` (or bare), or text."""
+    calls = draw(st.lists(args, max_size=3))
+    if not calls:
+        return draw(text)
+    separators = draw(st.sampled_from([(", ", ": "), (",", ":")]))
+    items = [{"name": name, "arguments": arguments} for name, arguments in calls]
+    body = json.dumps(items, ensure_ascii=False, separators=separators)
+    lead = draw(st.sampled_from(["", "\n", " "]))
+    return lead + (f"<tool_calls>{body}</tool_calls>" if draw(st.booleans()) else body)
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -240,6 +253,7 @@ CONFIGS = {
     "granite (tools)": (("granite", None), granite_array_output()),
     "cohere_command3": (("cohere_command3", "cohere_command3"), cohere_output()),
     "cohere_command4": (("cohere_command4", "cohere_command4"), cohere_output("TEXT")),
+    "hunyuan_a13b": (("hunyuan_a13b", None), a13b_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

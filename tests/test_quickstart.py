@@ -81,6 +81,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "cohere-command-a": lambda: synthetic_model("cohere"),
     # Its markup is plain text: Qwen3's vocabulary stands in.
     "granite-20b-fc": lambda: "qwen3",
+    "hunyuan-a13b": lambda: llama_tokenizer_dir("llama3"),
+    "hy-v4": lambda: synthetic_model("hy"),
 }
 
 

@@ -134,9 +134,6 @@ NOT_YET = {
         "dots",
         "functiongemma",
         "hf",
-        "hunyuan_a13b",
-        "hy_v3",
-        "hy_v4",
         "internlm",
         "jamba",
         "k2_horizon",
@@ -146,16 +143,7 @@ NOT_YET = {
         "olmo3",
         "plamo3",
     },
-    "reasoning_parsers": {
-        "beam",
-        "hf",
-        "hunyuan_a13b",
-        "hy_v3",
-        "hy_v4",
-        "kimi_k3",
-        "minicpmv",
-        "plamo3",
-    },
+    "reasoning_parsers": {"beam", "hf", "kimi_k3", "minicpmv", "plamo3"},
 }
 
 

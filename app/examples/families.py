@@ -627,4 +627,31 @@ EXAMPLES: dict[str, Example] = {
             '"unit": "celsius"}}<|im_end|>'
         ),
     ),
+    # A13B's markers are text; its stream reads calls only when the answer opens with
+    # them, so the answer is the call. Llama 3's vocabulary stands in for A13B's.
+    "hunyuan-a13b": Example(
+        family="Hunyuan-A13B (`<think>`/`<answer>` and `<tool_calls>` spelled as text)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="hunyuan_a13b",
+        tool_parser="hunyuan_a13b",
+        prompt=LLAMA3_PROMPT,
+        output=(
+            f"<think>\n{REASONING}\n</think>\n<answer>\n<tool_calls>"
+            '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]'
+            "</tool_calls>\n</answer><|eot_id|>"
+        ),
+    ),
+    "hy-v4": Example(
+        family="Hunyuan HY-V3, HY-V4 (`<think>` tokens; thinking by `reasoning_effort`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="hy_v4",
+        tool_parser="hy_v4",
+        prompt=f"{QWEN3_PROMPT}<think>",
+        output=(
+            f"{REASONING}</think>{ANSWER}<tool_calls><tool_call>get_weather"
+            "<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+            "<arg_key>unit</arg_key><arg_value>celsius</arg_value></tool_call></tool_calls>"
+            "<|im_end|>"
+        ),
+    ),
 }

@@ -22,6 +22,8 @@ from parsers.families import (
     granite_thinking,
     harmony,
     hermes,
+    hunyuan_a13b,
+    hy,
     inkling,
     k2_horizon,
     kimi_k2,
@@ -80,6 +82,8 @@ FAMILIES: tuple[Family, ...] = (
     granite.FAMILY,
     cohere_command.FAMILY,
     granite_fc.FAMILY,
+    hunyuan_a13b.FAMILY,
+    hy.FAMILY,
 )
 
 

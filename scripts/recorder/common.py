@@ -106,6 +106,7 @@ class Config:
     eos: str = EOS  # appended to a "stop" output
     served: str = SERVED
     tokenizer: str | None = None  # a test tokenizer of tests/support/tekken_tokenizers.py
+    chunkings: tuple[str, ...] = CHUNKINGS  # the stream chunkings recorded
 
 
 def _chat(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

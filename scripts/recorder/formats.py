@@ -156,6 +156,22 @@ def step3_calls(calls: list[tuple[str, Any]], kind: str = "function") -> str:
     return "<｜tool_calls_begin｜>" + "".join(texts) + "<｜tool_calls_end｜>"
 
 
+def hy_calls(calls: list[tuple[str, Any]]) -> str:
+    """HY-V4: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
+    pairs (values as text), all in ``<tool_calls>``."""
+    texts = []
+    for name, args in calls:
+        text = f"<tool_call>{name}"
+        if isinstance(args, str):  # raw (malformed) pair markup
+            text += args
+        else:
+            for key, value in args.items():
+                body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text += f"<arg_key>{key}</arg_key><arg_value>{body}</arg_value>"
+        texts.append(text + "</tool_call>")
+    return "<tool_calls>" + "".join(texts) + "</tool_calls>"
+
+
 M3_NAMESPACE = "]<]minimax[>["
 
 
@@ -176,6 +192,15 @@ def minimax_m3_calls(calls: list[tuple[str, Any]]) -> str:
     return text + f"{ns}</tool_call>"
 
 
+def hy_v3_calls(calls: list[tuple[str, Any]]) -> str:
+    """HY-V3: HY-V4's markup with ``<tool_sep>`` after the name and a newline between a
+    key and its value."""
+    text = hy_calls(calls)
+    for name, _ in calls:
+        text = text.replace(f"<tool_call>{name}", f"<tool_call>{name}<tool_sep>", 1)
+    return text.replace("</arg_key><arg_value>", "</arg_key>\n<arg_value>")
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -190,6 +215,8 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "ernie": ernie_calls,
     "step3": step3_calls,
     "minimax_m3": minimax_m3_calls,
+    "hy": hy_calls,
+    "hy_v3": hy_v3_calls,
 }
 
 
@@ -210,4 +237,8 @@ MALFORMED = {
     ),
     "minimax_m3": f"{M3_NAMESPACE}<days>[1, 2{M3_NAMESPACE}</days>\n"
     f"{M3_NAMESPACE}<>x{M3_NAMESPACE}</>\n{M3_NAMESPACE}<unit>celsius{M3_NAMESPACE}</unit>\n",
+    "hy": (
+        "<arg_key>days</arg_key><arg_value>[1, 2</arg_value><arg_key>city</arg_key>\n<arg_value>x"
+    ),
+    "hy_v3": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n<arg_key>unit</arg_key>",
 }

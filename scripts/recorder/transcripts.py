@@ -10,7 +10,6 @@ from recorder.common import (
     ASK_SUM,
     ASK_WEATHER,
     CHAT,
-    CHUNKINGS,
     MAX_MODEL_LEN,
     RENDER,
     SYSTEM,
@@ -97,7 +96,7 @@ class Recorder:
                 "total_tokens": len(prompt) + completion,
             }
         stream_context = context | {"chat_request": s.chat_request | {"stream": True}}
-        for chunking in CHUNKINGS:
+        for chunking in self.config.chunkings:
             chunks, lanes = self.chunks(request_id, choices, chunking, usage)
             record = self.base(s.name, "chat_stream", f"#{chunking}") | stream_context
             record |= {"chunking": chunking, "chunks": chunks, "lanes": lanes}

@@ -103,6 +103,32 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
         f"F3.{scenario}/chat_stream#r16": ("granite-phrase-chunks",)
         for scenario in ("reason_one_call", "tool_choice_required", "tool_choice_none")
     },
+    **{
+        f"{scenario}/chat_stream#{chunking}": ("hunyuan-a13b-list-opener",)
+        for scenario, chunkings in (
+            *((f"U1.{name}", ("t1",)) for name in (
+                "reason_one_call", "reason_two_calls", "compact_two_calls",
+                "malformed_arguments", "call_cut_length", "multibyte", "n2_logprobs",
+                "usage_chunk",
+            )),
+            ("U2.one_call", ("t1", "t3", "r16")),
+            ("U2.two_calls", ("t1", "t3")),
+            ("U2.bare_list_two_calls", ("t1",)),
+            ("U2.malformed_arguments", ("t1", "t3", "r16")),
+            ("U2.call_cut_length", ("t1", "t3", "r16")),
+            ("U2.multibyte", ("t1", "t3", "r16")),
+            ("U2.n2_logprobs", ("t1", "t3")),
+            ("U2.usage_chunk", ("t1", "t3", "r16")),
+        )
+        for chunking in chunkings
+    },
+    "U2.two_calls/chat_stream#r16": ("hunyuan-a13b-list-opener", _LOST),
+    # HY-V3 and HY-V4 read reasoning with deepseek_r1's code
+    **{
+        f"{config}.explicit_think_start/chat_stream#{chunking}": ("deepseek-think-leak",)
+        for config in ("U3", "U4", "U5")
+        for chunking in ("t3", "r16")
+    },
 }  # fmt: skip
 # Scenarios whose streams vLLM 0.33.0 assembles differently per chunking and we
 # reproduce byte for byte (docs/parity.md, "Chunk-dependent classes we reproduce").
@@ -155,6 +181,9 @@ CHUNK_DEPENDENT = {
     # gigachat3 sends a chunk's text as content until the opener is in the text, so how
     # much of ``function call<|role_sep|>`` and the JSON after it leaks depends on chunks
     "J5.call_only": "gigachat3-opener-chunk",
+    # hy_v4 sends arguments by length: an open value that never pairs streams as far as
+    # the chunks let it
+    "U5.malformed_arguments": "hy-length-diff",
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -186,7 +215,7 @@ _SYNTHETIC = {
 }
 # Test tokenizers built from packages: Llama's from llama-models, Mistral's (S) from
 # mistral-common's tekken file, by configuration.
-_LLAMA_FAMILIES = {"L1": "llama3", "L2": "llama4", "L3": "llama3"}
+_LLAMA_FAMILIES = {"L1": "llama3", "L2": "llama4", "L3": "llama3", "U1": "llama3", "U2": "llama3"}
 _TEKKEN_TOKENIZERS = {"S1": "mistral_v13", "S2": "mistral_v3"}
 # Configurations recorded with a bundled tokenizer other than their letter's.
 _BUNDLED_BY_CONFIG = {"N1": "deepseek"}
@@ -213,6 +242,10 @@ _SYNTHETIC_BY_CONFIG = {
     **dict.fromkeys(("H1", "H2", "H3"), "cohere"),
     "H4": "nemotron_v3",
     "H5": "poolside",
+    "U3": "hy",
+    "U4": "hy",
+    "U5": "hy",
+    "U6": "hy",
 }
 
 

@@ -144,6 +144,16 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<|START_ACTION|>",
         "<|END_ACTION|>",
     ),
+    # Hunyuan HY-V3/V4: call markup beyond Qwen3's <think> and <tool_call> tokens.
+    "hy": (
+        "<tool_calls>",
+        "</tool_calls>",
+        "<tool_sep>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -172,6 +182,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "gigachat3": frozenset(FAMILY_TOKENS["gigachat3"]),
     "gemma4": frozenset(FAMILY_TOKENS["gemma4"]),
     "cohere": frozenset(FAMILY_TOKENS["cohere"]),
+    "hy": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -193,6 +204,7 @@ _EOS = {
     "gigachat3": "</s>",
     "gemma4": "<turn|>",
     "cohere": "<|END_OF_TURN_TOKEN|>",
+    "hy": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -354,6 +366,7 @@ _TEMPLATES = {
     "gigachat3": _GIGACHAT3_TEMPLATE,
     "gemma4": _GEMMA4_TEMPLATE,
     "cohere": _COHERE_TEMPLATE,
+    "hy": _CHATML_TEMPLATE,
 }
 
 

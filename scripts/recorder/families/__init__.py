@@ -20,6 +20,7 @@ from recorder.families import (
     granite_fc,
     granite_thinking,
     holo2,
+    hunyuan,
     inkling,
     k2_horizon,
     kimi,
@@ -71,6 +72,7 @@ FAMILIES = (
     granite_array,
     cohere,
     granite_fc,
+    hunyuan,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
