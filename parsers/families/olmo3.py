@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from msgspec import Struct, field
 
+from parsers.families import olmo3_tools
 from parsers.family import Family, ParserUnavailable, Reasoning, Request, reuse
 from parsers.growing_text import GrowingText
 from parsers.types import Delta, Vocabulary
@@ -208,4 +209,5 @@ FAMILY = Family(
             golden=("O1",),
         ),
     ),
+    tools=(olmo3_tools.TOOLS,),
 )
