@@ -206,7 +206,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: Olmo3Markers(vocab),
             one_shot=lambda markers, request: Olmo3Reasoning(markers),
             stream=_stream,
-            golden=("O1",),
+            golden=("O1", "B1"),
         ),
     ),
     tools=(olmo3_tools.TOOLS,),

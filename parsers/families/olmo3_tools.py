@@ -164,7 +164,7 @@ class Olmo3ToolStream:
             start = end
             ends.append(joined.size)
             if not parses or (s.marker and s.marker != CLOSE):
-                quiet.add(joined.size)
+                quiet.add(len(ends) - 1)
         body = "".join(joined.parts)
         self.pythonic.read(body, ends, frozenset(joined.synthetic), frozenset(quiet))
         if not parses:
@@ -271,5 +271,5 @@ TOOLS = Tools(
     prepare=_token_text,
     one_shot=lambda _, request: Olmo3Tools(),
     stream=_stream,
-    golden=(),
+    golden=("B1", "B2"),
 )

@@ -387,16 +387,16 @@ class PythonicStream:
         """Scan a chunk's text, trying vLLM's closing at each token boundary inside it.
 
         ``synthetic``: offsets of characters vLLM parses but its closing heuristics do
-        not see (the commas Olmo 3's line join adds); ``quiet``: boundaries where vLLM's
-        parse fails whatever the scan says (the caller knows why).
+        not see (the commas Olmo 3's line join adds); ``quiet``: the indices of the
+        boundaries where vLLM's parse fails whatever the scan says (the caller knows why).
         """
         s = self.s
         start = 0
         call_from = 0
-        for end in boundaries:
+        for number, end in enumerate(boundaries):
             call_from = self._scan(text, start, end, call_from, synthetic)
             start = end
-            if end < len(text) and not s.dead and end not in quiet:
+            if number < len(boundaries) - 1 and not s.dead and number not in quiet:
                 self._hold_closable()
         if s.level in ("call", "callname", "opaque") and not s.dead:
             s.call_text.append(text[call_from:])

@@ -103,6 +103,10 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
         f"F3.{scenario}/chat_stream#r16": ("granite-phrase-chunks",)
         for scenario in ("reason_one_call", "tool_choice_required", "tool_choice_none")
     },
+    **{
+        f"B2.{scenario}/chat_stream#r16": ("pythonic-cut-list",)
+        for scenario in ("indented_line", "text_after_closing")
+    },
 }  # fmt: skip
 # Scenarios whose streams vLLM 0.33.0 assembles differently per chunking and we
 # reproduce byte for byte (docs/parity.md, "Chunk-dependent classes we reproduce").
@@ -147,6 +151,16 @@ CHUNK_DEPENDENT = {
             "block_never_closed", "content_then_call_no_thinking", "enable_thinking_false",
             "multibyte", "n2_logprobs", "no_parameters", "other_call_type", "reason_one_call",
             "reason_two_calls", "typed_values", "unknown_tool", "usage_chunk",
+        )
+    },
+    # and so does every B1 stream that has an answer after its reasoning
+    **{
+        f"B1.{scenario}": "olmo3-text-markers"
+        for scenario in (
+            "closing_paren_next_line", "content_then_call", "indented_line", "json_literals",
+            "malformed_arguments", "multibyte", "n2_logprobs", "reason_one_call",
+            "reason_two_calls", "text_after_closing", "two_calls_one_line", "unknown_tool",
+            "usage_chunk",
         )
     },
 }  # fmt: skip
@@ -194,6 +208,8 @@ _SYNTHETIC_BY_CONFIG = {
     "E3": "step3",
     "E4": "step3",
     "E5": "ernie45",
+    "B1": "olmo3",
+    "B2": "olmo3",
 }
 
 
