@@ -340,6 +340,13 @@ CONFIGS: dict[str, Config] = {
         call=f"{STEP3_CALL_OPEN}x</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜>",
         section="<｜tool_calls_begin｜>",
     ),
+    "olmo3 (tools)": Config(
+        "olmo3",
+        None,
+        call_open="<function_calls>\nsave_note(body=",
+        call='save_note(body="x", n=[1, {"k": true}], m=null)\n',
+        section="<function_calls>\n",
+    ),
 }
 
 

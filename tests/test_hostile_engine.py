@@ -109,6 +109,8 @@ CONFIGS = [
     ("olmo3", None),
     ("ernie45", "ernie45"),
     ("step3", "step3"),
+    (None, "olmo3"),
+    ("olmo3", "olmo3"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -132,6 +132,21 @@ def inkling_output(draw: st.DrawFn, reasoning: bool) -> str:
     return "<|message_model|>".join(block + "<|end_message|>" for block in blocks)
 
 
+@st.composite
+def olmo3_output(draw: st.DrawFn) -> str:
+    """Olmo 3's call lines in ``<function_calls>``, some with a ``)`` on the next line,
+    blank lines or spaces around them; or text alone."""
+    calls = draw(st.lists(args, min_size=1, max_size=3))
+    if draw(st.booleans()):
+        return draw(text)
+    lines = []
+    for name, arguments in calls:
+        values = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+        lines.append(f"{name}({values}{draw(st.sampled_from(['', chr(10), ' ']))})")
+    gap = draw(st.sampled_from(["\n", "\n\n", " \n"]))
+    return f"<function_calls>\n{gap.join(lines)}\n</function_calls>"
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -154,6 +169,7 @@ CONFIGS = {
     "nemotron_v3+qwen3_coder": (("qwen3_coder", "nemotron_v3"), coder_output()),
     "ernie45": (("ernie45", "ernie45"), hermes_output(reasoning=True)),
     "step3": (("step3", "step3"), step3_output()),
+    "olmo3": (("olmo3", None), olmo3_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -487,4 +487,14 @@ EXAMPLES: dict[str, Example] = {
             "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜><|im_end|>"
         ),
     ),
+    "olmo3-instruct": Example(
+        family="Olmo 3 Instruct (pythonic calls, one a line, in `<function_calls>`)",
+        tokenizer=MODEL_DIR,
+        tool_parser="olmo3",
+        prompt=QWEN3_PROMPT,
+        output=(
+            "<function_calls>\nget_weather(city='Paris', unit='celsius')\n</function_calls>"
+            "<|im_end|>"
+        ),
+    ),
 }

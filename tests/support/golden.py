@@ -153,7 +153,8 @@ CHUNK_DEPENDENT = {
             "reason_two_calls", "typed_values", "unknown_tool", "usage_chunk",
         )
     },
-    # and so does every B1 stream that has an answer after its reasoning
+    # olmo3 reasoning reads B1's markers as text too: every stream with an answer after
+    # its reasoning
     **{
         f"B1.{scenario}": "olmo3-text-markers"
         for scenario in (
