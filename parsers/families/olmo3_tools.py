@@ -78,7 +78,7 @@ class Olmo3ToolState(Struct, tag="olmo3_tools"):
     head: str = ""
     line_content: bool = False
     any_line: bool = False
-    spaces: str = ""
+    spaces: list[str] = field(default_factory=list)
     indented: bool = False
     closer_only: bool = False
     comma_held: bool = False
@@ -186,7 +186,7 @@ class Olmo3ToolStream:
                 return False
         elif ch.isspace():
             if s.line_content:
-                s.spaces += ch
+                s.spaces.append(ch)
             else:
                 s.indented = True
         elif not self._content(ch, joined):
@@ -204,7 +204,7 @@ class Olmo3ToolStream:
             return False
         else:
             s.closer_only = s.closer_only or s.depth > 0 or ch == "\f"
-        s.line_content, s.spaces, s.indented = False, "", False
+        s.line_content, s.spaces, s.indented = False, [], False
         return True
 
     def _content(self, ch: str, joined: _Joined) -> bool:
@@ -223,12 +223,12 @@ class Olmo3ToolStream:
             if (s.indented and not s.line_content) or ch in ")]}":
                 return False  # an indented line, or a closer with nothing open
         if s.line_content:
-            joined.add(s.spaces)
+            joined.add("".join(s.spaces))
         elif s.any_line:
             joined.add(", ", synthetic=True)
         joined.add(ch)
         s.line_content = s.any_line = True
-        s.spaces, s.closer_only = "", False
+        s.spaces, s.closer_only = [], False
         return True
 
     def _track(self, ch: str) -> None:
