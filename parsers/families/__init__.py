@@ -9,6 +9,7 @@ from typing import Any
 
 from parsers.families import (
     deepseek,
+    dots,
     dsml,
     ernie45,
     glm,
@@ -62,6 +63,7 @@ FAMILIES: tuple[Family, ...] = (
     olmo3.FAMILY,
     ernie45.FAMILY,
     step3.FAMILY,
+    dots.FAMILY,
 )
 
 
