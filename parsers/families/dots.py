@@ -414,7 +414,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: None,
             one_shot=lambda _, request: DotsTools(request.options.tools or ()),
             stream=_stream,
-            golden=(),
+            golden=("B3",),
         ),
     ),
 )

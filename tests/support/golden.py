@@ -211,6 +211,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E5": "ernie45",
     "B1": "olmo3",
     "B2": "olmo3",
+    "B3": "dots",
 }
 
 

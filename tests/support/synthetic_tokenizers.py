@@ -99,6 +99,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<｜tool_call_end｜>",
         "<｜tool_sep｜>",
     ),
+    # dots: ChatML turns, its call markers as ordinary tokens (they reach the parser as text).
+    "dots": ("<dots_function_call>", "</dots_function_call>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -121,6 +123,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "olmo3": frozenset(),
     "ernie45": frozenset(),
     "step3": frozenset(),
+    "dots": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -136,6 +139,7 @@ _EOS = {
     "olmo3": "<|im_end|>",
     "ernie45": "<|im_end|>",
     "step3": "<|im_end|>",
+    "dots": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -245,6 +249,7 @@ _TEMPLATES = {
     "olmo3": _CHATML_TEMPLATE,
     "ernie45": _CHATML_TEMPLATE,
     "step3": _CHATML_TEMPLATE,
+    "dots": _CHATML_TEMPLATE,
 }
 
 

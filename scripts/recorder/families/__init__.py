@@ -9,6 +9,7 @@ from typing import Any
 from recorder.common import Config
 from recorder.families import (
     deepseek,
+    dots,
     ernie,
     glm,
     gptoss,
@@ -49,6 +50,7 @@ FAMILIES = (
     mistral,
     ernie,
     step3,
+    dots,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
