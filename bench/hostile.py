@@ -347,6 +347,13 @@ CONFIGS: dict[str, Config] = {
         call='save_note(body="x", n=[1, {"k": true}], m=null)\n',
         section="<function_calls>\n",
     ),
+    "dots": Config(
+        "dots",
+        None,
+        call_open='<dots_function_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">x'
+        "</parameter>\n</invoke>\n</dots_function_call>\n",
+    ),
 }
 
 

@@ -97,6 +97,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "ernie45+ernie45": ("ernie45", "ernie45", "hermes_call"),
     "step3+step3": ("step3", "step3", "step3_call"),
     "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
+    "dots": ("dots", None, "dots_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -314,6 +315,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
         '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
         "olmo3_call": '<function_calls>\nsave_note(body="',
+        "dots_call": '<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

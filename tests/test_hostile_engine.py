@@ -111,6 +111,7 @@ CONFIGS = [
     ("step3", "step3"),
     (None, "olmo3"),
     ("olmo3", "olmo3"),
+    (None, "dots"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

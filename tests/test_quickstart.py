@@ -69,6 +69,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "ernie45": lambda: synthetic_model("ernie45"),
     "step3": lambda: synthetic_model("step3"),
     "olmo3-instruct": lambda: synthetic_model("olmo3"),
+    "dots": lambda: synthetic_model("dots"),
 }
 
 
@@ -136,9 +137,13 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
     [call] = re.findall(r"^called get_weather\((.*)\)$", output, re.M)
     assert json.loads(call) == ARGUMENTS
     assert output.count("finish_reason: tool_calls\n") == 1
-    # A pythonic call is sent whole once its list parses, a Granite 4.0 or ERNIE call at
-    # its end.
-    whole = "pythonic" in example.tool_parser or example.tool_parser in ("granite4", "ernie45")
+    # A pythonic call is sent whole once its list parses, a Granite 4.0, ERNIE or dots
+    # call at its end.
+    whole = "pythonic" in example.tool_parser or example.tool_parser in (
+        "granite4",
+        "ernie45",
+        "dots",
+    )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 
 
@@ -157,6 +162,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "granite4",  # Granite 4.0 has no reasoning parser
         "phi4-mini",  # none either
         "olmo3-instruct",  # after olmo3 reasoning vLLM's stream reads no call
+        "dots",  # its parser reads no reasoning
     }
 
 

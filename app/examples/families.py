@@ -497,4 +497,16 @@ EXAMPLES: dict[str, Example] = {
             "<|im_end|>"
         ),
     ),
+    "dots": Example(
+        family="dots (`<dots_function_call>` blocks of `<invoke>` calls or JSON)",
+        tokenizer=MODEL_DIR,
+        tool_parser="dots",
+        prompt=QWEN3_PROMPT,
+        output=(
+            f'{ANSWER}\n<dots_function_call>\n<invoke name="get_weather">\n'
+            '<parameter name="city">Paris</parameter>\n'
+            '<parameter name="unit">celsius</parameter>\n'
+            "</invoke>\n</dots_function_call><|im_end|>"
+        ),
+    ),
 }
