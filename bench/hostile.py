@@ -447,6 +447,20 @@ CONFIGS: dict[str, Config] = {
         "</tool_call>",
         section="<tool_calls>",
     ),
+    "olmo3 (tools)": Config(
+        "olmo3",
+        None,
+        call_open="<function_calls>\nsave_note(body=",
+        call='save_note(body="x", n=[1, {"k": true}], m=null)\n',
+        section="<function_calls>\n",
+    ),
+    "dots": Config(
+        "dots",
+        None,
+        call_open='<dots_function_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">x'
+        "</parameter>\n</invoke>\n</dots_function_call>\n",
+    ),
 }
 
 

@@ -114,6 +114,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "hy_v4": (None, "hy_v4", "reasoning"),
     "hy_v4+hy_v4": ("hy_v4", "hy_v4", "content"),
     "hy_v3+hy_v3": ("hy_v3", "hy_v3", "content"),
+    "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
+    "dots": ("dots", None, "dots_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -373,6 +375,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "poolside_call": "<tool_call>save_note\n<arg_key>body</arg_key><arg_value>",
         "granite_fc_call": '<function_call> {"name": "save_note", "arguments": {"body": "',
         "cohere_call": "<|START_THINKING|>Short thought.<|END_THINKING|>" + COHERE_CALL_OPEN + '"',
+        "olmo3_call": '<function_calls>\nsave_note(body="',
+        "dots_call": '<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -160,6 +160,9 @@ CONFIGS = [
     (None, "hunyuan_a13b"),
     ("hy_v3", None),
     ("hy_v4", None),
+    (None, "olmo3"),
+    ("olmo3", "olmo3"),
+    (None, "dots"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

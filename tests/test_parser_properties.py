@@ -220,6 +220,42 @@ def a13b_output(draw: st.DrawFn) -> str:
     return lead + (f"<tool_calls>{body}</tool_calls>" if draw(st.booleans()) else body)
 
 
+@st.composite
+def olmo3_output(draw: st.DrawFn) -> str:
+    """Olmo 3's call lines in ``<function_calls>``, some with a ``)`` on the next line,
+    blank lines or spaces around them; or text alone."""
+    calls = draw(st.lists(args, min_size=1, max_size=3))
+    if draw(st.booleans()):
+        return draw(text)
+    lines = []
+    for name, arguments in calls:
+        values = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+        lines.append(f"{name}({values}{draw(st.sampled_from(['', chr(10), ' ']))})")
+    gap = draw(st.sampled_from(["\n", "\n\n", " \n"]))
+    return f"<function_calls>\n{gap.join(lines)}\n</function_calls>"
+
+
+@st.composite
+def dots_output(draw: st.DrawFn) -> str:
+    """dots blocks of ``<invoke>`` calls or one JSON call each, text around them."""
+    out = draw(text) if draw(st.booleans()) else ""
+    for calls in draw(st.lists(st.lists(args, min_size=1, max_size=2), max_size=3)):
+        if draw(st.booleans()):
+            name, arguments = calls[0]
+            body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        else:
+            body = "\n".join(
+                f'<invoke name="{name}">'
+                + "".join(f'<parameter name="{k}">{v}</parameter>' for k, v in arguments.items())
+                + "</invoke>"
+                for name, arguments in calls
+            )
+        out += f"<dots_function_call>\n{body}\n</dots_function_call>" + draw(
+            st.sampled_from(["", "\n", " "])
+        )
+    return out
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -254,6 +290,8 @@ CONFIGS = {
     "cohere_command3": (("cohere_command3", "cohere_command3"), cohere_output()),
     "cohere_command4": (("cohere_command4", "cohere_command4"), cohere_output("TEXT")),
     "hunyuan_a13b": (("hunyuan_a13b", None), a13b_output()),
+    "olmo3": (("olmo3", None), olmo3_output()),
+    "dots": (("dots", None), dots_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

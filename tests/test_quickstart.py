@@ -83,6 +83,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "granite-20b-fc": lambda: "qwen3",
     "hunyuan-a13b": lambda: llama_tokenizer_dir("llama3"),
     "hy-v4": lambda: synthetic_model("hy"),
+    "olmo3-instruct": lambda: synthetic_model("olmo3"),
+    "dots": lambda: synthetic_model("dots"),
 }
 
 
@@ -150,12 +152,13 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
     [call] = re.findall(r"^called get_weather\((.*)\)$", output, re.M)
     assert json.loads(call) == ARGUMENTS
     assert output.count("finish_reason: tool_calls\n") == 1
-    # A pythonic call is sent whole once its list parses, a Granite 4.0 or ERNIE call at
-    # its end, a Muse call once its closing tag is in.
+    # A pythonic call is sent whole once its list parses, a Granite 4.0, ERNIE or dots
+    # call at its end, a Muse call once its closing tag is in.
     whole = "pythonic" in example.tool_parser or example.tool_parser in (
         "granite4",
         "ernie45",
         "muse",
+        "dots",
     )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 
@@ -177,6 +180,8 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "gigachat3",  # none either
         "granite-20b-fc",  # nor granite-20b-functioncalling
         "granite-3",  # nor Granite 3.0 and 3.1
+        "olmo3-instruct",  # after olmo3 reasoning vLLM's stream reads no call
+        "dots",  # its parser reads no reasoning
     }
 
 

@@ -131,7 +131,6 @@ NOT_YET = {
     "tool_parsers": {
         "apertus",
         "beam",
-        "dots",
         "functiongemma",
         "hf",
         "internlm",
@@ -140,7 +139,6 @@ NOT_YET = {
         "kimi_k3",
         "lfm2",
         "minicpm5",
-        "olmo3",
         "plamo3",
     },
     "reasoning_parsers": {"beam", "hf", "kimi_k3", "minicpmv", "plamo3"},

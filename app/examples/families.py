@@ -654,4 +654,26 @@ EXAMPLES: dict[str, Example] = {
             "<|im_end|>"
         ),
     ),
+    "olmo3-instruct": Example(
+        family="Olmo 3 Instruct (pythonic calls, one a line, in `<function_calls>`)",
+        tokenizer=MODEL_DIR,
+        tool_parser="olmo3",
+        prompt=QWEN3_PROMPT,
+        output=(
+            "<function_calls>\nget_weather(city='Paris', unit='celsius')\n</function_calls>"
+            "<|im_end|>"
+        ),
+    ),
+    "dots": Example(
+        family="dots (`<dots_function_call>` blocks of `<invoke>` calls or JSON)",
+        tokenizer=MODEL_DIR,
+        tool_parser="dots",
+        prompt=QWEN3_PROMPT,
+        output=(
+            f'{ANSWER}\n<dots_function_call>\n<invoke name="get_weather">\n'
+            '<parameter name="city">Paris</parameter>\n'
+            '<parameter name="unit">celsius</parameter>\n'
+            "</invoke>\n</dots_function_call><|im_end|>"
+        ),
+    ),
 }

@@ -10,6 +10,7 @@ from typing import Any
 from parsers.families import (
     cohere_command,
     deepseek,
+    dots,
     dsml,
     ernie45,
     gemma4,
@@ -84,6 +85,7 @@ FAMILIES: tuple[Family, ...] = (
     granite_fc.FAMILY,
     hunyuan_a13b.FAMILY,
     hy.FAMILY,
+    dots.FAMILY,
 )
 
 

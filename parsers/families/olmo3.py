@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from msgspec import Struct, field
 
+from parsers.families import olmo3_tools
 from parsers.family import Family, ParserUnavailable, Reasoning, Request, reuse
 from parsers.growing_text import GrowingText
 from parsers.types import Delta, Vocabulary
@@ -205,7 +206,8 @@ FAMILY = Family(
             prepare=lambda name, vocab: Olmo3Markers(vocab),
             one_shot=lambda markers, request: Olmo3Reasoning(markers),
             stream=_stream,
-            golden=("O1",),
+            golden=("O1", "B1"),
         ),
     ),
+    tools=(olmo3_tools.TOOLS,),
 )

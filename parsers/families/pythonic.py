@@ -351,10 +351,14 @@ class PythonicStream:
         id_seed: str,
         state: PythonicState | None = None,
         token_text: Callable[[int], str] | None = None,
+        *,
+        implied_list: bool = False,
     ) -> None:
         self.id_seed = id_seed
         self.s = state if state is not None else PythonicState()
         self.token_text = token_text
+        # 1 where the list's ``[`` is implied (Olmo 3's lines): it never closes.
+        self.implied_list = int(implied_list)
 
     # ------------------------------------------------------------------ the protocol
 
@@ -370,17 +374,32 @@ class PythonicStream:
                 s.passthrough = True
                 return Delta(content=text)
             s.started = True
-        boundaries = self._token_boundaries(text, token_ids)
+        self.read(text, self.token_boundaries(text, token_ids))
+        return self.chunk_end()
+
+    def read(
+        self,
+        text: str,
+        boundaries: list[int],
+        synthetic: frozenset[int] = frozenset(),
+        quiet: frozenset[int] = frozenset(),
+    ) -> None:
+        """Scan a chunk's text, trying vLLM's closing at each token boundary inside it.
+
+        ``synthetic``: offsets of characters vLLM parses but its closing heuristics do
+        not see (the commas Olmo 3's line join adds); ``quiet``: the indices of the
+        boundaries where vLLM's parse fails whatever the scan says (the caller knows why).
+        """
+        s = self.s
         start = 0
         call_from = 0
-        for end in boundaries:
-            call_from = self._scan(text, start, end, call_from)
+        for number, end in enumerate(boundaries):
+            call_from = self._scan(text, start, end, call_from, synthetic)
             start = end
-            if end < len(text) and not s.dead:
+            if number < len(boundaries) - 1 and not s.dead and number not in quiet:
                 self._hold_closable()
         if s.level in ("call", "callname", "opaque") and not s.dead:
             s.call_text.append(text[call_from:])
-        return self._chunk_end()
 
     def finish(self) -> Delta | None:
         """Send what a closing at some token boundary yielded and no chunk end sent."""
@@ -394,7 +413,7 @@ class PythonicStream:
 
     # ------------------------------------------------------------------ emission
 
-    def _token_boundaries(self, text: str, token_ids: list[int] | None) -> list[int]:
+    def token_boundaries(self, text: str, token_ids: list[int] | None) -> list[int]:
         """Offsets in ``text`` where the chunk's tokens end, as far as their texts show it.
 
         Token texts are matched from the start and from the end of ``text``; tokens
@@ -434,13 +453,14 @@ class PythonicStream:
         if tail is not None:
             self.s.held_deltas += self._advance(tail)
 
-    def _chunk_end(self) -> Delta | None:
+    def chunk_end(self) -> Delta | None:
+        """What vLLM sends for the chunk just read."""
         s = self.s
         tail = None if s.dead else self._closed_tail()
         if tail is None:
             return None
         delta = self._release(self._advance(tail))
-        if delta is None and not s.closers and s.next_index > 0:
+        if delta is None and len(s.closers) == self.implied_list and s.next_index > 0:
             # Every call is done: vLLM's signal that lets finish_reason be set.
             return Delta(content="")
         return delta
@@ -570,14 +590,17 @@ class PythonicStream:
 
     # ------------------------------------------------------------------ scanning
 
-    def _scan(self, text: str, start: int, end: int, call_from: int) -> int:
+    def _scan(
+        self, text: str, start: int, end: int, call_from: int, synthetic: frozenset[int]
+    ) -> int:
         """Scan ``text[start:end]``; returns where the current call's text starts in it."""
         s = self.s
         for index in range(start, end):
             if s.dead:
                 return call_from
             ch = text[index]
-            self._bracket(ch)
+            if index not in synthetic:
+                self._bracket(ch)
             if s.dead:
                 return call_from
             if s.level == "opaque":

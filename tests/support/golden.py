@@ -129,6 +129,10 @@ DEVIATIONS: dict[str, tuple[str, ...]] = {
         for config in ("U3", "U4", "U5")
         for chunking in ("t3", "r16")
     },
+    **{
+        f"B2.{scenario}/chat_stream#r16": ("pythonic-cut-list",)
+        for scenario in ("indented_line", "text_after_closing")
+    },
 }  # fmt: skip
 # Scenarios whose streams vLLM 0.33.0 assembles differently per chunking and we
 # reproduce byte for byte (docs/parity.md, "Chunk-dependent classes we reproduce").
@@ -184,6 +188,17 @@ CHUNK_DEPENDENT = {
     # hy_v4 sends arguments by length: an open value that never pairs streams as far as
     # the chunks let it
     "U5.malformed_arguments": "hy-length-diff",
+    # olmo3 reasoning reads B1's markers as text too: every stream with an answer after
+    # its reasoning
+    **{
+        f"B1.{scenario}": "olmo3-text-markers"
+        for scenario in (
+            "closing_paren_next_line", "content_then_call", "indented_line", "json_literals",
+            "malformed_arguments", "multibyte", "n2_logprobs", "reason_one_call",
+            "reason_two_calls", "text_after_closing", "two_calls_one_line", "unknown_tool",
+            "usage_chunk",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -246,6 +261,9 @@ _SYNTHETIC_BY_CONFIG = {
     "U4": "hy",
     "U5": "hy",
     "U6": "hy",
+    "B1": "olmo3",
+    "B2": "olmo3",
+    "B3": "dots",
 }
 
 

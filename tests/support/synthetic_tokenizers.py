@@ -154,6 +154,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<arg_value>",
         "</arg_value>",
     ),
+    # dots: ChatML turns, its call markers as ordinary tokens (they reach the parser as text).
+    "dots": ("<dots_function_call>", "</dots_function_call>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -183,6 +185,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "gemma4": frozenset(FAMILY_TOKENS["gemma4"]),
     "cohere": frozenset(FAMILY_TOKENS["cohere"]),
     "hy": frozenset(),
+    "dots": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -205,6 +208,7 @@ _EOS = {
     "gemma4": "<turn|>",
     "cohere": "<|END_OF_TURN_TOKEN|>",
     "hy": "<|im_end|>",
+    "dots": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -367,6 +371,7 @@ _TEMPLATES = {
     "gemma4": _GEMMA4_TEMPLATE,
     "cohere": _COHERE_TEMPLATE,
     "hy": _CHATML_TEMPLATE,
+    "dots": _CHATML_TEMPLATE,
 }
 
 

@@ -10,6 +10,7 @@ from recorder.common import Config
 from recorder.families import (
     cohere,
     deepseek,
+    dots,
     ernie,
     gemma4,
     gigachat3,
@@ -73,6 +74,7 @@ FAMILIES = (
     cohere,
     granite_fc,
     hunyuan,
+    dots,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
