@@ -17,6 +17,7 @@ from parsers.families import (
     harmony,
     hermes,
     inkling,
+    internlm,
     kimi_k2,
     llama3_json,
     llama4_pythonic,
@@ -62,6 +63,7 @@ FAMILIES: tuple[Family, ...] = (
     olmo3.FAMILY,
     ernie45.FAMILY,
     step3.FAMILY,
+    internlm.FAMILY,
 )
 
 
