@@ -47,6 +47,7 @@ CONFIGS = (
     *("E1", "E2"),
     *("E3", "E4"),
     "E5",
+    "E6",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

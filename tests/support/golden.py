@@ -149,6 +149,12 @@ CHUNK_DEPENDENT = {
             "reason_two_calls", "typed_values", "unknown_tool", "usage_chunk",
         )
     },
+    # internlm holds text from <|action_start|> until the whole marker is in, sends the first
+    # arguments up to the chunk's text, and fails the stream at a second marker
+    **{
+        f"E6.{scenario}": "internlm-chunk-reading"
+        for scenario in ("call_cut_length", "no_arguments", "other_action", "two_calls")
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -194,6 +200,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E3": "step3",
     "E4": "step3",
     "E5": "ernie45",
+    "E6": "internlm2",
 }
 
 

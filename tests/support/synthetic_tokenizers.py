@@ -99,6 +99,9 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<｜tool_call_end｜>",
         "<｜tool_sep｜>",
     ),
+    # InternLM2's action markers (ordinary tokens here: vLLM keeps special ones in the text
+    # whenever its parser reads calls, and the text is what the parser reads).
+    "internlm2": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -121,6 +124,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "olmo3": frozenset(),
     "ernie45": frozenset(),
     "step3": frozenset(),
+    "internlm2": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -136,6 +140,7 @@ _EOS = {
     "olmo3": "<|im_end|>",
     "ernie45": "<|im_end|>",
     "step3": "<|im_end|>",
+    "internlm2": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -245,6 +250,7 @@ _TEMPLATES = {
     "olmo3": _CHATML_TEMPLATE,
     "ernie45": _CHATML_TEMPLATE,
     "step3": _CHATML_TEMPLATE,
+    "internlm2": _CHATML_TEMPLATE,
 }
 
 

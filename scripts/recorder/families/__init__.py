@@ -15,6 +15,7 @@ from recorder.families import (
     granite,
     holo2,
     inkling,
+    internlm,
     kimi,
     llama,
     longcat,
@@ -49,6 +50,7 @@ FAMILIES = (
     mistral,
     ernie,
     step3,
+    internlm,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
