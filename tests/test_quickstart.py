@@ -68,6 +68,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3": lambda: synthetic_model("olmo3"),
     "ernie45": lambda: synthetic_model("ernie45"),
     "step3": lambda: synthetic_model("step3"),
+    "internlm": lambda: synthetic_model("internlm2"),
 }
 
 
@@ -155,6 +156,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "mistral",  # no [THINK] before tokenizer v11
         "granite4",  # Granite 4.0 has no reasoning parser
         "phi4-mini",  # none either
+        "internlm",  # nor InternLM2
     }
 
 
