@@ -96,6 +96,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "phi4_mini_json": ("phi4_mini_json", None, "phi4_call"),
     "ernie45+ernie45": ("ernie45", "ernie45", "hermes_call"),
     "step3+step3": ("step3", "step3", "step3_call"),
+    "internlm": ("internlm", None, "internlm_call"),
 }
 # Mistral's configurations run on a tekken-converted tokenizer: the synthetic v13
 # layout ([ARGS] calls, [THINK]), or the real tekken_240911 one (a JSON array).
@@ -312,6 +313,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "phi4_call": 'functools[{"name": "save_note", "arguments": {"body": "',
         "step3_call": "Short thought.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function"
         '<｜tool_sep｜><steptml:invoke name="save_note">\n<steptml:parameter name="body">',
+        "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
+        '{"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -43,6 +43,7 @@ ACTION_END = "<|action_end|>"
 # start; past it no more argument pieces are sent (docs/parity.md, internlm-reread-budget).
 REREAD_PER_CHAR = 8
 REREAD_FREE = 1 << 16
+_UNREADABLE = "the tool call is not an object with a string name that can be read"
 # What vLLM's stream swallows (its ``except Exception``): the chunk then sends nothing.
 _SWALLOWED = (
     ValueError,
@@ -79,13 +80,18 @@ def extract_call(text: str) -> ExtractedToolCalls:
     action = action[action.find("{") :]
     try:
         call = json.loads(action)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         raise OutputRefused(str(exc)) from None
-    # An object without a name fails vLLM's server (a 500): so it does ours.
+    except RecursionError:
+        raise OutputRefused(_UNREADABLE) from None
+    # Where vLLM's server fails with a 500 (docs/parity.md, internlm-unreadable-call).
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        raise OutputRefused(_UNREADABLE)
+    try:
+        arguments = _dump(call.get("parameters", call.get("arguments", {})))
+    except RecursionError:
+        raise OutputRefused(_UNREADABLE) from None
     name = call["name"]
-    arguments = _dump(call.get("parameters", call.get("arguments", {})))
-    if not isinstance(name, str):
-        raise OutputRefused("the call's name is not a string")
     return ExtractedToolCalls(True, [FunctionCall(name, arguments)], content or None)
 
 
@@ -115,6 +121,7 @@ class InternlmState(Struct, tag="internlm"):
     streamed: str = ""
     final: str | None = None  # the call's text once its end is in (it reads the same)
     done: bool = False  # the final reading's arguments are all sent
+    starved: bool = False  # past the re-read budget: the last chunk settles the call
     reread: int = 0
 
 
@@ -166,6 +173,7 @@ class InternlmStream:
         start = s.marker + len(MARKER)
         cost = len(s.held) - start if s.final is None else len(s.final)
         if s.reread + cost > REREAD_PER_CHAR * len(s.held) + REREAD_FREE:
+            s.starved = True
             return None
         s.reread += cost
         if s.final is not None:
@@ -235,7 +243,28 @@ class InternlmStream:
         return True, Delta(tool_calls=[DeltaToolCall(index=0, arguments=piece)])
 
     def finish(self) -> Delta | None:
-        return None
+        """Past the re-read budget, the last chunk settles a complete call as one token
+        per chunk would have: its name if not sent, and the rest of its arguments."""
+        s = self.s
+        if not s.starved:
+            return None
+        s.starved = False
+        action = s.held[s.marker + len(MARKER) :].strip()
+        try:
+            call = json.loads(action[: action.find(ACTION_END) % (len(action) + 1)])
+            name = call.get("name")
+            arguments = _arguments(call)
+            dump = _dump(arguments) if arguments else s.streamed
+        except (ValueError, AttributeError, RecursionError):
+            return None
+        if not isinstance(name, str) or not name:
+            return None
+        calls = [] if s.named else [opening_call_delta(self.id_seed, 0, name)]
+        s.named = True
+        if dump.startswith(s.streamed) and dump != s.streamed:
+            calls.append(DeltaToolCall(index=0, arguments=dump[len(s.streamed) :]))
+            s.streamed = dump
+        return Delta(tool_calls=calls) if calls else None
 
     def remaining_arguments(self) -> str:
         """What vLLM's server adds to a last chunk that carries a call piece: the rest

@@ -31,6 +31,9 @@ _STRAY = ("<think>", "</think>", "<|im_end|>")
 # chunk on its own with its calls (ernie45-chunk-reading, step3-steps): no chunking claim
 # at all.
 _TEXT_MARKERS = frozenset({"olmo3", "ernie45", "step3"})
+# Tool parsers that read each chunk as vLLM's does, with no reasoning parser to say so
+# (docs/parity.md, internlm-chunk-reading): no chunking claim either.
+CHUNK_READ_CALLS = frozenset({"internlm"})
 # Kimi K2 takes the switching chunk's ids from its last section opener: a second one in
 # that chunk changes what the tool parser reads.
 # Inkling's engine consumes its closers, model-message markers and openers in that chunk.
