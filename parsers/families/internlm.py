@@ -43,7 +43,7 @@ ACTION_END = "<|action_end|>"
 # start; past it no more argument pieces are sent (docs/parity.md, internlm-reread-budget).
 REREAD_PER_CHAR = 8
 REREAD_FREE = 1 << 16
-_UNREADABLE = "the tool call is not an object with a string name that can be read"
+UNREADABLE = "the tool call is not an object with a string name that can be read"
 # What vLLM's stream swallows (its ``except Exception``): the chunk then sends nothing.
 _SWALLOWED = (
     ValueError,
@@ -83,14 +83,14 @@ def extract_call(text: str) -> ExtractedToolCalls:
     except ValueError as exc:
         raise OutputRefused(str(exc)) from None
     except RecursionError:
-        raise OutputRefused(_UNREADABLE) from None
+        raise OutputRefused(UNREADABLE) from None
     # Where vLLM's server fails with a 500 (docs/parity.md, internlm-unreadable-call).
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-        raise OutputRefused(_UNREADABLE)
+        raise OutputRefused(UNREADABLE)
     try:
         arguments = _dump(call.get("parameters", call.get("arguments", {})))
     except RecursionError:
-        raise OutputRefused(_UNREADABLE) from None
+        raise OutputRefused(UNREADABLE) from None
     name = call["name"]
     return ExtractedToolCalls(True, [FunctionCall(name, arguments)], content or None)
 
