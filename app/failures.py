@@ -11,8 +11,9 @@ import logging
 
 from app.body import request_id_of
 from app.budget import CpuBudgetExceeded
-from app.errors import DerenderError, InternalError
+from app.errors import BadRequest, DerenderError, InternalError
 from app.metrics import Metrics
+from parsers.types import OutputRefused
 
 logger = logging.getLogger("derender_server")
 
@@ -25,6 +26,8 @@ def failure(exc: Exception, metrics: Metrics, endpoint: str, body: bytes) -> Der
         return exc
     if isinstance(exc, DerenderError):
         return exc
+    if isinstance(exc, OutputRefused):
+        return BadRequest(str(exc))
     metrics.internal_errors.labels(endpoint).inc()
     logger.error("internal error on %s, request %s", endpoint, request_id_of(body), exc_info=exc)
     return InternalError("internal error while derendering")

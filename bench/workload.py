@@ -116,6 +116,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "hy_v3+hy_v3": ("hy_v3", "hy_v3", "content"),
     "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
     "dots": ("dots", None, "dots_call"),
+    "internlm": ("internlm", None, "internlm_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -377,6 +378,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "cohere_call": "<|START_THINKING|>Short thought.<|END_THINKING|>" + COHERE_CALL_OPEN + '"',
         "olmo3_call": '<function_calls>\nsave_note(body="',
         "dots_call": '<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">',
+        "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
+        '{"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -60,6 +60,11 @@ class ParsedMessage(Struct):
     tool_calls: list[FunctionCall]
 
 
+class OutputRefused(ValueError):
+    """vLLM's parser raises on this output (and its server answers a 400 with this
+    message): the request fails as vLLM's does."""
+
+
 class ExtractedToolCalls(Struct):
     tools_called: bool
     calls: list[FunctionCall]

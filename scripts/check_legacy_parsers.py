@@ -1,4 +1,5 @@
-"""Stream generated ERNIE-4.5 and Step-3 outputs through vLLM 0.33.0's parsers and ours.
+"""Stream generated ERNIE-4.5, Step-3 and InternLM2 outputs through vLLM 0.33.0's parsers
+and ours.
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
 
@@ -30,12 +31,13 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.reasoning.ernie45_reasoning_parser import Ernie45ReasoningParser
 from vllm.reasoning.step3_reasoning_parser import Step3ReasoningParser
 from vllm.tool_parsers.ernie45_tool_parser import Ernie45ToolParser
+from vllm.tool_parsers.internlm2_tool_parser import Internlm2ToolParser
 from vllm.tool_parsers.step3_tool_parser import Step3ToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.families import ernie45, step3
-from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
+from parsers.families import ernie45, internlm, step3
+from parsers.types import Delta, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 
 TOOLS = [
     {
@@ -133,10 +135,23 @@ STEP3 = Family(
 )
 
 
+INTERNLM_CALL = (
+    '<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    "<|action_end|>"
+)
+INTERNLM = Family(
+    ["<|action_start|>", "<|plugin|>", "<|action_end|>"],
+    ["\n", " ", "hi", "é", '"', "{", "}", '"name": "f"', ', "arguments": {"a": [1, 2', "]}"],
+    [INTERNLM_CALL, INTERNLM_CALL.replace('"Paris"', '"Par'), INTERNLM_CALL.replace("}}", "}")],
+)
+# A parser that raises: vLLM's server fails the request (ours refuses it, OutputRefused).
+RAISES = "raises"
+
+
 def ours(delta: Delta | None) -> Any:
     if delta is None:
         return None
-    calls = [(c.index, c.name, c.arguments) for c in delta.tool_calls]
+    calls = [(c.index, c.name, c.arguments or None) for c in delta.tool_calls]
     return delta.content or None, delta.reasoning, calls
 
 
@@ -155,11 +170,22 @@ def compare_tools(family: Family, vllm: Any, stream: Any, chunks: list[list[int]
     for chunk in chunks:
         text = "".join(family.texts[i] for i in chunk)
         now, now_ids = before + text, before_ids + chunk
-        got = vllm.extract_tool_calls_streaming(
-            before, now, text, before_ids, now_ids, chunk, REQUEST
-        )
-        if theirs(got) != ours(stream.stream(text, chunk)):
-            return f"stream {text!r}: {theirs(got)} against ours"
+        try:
+            got = theirs(
+                vllm.extract_tool_calls_streaming(
+                    before, now, text, before_ids, now_ids, chunk, REQUEST
+                )
+            )
+        except Exception:
+            got = RAISES
+        try:
+            mine = ours(stream.stream(text, chunk))
+        except OutputRefused:
+            mine = RAISES
+        if got != mine:
+            return f"stream {text!r}: {got} against ours {mine}"
+        if got == RAISES:
+            return ""
         before, before_ids = now, now_ids
     remaining = vllm.get_remaining_unstreamed_args()
     return "" if remaining == stream.remaining_arguments() else f"remaining {remaining!r}"
@@ -186,19 +212,38 @@ def check(family: Family, rng: random.Random, build: Callable[[Family], Any]) ->
     chunks = family.output(rng)
     vllm_tools, vllm_reasoning, tools, reasoning, one_shot, thinking = build(family)
     problem = compare_tools(family, vllm_tools, tools, chunks)
-    problem = problem or compare_reasoning(family, vllm_reasoning, reasoning, chunks)
+    if vllm_reasoning is not None:
+        problem = problem or compare_reasoning(family, vllm_reasoning, reasoning, chunks)
     text = "".join(family.texts[i] for chunk in chunks for i in chunk)
-    found = vllm_tools.extract_tool_calls(text, REQUEST)
-    mine = one_shot.extract(text, "seed")
-    pair = (found.tools_called, [(c.function.name, c.function.arguments) for c in found.tool_calls])
-    if (pair, found.content) != (
-        (mine.tools_called, [(c.name, c.arguments) for c in mine.calls]),
-        mine.content,
-    ):
+    if one_shot_theirs(vllm_tools, text) != one_shot_ours(one_shot, text):
         problem = problem or f"one-shot {text!r}"
-    if vllm_reasoning.extract_reasoning(text, REQUEST) != thinking.extract(text, None):
+    if vllm_reasoning is not None and vllm_reasoning.extract_reasoning(
+        text, REQUEST
+    ) != thinking.extract(text, None):
         problem = problem or f"one-shot reasoning {text!r}"
     return problem and f"{problem}\n  output {text!r}"
+
+
+def one_shot_theirs(vllm_tools: Any, text: str) -> Any:
+    """vLLM's one-shot reading, or how its server fails it (400 with the message, or 500)."""
+    try:
+        found = vllm_tools.extract_tool_calls(text, REQUEST)
+    except ValueError as exc:
+        return 400, str(exc)
+    except Exception:
+        return 500
+    calls = [(c.function.name, c.function.arguments) for c in found.tool_calls]
+    return found.tools_called, calls, found.content
+
+
+def one_shot_ours(one_shot: Any, text: str) -> Any:
+    """Ours, alike; where vLLM's server fails with a 500 ours refuses with a 400
+    (docs/parity.md, internlm-unreadable-call)."""
+    try:
+        mine = one_shot.extract(text, "seed")
+    except OutputRefused as exc:
+        return 500 if str(exc) == internlm.UNREADABLE else (400, str(exc))
+    return mine.tools_called, [(c.name, c.arguments) for c in mine.calls], mine.content
 
 
 def ernie_parsers(family: Family) -> tuple[Any, ...]:
@@ -229,6 +274,18 @@ def step3_parsers(family: Family) -> tuple[Any, ...]:
     )
 
 
+def internlm_parsers(family: Family) -> tuple[Any, ...]:
+    stream = internlm.InternlmStream("seed", internlm.InternlmState())
+    return (
+        Internlm2ToolParser(family.tokenizer()),
+        None,
+        stream,
+        None,
+        internlm.InternlmTools(),
+        None,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--outputs", type=int, default=3000)
@@ -237,7 +294,11 @@ def main() -> None:
     logging.disable(logging.CRITICAL)  # vLLM logs every call it fails to read
     rng = random.Random(args.seed)
     failures = 0
-    for name, family, build in (("ernie45", ERNIE, ernie_parsers), ("step3", STEP3, step3_parsers)):
+    for name, family, build in (
+        ("ernie45", ERNIE, ernie_parsers),
+        ("step3", STEP3, step3_parsers),
+        ("internlm", INTERNLM, internlm_parsers),
+    ):
         mismatches = [p for _ in range(args.outputs) if (p := check(family, rng, build))]
         print(f"{name}: {args.outputs} outputs, {len(mismatches)} mismatches")
         for problem in mismatches[:3]:

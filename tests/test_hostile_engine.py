@@ -9,6 +9,7 @@ is measured outside the test suite (see the timing table in docs/parity.md).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from typing import Any
@@ -21,7 +22,7 @@ from app.tokenizer import Tokenizer
 from parsers.engine.tools import coalesce_calls
 from parsers.families.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory
-from parsers.types import DeltaToolCall, ParseOptions, ToolSpec, Vocabulary
+from parsers.types import DeltaToolCall, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 from tests.support.parity import Assembled, chunked, chunking_invariant
 from tests.support.streams import run
 
@@ -122,6 +123,10 @@ HOSTILE = [
     "<arg_value>",
     "</arg_value>",
     "</tool_call>",
+    "<|action_start|>",
+    "<|action_start|><|plugin|>\n",
+    '{"name": "count", "parameters": ',
+    "<|action_end|>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -163,6 +168,7 @@ CONFIGS = [
     (None, "olmo3"),
     ("olmo3", "olmo3"),
     (None, "dots"),
+    (None, "internlm"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
@@ -186,10 +192,15 @@ def test_hostile_output_parses_and_any_chunking_assembles_the_same(
     tokenizer: Tokenizer, reasoning: str | None, tool: str | None, output: str, cuts: list[int]
 ) -> None:
     factory = ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
-    factory.for_request(options()).parse(output, [], "seed")
+    # A refusal is vLLM's own answer (its parser raises: a 400), never a crash.
+    with contextlib.suppress(OutputRefused):
+        factory.for_request(options()).parse(output, [], "seed")
     ids = tokenizer.encode(output)
-    by_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
-    by_cuts, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
+    try:
+        by_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
+        by_cuts, _ = run(tokenizer, factory, options(), chunked(ids, cuts), "stop")
+    except OutputRefused:
+        return
     if chunking_invariant(reasoning, output, tool):
         assert by_cuts == by_token
 

@@ -85,6 +85,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "hy-v4": lambda: synthetic_model("hy"),
     "olmo3-instruct": lambda: synthetic_model("olmo3"),
     "dots": lambda: synthetic_model("dots"),
+    "internlm": lambda: synthetic_model("internlm2"),
 }
 
 
@@ -182,6 +183,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "granite-3",  # nor Granite 3.0 and 3.1
         "olmo3-instruct",  # after olmo3 reasoning vLLM's stream reads no call
         "dots",  # its parser reads no reasoning
+        "internlm",  # nor InternLM2
     }
 
 

@@ -676,4 +676,18 @@ EXAMPLES: dict[str, Example] = {
             "</invoke>\n</dots_function_call><|im_end|>"
         ),
     ),
+    "internlm": Example(
+        family=(
+            "InternLM2 (one JSON call between `<|action_start|><|plugin|>` and "
+            "`<|action_end|>`; read chunk by chunk as vLLM does: docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="internlm",
+        prompt=QWEN3_PROMPT,
+        output=(
+            f"{ANSWER}<|action_start|><|plugin|>\n"
+            '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}}'
+            "<|action_end|><|im_end|>"
+        ),
+    ),
 }

@@ -26,6 +26,7 @@ from parsers.families import (
     hunyuan_a13b,
     hy,
     inkling,
+    internlm,
     k2_horizon,
     kimi_k2,
     llama3_json,
@@ -86,6 +87,7 @@ FAMILIES: tuple[Family, ...] = (
     hunyuan_a13b.FAMILY,
     hy.FAMILY,
     dots.FAMILY,
+    internlm.FAMILY,
 )
 
 

@@ -199,6 +199,12 @@ CHUNK_DEPENDENT = {
             "usage_chunk",
         )
     },
+    # internlm holds text from <|action_start|> until the whole marker is in, sends the first
+    # arguments up to the chunk's text, and fails the stream at a second marker
+    **{
+        f"E6.{scenario}": "internlm-chunk-reading"
+        for scenario in ("call_cut_length", "no_arguments", "other_action", "two_calls")
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -264,6 +270,7 @@ _SYNTHETIC_BY_CONFIG = {
     "B1": "olmo3",
     "B2": "olmo3",
     "B3": "dots",
+    "E6": "internlm2",
 }
 
 

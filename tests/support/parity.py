@@ -56,8 +56,9 @@ _MUSE_FRAMED = re.compile(
 )
 
 
-# Tool parsers that read content chunk by chunk (docs/parity.md, gigachat3-opener-chunk).
-_CHUNKED_TOOLS = frozenset({"gigachat3"})
+# Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
+# gigachat3-opener-chunk, internlm-chunk-reading).
+_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm"})
 
 
 def chunking_invariant(

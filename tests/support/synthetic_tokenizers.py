@@ -156,6 +156,9 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     ),
     # dots: ChatML turns, its call markers as ordinary tokens (they reach the parser as text).
     "dots": ("<dots_function_call>", "</dots_function_call>"),
+    # InternLM2's action markers (ordinary tokens here: vLLM keeps special ones in the text
+    # whenever its parser reads calls, and the text is what the parser reads).
+    "internlm2": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -186,6 +189,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "cohere": frozenset(FAMILY_TOKENS["cohere"]),
     "hy": frozenset(),
     "dots": frozenset(),
+    "internlm2": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -209,6 +213,7 @@ _EOS = {
     "cohere": "<|END_OF_TURN_TOKEN|>",
     "hy": "<|im_end|>",
     "dots": "<|im_end|>",
+    "internlm2": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -372,6 +377,7 @@ _TEMPLATES = {
     "cohere": _COHERE_TEMPLATE,
     "hy": _CHATML_TEMPLATE,
     "dots": _CHATML_TEMPLATE,
+    "internlm2": _CHATML_TEMPLATE,
 }
 
 

@@ -23,6 +23,7 @@ from recorder.families import (
     holo2,
     hunyuan,
     inkling,
+    internlm,
     k2_horizon,
     kimi,
     ling3,
@@ -75,6 +76,7 @@ FAMILIES = (
     granite_fc,
     hunyuan,
     dots,
+    internlm,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
