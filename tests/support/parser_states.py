@@ -27,6 +27,7 @@ from app.protocol import ChatStreamDerenderRequest, StreamState
 from app.service import DerenderService
 from app.session import StreamSession
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
+from parsers.types import OutputRefused
 from tests.support.apps import build_app
 from tests.support.golden import GOLDEN_DIR, flags_of, load_cases, stream_body, tokenizer_of
 
@@ -67,7 +68,10 @@ def snapshots(case: dict[str, Any]) -> list[bytes]:
         session = sessions.get(lane)
         if session is None and request.generate_chunk.choices:
             session = sessions[lane] = service.sessions.new(request)
-        _, states[lane] = derender.chunk(request, "model", session)
+        try:
+            _, states[lane] = derender.chunk(request, "model", session)
+        except OutputRefused:
+            break  # the parser refuses the output as vLLM's does: the stream ends in a 400
         if session is not None:
             taken.append(session.snapshot())
     return taken
@@ -77,7 +81,10 @@ def canonical_snapshot(snapshot: bytes) -> bytes:
     """The snapshot as read back and encoded again with its sets sorted."""
     saved = StreamSession.load_snapshot(snapshot)
     assert saved is not None, "a snapshot that does not decode"
-    return msgspec.msgpack.encode(saved, order="deterministic")
+    try:
+        return msgspec.msgpack.encode(saved, order="deterministic")
+    except TypeError:  # a dict keyed by ints (Cohere's held ids) keeps its insertion order
+        return msgspec.msgpack.encode(saved)
 
 
 def cases() -> list[dict[str, Any]]:
