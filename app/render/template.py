@@ -165,12 +165,18 @@ class ChatTemplate:
             )
         except RenderTimeout:
             raise
-        except Exception as exc:  # a template raises what it likes on bad input
+        except _REFUSALS as exc:  # the template's own refusal, or its expressions on bad input
             raise TemplateError(_reason(exc)) from exc
         finally:
             _deadline.at = None
         assert isinstance(text, str)
         return text
+
+
+# What rendering raises on a request the template cannot take: jinja2's errors (its
+# ``raise_exception`` included) and its expressions failing on the request's values. Any
+# other exception is ours: a 500, logged.
+_REFUSALS = (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError)
 
 
 def _bound_loops(source: str) -> None:
