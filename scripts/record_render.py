@@ -3,7 +3,7 @@
 Runs with the oracle's Python (it needs nothing but the standard library; the oracle
 itself is started as a subprocess):
 
-    /work/shared/oracle/venv/bin/python scripts/record_render.py MODEL_DIR [--config R1]
+    ../shared/oracle/venv/bin/python scripts/record_render.py MODEL_DIR [--config R1]
 
 MODEL_DIR is the model directory both servers load; for the Qwen3 configurations it is
 the bundled ``qwen3`` directory (``python -c "from app.bundled_qwen3 import
@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ORACLE = Path(os.environ.get("ORACLE_DIR", "/work/shared/oracle"))
+# The oracle folder: $ORACLE_DIR, else the one whose venv runs this script.
+ORACLE = Path(os.environ.get("ORACLE_DIR") or Path(sys.executable).parents[2])
 OUT = Path(__file__).resolve().parent.parent / "tests" / "golden" / "render"
 CHAT = "/v1/chat/completions/render"
 COMPLETIONS = "/v1/completions/render"
