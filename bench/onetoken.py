@@ -27,7 +27,6 @@ import msgspec
 from msgspec import Raw
 
 from app.budget import run_within
-from app.chunk_path import carried_state
 from app.parsed_stream import ParsedStreamDerenderer
 from app.protocol import ChatStreamDerenderRequest, ChatStreamReply, GenerateChunk, encoder
 from app.session import Fingerprint, SessionBuilder, StreamSession
@@ -43,6 +42,13 @@ from bench.workload import (
 )
 from parsers.registry import TOOL_PARSERS, ParserFactory
 from parsers.types import Vocabulary
+
+try:
+    from app.chunk_path import carried_state
+except ImportError:  # a tree from before the carried state's encoding was a module function
+    from app.chunk_path import ParsedChunks
+
+    carried_state = ParsedChunks.carried  # type: ignore[attr-defined]
 
 # Reasoning's opening and closing text, where a family spells them otherwise than
 # ``<think>`` and ``</think>``.
