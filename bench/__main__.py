@@ -79,7 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--positions", type=positive, default=16384, help="last output position")
     m.add_argument("--repeats", type=positive, default=3, help="replays timed per position")
-    m.add_argument("--configs", nargs="+", choices=list(PARSER_CONFIGS), help="default: all")
+    m.add_argument(
+        "--configs",
+        nargs="+",
+        choices=list(PARSER_CONFIGS),
+        metavar="CONFIG",
+        help=f"parser configurations (default: all {len(PARSER_CONFIGS)}; an unknown name "
+        "lists them)",
+    )
     m.add_argument(
         "--one-token",
         action="store_true",
@@ -121,7 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=list(hostile.LONG_SIZES),
         help="output lengths of the long-token families",
     )
-    h.add_argument("--configs", nargs="+", choices=list(hostile.CONFIGS), help="default: all")
+    h.add_argument(
+        "--configs",
+        nargs="+",
+        choices=list(hostile.CONFIGS),
+        metavar="CONFIG",
+        help=f"parser configurations (default: all {len(hostile.CONFIGS)}; an unknown name "
+        "lists them)",
+    )
     h.add_argument(
         "--families",
         nargs="+",

@@ -107,7 +107,7 @@ def measure(tokenizer: Tokenizer, config: str, last: int, repeats: int) -> Confi
     # decoded from JSON as the server decodes it (the chat request keeps raw parts)
     base = msgspec.json.decode(msgspec.json.encode(body), type=ChatStreamDerenderRequest)
     marks = checkpoints(last, FIRST)
-    state = None
+    state: StreamState | None = None
     session: StreamSession | None = None
     costs: list[float] = []
     replays: dict[int, float] = {}
@@ -116,10 +116,17 @@ def measure(tokenizer: Tokenizer, config: str, last: int, repeats: int) -> Confi
         chunk = GenerateChunk([choice], request_id=f"micro-{config}")
         request = msgspec.structs.replace(base, generate_chunk=chunk, stream_state=state)
         if position in marks:
+            replayed = request
+            if session is not None and state is not None:  # the session holds the history
+                history = session.output_token_ids.copy(), session.output_chunk_lens.copy()
+                carried = msgspec.structs.replace(
+                    state, output_token_ids=history[0], output_chunk_lens=history[1]
+                )
+                replayed = msgspec.structs.replace(request, stream_state=carried)
             times = []
             for _ in range(repeats):
                 started = time.perf_counter()
-                derender.chunk(request, None)
+                derender.chunk(replayed, None)
                 times.append(time.perf_counter() - started)
             replays[position] = statistics.median(times)
         started = time.perf_counter()
@@ -215,7 +222,9 @@ def one_token_run(tree: Path, configs: list[str], chunks: int) -> list[onetoken.
     """bench/onetoken.py run in a fresh process on ``tree``'s code."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     argv = [sys.executable, "-m", "bench.onetoken", "--chunks", str(chunks), "--configs", *configs]
-    done = subprocess.run(argv, cwd=tree, env=env, check=True, capture_output=True)
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True)
+    if done.returncode != 0:
+        raise SystemExit(f"bench.onetoken failed in {tree}:\n{done.stderr.decode()[-2000:]}")
     return msgspec.json.decode(done.stdout, type=list[onetoken.Scenario])
 
 
@@ -247,7 +256,11 @@ def one_token_table(
             if before is None:
                 row.append(f"{cost:.1f}")
                 continue
-            then = statistics.median(before[(config, section)][lane])
+            earlier = before.get((config, section))
+            if earlier is None:  # a configuration the earlier tree does not have
+                row += ["-", f"{cost:.1f}", "-"]
+                continue
+            then = statistics.median(earlier[lane])
             row += [f"{then:.1f}", f"{cost:.1f}", f"{then / cost:.2f}"]
         rows.append(row)
     title = (
