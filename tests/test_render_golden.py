@@ -50,6 +50,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "enable_auto_tool_choice": True,
         "system_start_date": "2026-01-01",
     },
+    "D1": {
+        "model": "deepseek",
+        "reasoning_parser": "deepseek_v4",
+        "tool_call_parser": "deepseek_v4",
+        "enable_auto_tool_choice": True,
+        "max_model_len": 40000,
+    },
 }
 
 
@@ -109,4 +116,4 @@ def test_render_then_derender(replay: tuple[str, TestClient]) -> None:
         assert reply.status_code == expected["status"], record["name"]
         found = list(differences(_comparable(expected["response"]), _comparable(reply.json())))
         assert not found, (record["name"], found[:5])
-    assert len(trips) >= {"R1": 6, "R3": 2, "G1": 2}.get(config, 0)
+    assert len(trips) >= {"R1": 6, "R3": 2, "G1": 2, "D1": 7}.get(config, 0)

@@ -2,8 +2,10 @@
 
 Text parts are joined by newlines for a template that reads a string, or kept as
 ``{"type": "text", "text": ...}`` parts for one that loops over parts; an assistant's
-tool-call arguments become objects (templates print them with ``tojson``); reasoning
-is given under both names templates use; a tool result's text parts are one string.
+tool-call arguments become objects (templates print them with ``tojson``; none, or
+anything but a JSON object, is ``{}``); reasoning is given under both names templates
+use; a tool result's text parts are one string; a ``task`` marker is kept, and a
+developer message carries its ``tools`` (or null).
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ def _message(message: dict[str, Any], content_format: ContentFormat) -> dict[str
             result["content"] = "\n".join(texts)
     if isinstance(message.get("name"), str):
         result["name"] = message["name"]
+    if isinstance(message.get("task"), str):  # a DeepSeek-V4 task marker
+        result["task"] = message["task"]
+    if role == "developer":  # a developer message may bring its own tools
+        result["tools"] = message.get("tools")
     return result
 
 
@@ -92,12 +98,18 @@ def _call(call: object) -> dict[str, Any]:
             "chat completions only support assistant tool_calls of type 'function'.",
             "tool_calls",
         )
+    if not isinstance(function.get("name"), str):  # vLLM's request schema refuses it
+        raise InvalidBody(
+            "1 validation error:\n  an assistant tool call's function needs a name",
+            "body.messages",
+        )
     copied: dict[str, Any] = dict(function)
     arguments = copied.get("arguments")
-    if arguments and not isinstance(arguments, dict):
+    parsed: Any = arguments
+    if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+            parsed = json.loads(arguments) if arguments else {}
         except ValueError:
             parsed = {}
-        copied["arguments"] = parsed if isinstance(parsed, dict) else {}
+    copied["arguments"] = parsed if isinstance(parsed, dict) else {}
     return {**call, "function": copied}
