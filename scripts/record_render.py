@@ -3,20 +3,21 @@
 Runs with the oracle's Python (it needs nothing but the standard library; the oracle
 itself is started as a subprocess):
 
-    ../shared/oracle/venv/bin/python scripts/record_render.py MODEL_DIR [--config R1]
+    ../shared/oracle/venv/bin/python scripts/record_render.py --qwen3 DIR [--config R1]
 
-MODEL_DIR is the model directory both servers load; for the Qwen3 configurations it is
+DIR is the model directory both servers load; for the Qwen3 configurations it is
 the bundled ``qwen3`` directory (``python -c "from app.bundled_qwen3 import
 bundled_qwen3_dir; print(bundled_qwen3_dir())"`` with the project's Python), which
 carries Qwen3's chat template and sampling defaults, so both sides render the same
-template with the same tokenizer.
+template with the same tokenizer; gpt-oss (G) and DeepSeek-V4 (D) configurations load the
+bundled ``gpt-oss`` and ``deepseek`` directories (``--gpt-oss``, ``--deepseek``).
 
 For each configuration it starts ``serve_oracle.sh`` on a free loopback port with the
 configuration's flags, posts every scenario to its render path and writes
 ``tests/golden/render/render-<CONFIG>.jsonl.gz``: one JSON object per line with
 ``name``, ``path``, ``headers``, ``request``, ``status`` and ``response``. Scenarios
 pass a ``request_id`` (or an ``X-Request-Id``) so ids are not random. The round trips
-(``rt-*``, R1 only) add ``derender``: the oracle's derender call (``request``,
+(``rt-*``) add ``derender``: the oracle's derender call (``request``,
 ``status``, ``response``) for a model output against the prompt ids it rendered, so a
 test can check that our render fed to our derender parses as vLLM's pair does.
 
