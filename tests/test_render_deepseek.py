@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from app.render.conversation import conversation
@@ -132,3 +134,56 @@ def test_a_long_render_stops_at_the_deadline() -> None:
 
 
 _TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+
+
+_ANY = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2))
+_CALL = st.fixed_dictionaries(
+    {
+        "type": st.just("function"),
+        "function": st.fixed_dictionaries(
+            {"name": st.text(max_size=3)},
+            optional={"arguments": st.one_of(st.just('{"a": [1, {"b": null}]}'), _ANY)},
+        ),
+    },
+    optional={"id": st.one_of(st.text(max_size=3), _ANY)},
+)
+_MESSAGE = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(
+            ["system", "user", "assistant", "tool", "developer", "latest_reminder", "critic"]
+        )
+    },
+    optional={
+        "content": st.one_of(
+            st.text(max_size=8),
+            st.none(),
+            st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text()})),
+        ),
+        "task": st.one_of(st.sampled_from(["query", "action", "title", "bad"]), _ANY),
+        "reasoning": st.one_of(st.text(max_size=5), _ANY),
+        "tool_calls": st.lists(_CALL, max_size=2),
+        "tool_call_id": st.one_of(st.sampled_from(["a", "b"]), _ANY),
+        "tools": st.one_of(st.just([_TOOL]), _ANY),
+    },
+)
+_KWARGS = st.fixed_dictionaries(
+    {},
+    optional={
+        "thinking": _ANY,
+        "enable_thinking": st.booleans(),
+        "reasoning_effort": st.one_of(st.sampled_from(["none", "max", "low", "xhigh"]), _ANY),
+        "drop_thinking": st.booleans(),
+        "tools": st.one_of(st.just([_TOOL]), _ANY),
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=st.lists(_MESSAGE, min_size=1, max_size=6), kwargs=_KWARGS)
+def test_any_conversation_renders_or_is_refused(
+    deepseek: TestClient, messages: list[dict[str, Any]], kwargs: dict[str, Any]
+) -> None:
+    """Whatever shape a conversation has, the answer is a render or a 4xx, never ours."""
+    body = {"messages": messages, "chat_template_kwargs": kwargs, "max_tokens": 1}
+    reply = deepseek.post(CHAT, json=body)
+    assert reply.status_code in (200, 400), reply.text

@@ -55,6 +55,10 @@ def _texts(content: Any) -> list[str]:
 
 def _message(message: dict[str, Any], content_format: ContentFormat) -> dict[str, Any]:
     role = message.get("role")
+    if not isinstance(role, str):  # vLLM's request schema refuses it
+        raise InvalidBody(
+            "1 validation error:\n  every message needs a role, a string", "body.messages"
+        )
     texts = _texts(message.get("content"))
     content: Any
     if content_format == "openai":

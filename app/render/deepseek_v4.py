@@ -263,7 +263,9 @@ def _json(value: Any) -> str:
         return json.dumps(value, ensure_ascii=True)
 
 
-def _tools_section(tools: list[Any]) -> str:
+def _tools_section(tools: Any) -> str:
+    if not isinstance(tools, list):
+        raise BadRequest("a message's tools must be a list.")
     schemas = "\n".join(_json(_function(tool)) for tool in tools)
     return f"\n\n{TOOLS_PREAMBLE}{schemas}{TOOLS_CLOSING}"
 
@@ -342,7 +344,10 @@ class _Turn:
         after_task = index > 0 and self.messages[index - 1].get("task") is not None
         thought = ""
         if self.thinking and not after_task and (not self.drop or index > self.last_user):
-            thought = (message.get("reasoning") or "") + END_THINK
+            reasoning = message.get("reasoning") or ""
+            if not isinstance(reasoning, str):
+                raise BadRequest("an assistant message's reasoning must be a string.")
+            thought = reasoning + END_THINK
         return f"{thought}{_text(message.get('content'))}{calls}{EOS}"
 
     def _opening(self, index: int, message: dict[str, Any]) -> str:
