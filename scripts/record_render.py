@@ -435,6 +435,26 @@ DEEPSEEK_SCENARIOS = [
             }
         ],
     ),
+    ds(
+        "d-billing-header",
+        messages=[
+            {"role": "system", "content": "x-anthropic-billing-header: cch=1\nBe brief."},
+            USER,
+        ],
+    ),
+    ds(
+        "d-billing-header-parts",
+        messages=[
+            {
+                "role": "system",
+                "content": [
+                    {"type": "text", "text": "x-anthropic-billing-header: cch=2"},
+                    {"type": "text", "text": "Be brief."},
+                ],
+            },
+            USER,
+        ],
+    ),
     ds("d-name", messages=[{"role": "user", "content": "Hi", "name": "ann"}]),
     ds("d-tools", tools=[WEATHER]),
     ds("d-tools-system", tools=[WEATHER, NOTE], messages=[USER, SYSTEM, USER]),

@@ -5,7 +5,8 @@ Text parts are joined by newlines for a template that reads a string, or kept as
 tool-call arguments become objects (templates print them with ``tojson``; none, or
 anything but a JSON object, is ``{}``); reasoning is given under both names templates
 use; a tool result's text parts are one string; a ``task`` marker is kept, and a
-developer message carries its ``tools`` (or null).
+developer message carries its ``tools`` (or null); a system message loses Claude Code's
+billing header line.
 """
 
 from __future__ import annotations
@@ -53,6 +54,22 @@ def _texts(content: Any) -> list[str]:
     return texts
 
 
+_BILLING_HEADER = "x-anthropic-billing-header"
+
+
+def _without_billing_header(texts: list[str]) -> list[str]:
+    """A system text's first line that is Claude Code's billing header goes (it changes
+    every request, so it would defeat the prefix cache), as vLLM drops it."""
+    kept = []
+    for text in texts:
+        if text.startswith(_BILLING_HEADER):
+            text = text.partition("\n")[2]
+            if not text:
+                continue
+        kept.append(text)
+    return kept
+
+
 def _message(message: dict[str, Any], content_format: ContentFormat) -> dict[str, Any]:
     role = message.get("role")
     if not isinstance(role, str):  # vLLM's request schema refuses it
@@ -60,6 +77,8 @@ def _message(message: dict[str, Any], content_format: ContentFormat) -> dict[str
             "1 validation error:\n  every message needs a role, a string", "body.messages"
         )
     texts = _texts(message.get("content"))
+    if role == "system":
+        texts = _without_billing_header(texts)
     content: Any
     if content_format == "openai":
         content = [{"type": "text", "text": text} for text in texts]

@@ -186,7 +186,8 @@ def _text(content: Any) -> str:
 
 def _fold_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool results and consecutive user messages become one user message of blocks
-    (``blocks``: text or ``(call id, result)``); a user message with a task stands alone."""
+    (``blocks``: text or ``(call id, result)``); after a user message with a task, a
+    user message starts a new one (a task on a joined message is dropped, as vLLM's)."""
     folded: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
