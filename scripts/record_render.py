@@ -626,6 +626,23 @@ DEEPSEEK_SCENARIOS = [
     completion("d-c-suffix-ids", DEEPSEEK, prompt=[1, 2], suffix="z"),
     completion("d-c-suffix-truncate", DEEPSEEK, prompt="a", suffix="z", truncate_prompt_tokens=5),
 ]
+# Server defaults (thinking off, reasoning kept) under the request's switches; no parsers.
+DEEPSEEK_DEFAULTS_SCENARIOS = [
+    ds("d2-plain"),
+    ds("d2-multi-turn", messages=TURN),
+    ds("d2-thinking-kwarg", messages=TURN, chat_template_kwargs={"thinking": True}),
+    ds("d2-enable-thinking", chat_template_kwargs={"enable_thinking": True}),
+    ds("d2-thinking-null", chat_template_kwargs={"thinking": None}),
+    ds("d2-effort-high", reasoning_effort="high"),
+    ds("d2-effort-none", reasoning_effort="none"),
+    ds("d2-drop", messages=TURN, chat_template_kwargs={"thinking": True, "drop_thinking": True}),
+    ds("d2-tools-none", tools=[WEATHER], tool_choice="none"),
+    ds("d2-tools-auto", tools=[WEATHER]),
+    ds("d2-no-reasoning", include_reasoning=False),
+    ds("d2-skip-special", skip_special_tokens=False),
+    ds("d2-err-long-prompt", messages=[{"role": "user", "content": "word " * 4100}]),
+    completion("d2-c-suffix", DEEPSEEK, prompt="a", suffix="b"),
+]
 DS_CALL_OUTPUT = (
     '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
     '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
@@ -716,6 +733,16 @@ CONFIGS = {
         DEEPSEEK_SCENARIOS,
         DEEPSEEK_TRIPS,
         eos=(1,),
+    ),
+    "D2": Config(
+        DEEPSEEK,
+        [
+            "--max-model-len",
+            "4096",
+            "--default-chat-template-kwargs",
+            '{"thinking": false, "drop_thinking": false}',
+        ],
+        DEEPSEEK_DEFAULTS_SCENARIOS,
     ),
 }
 

@@ -57,6 +57,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "enable_auto_tool_choice": True,
         "max_model_len": 40000,
     },
+    "D2": {
+        "model": "deepseek",
+        "max_model_len": 4096,
+        "default_chat_template_kwargs": {"thinking": False, "drop_thinking": False},
+    },
 }
 
 
@@ -86,7 +91,7 @@ def test_render_goldens(replay: tuple[str, TestClient]) -> None:
         found = list(differences(expected, reply.json()))
         assert not found, (record["name"], found[:5])
         checked += 1
-    assert checked >= {"R3": 5, "G1": 15}.get(config, 50)
+    assert checked >= {"R3": 5, "G1": 15, "D2": 12}.get(config, 50)
 
 
 def _schema_error(body: Any) -> bool:
