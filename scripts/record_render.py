@@ -3,20 +3,21 @@
 Runs with the oracle's Python (it needs nothing but the standard library; the oracle
 itself is started as a subprocess):
 
-    ../shared/oracle/venv/bin/python scripts/record_render.py MODEL_DIR [--config R1]
+    ../shared/oracle/venv/bin/python scripts/record_render.py --qwen3 DIR [--config R1]
 
-MODEL_DIR is the model directory both servers load; for the Qwen3 configurations it is
+DIR is the model directory both servers load; for the Qwen3 configurations it is
 the bundled ``qwen3`` directory (``python -c "from app.bundled_qwen3 import
 bundled_qwen3_dir; print(bundled_qwen3_dir())"`` with the project's Python), which
 carries Qwen3's chat template and sampling defaults, so both sides render the same
-template with the same tokenizer.
+template with the same tokenizer; gpt-oss (G) and DeepSeek-V4 (D) configurations load the
+bundled ``gpt-oss`` and ``deepseek`` directories (``--gpt-oss``, ``--deepseek``).
 
 For each configuration it starts ``serve_oracle.sh`` on a free loopback port with the
 configuration's flags, posts every scenario to its render path and writes
 ``tests/golden/render/render-<CONFIG>.jsonl.gz``: one JSON object per line with
 ``name``, ``path``, ``headers``, ``request``, ``status`` and ``response``. Scenarios
 pass a ``request_id`` (or an ``X-Request-Id``) so ids are not random. The round trips
-(``rt-*``, R1 only) add ``derender``: the oracle's derender call (``request``,
+(``rt-*``) add ``derender``: the oracle's derender call (``request``,
 ``status``, ``response``) for a model output against the prompt ids it rendered, so a
 test can check that our render fed to our derender parses as vLLM's pair does.
 
@@ -376,6 +377,295 @@ GPT_OSS_TRIPS = [
     ),
 ]
 
+DEEPSEEK = "deepseek"
+SYSTEM = {"role": "system", "content": "Be brief."}
+CALL_2 = {
+    "id": "call_2",
+    "type": "function",
+    "function": {"name": "save_note", "arguments": '{"text": "Paris"}'},
+}
+# Arguments of every JSON type, a non-ASCII string, and a key the encoder prints as is.
+ARGS_CALL = {
+    "id": "call_3",
+    "type": "function",
+    "function": {
+        "name": "save_note",
+        "arguments": json.dumps(
+            {"text": "café", "n": 3, "ok": True, "none": None, "list": [1, "a"], "obj": {"k": 1}},
+            ensure_ascii=False,
+        ),
+    },
+}
+BAD_ARGS_CALL = {
+    "id": "call_4",
+    "type": "function",
+    "function": {"name": "save_note", "arguments": "not json"},
+}
+UNICODE_TOOL = {
+    "type": "function",
+    "function": {"name": "météo", "description": "Le temps qu'il fait.", "parameters": {}},
+}
+TURN = [
+    USER,
+    {"role": "assistant", "content": "Sunny.", "reasoning": "Look it up."},
+    {"role": "user", "content": "And tomorrow?"},
+]
+TOOL_TURN = [
+    USER,
+    {"role": "assistant", "content": "", "reasoning": "Need data.", "tool_calls": [CALL, CALL_2]},
+    # Results in the other order: the encoder sorts them by the calls' order.
+    {"role": "tool", "tool_call_id": "call_2", "content": "saved"},
+    {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "18 C"}]},
+]
+
+
+def ds(name: str, model: str = DEEPSEEK, **fields: Any) -> Scenario:
+    return chat(name, model, **fields)
+
+
+DEEPSEEK_SCENARIOS = [
+    ds("d-plain"),
+    ds("d-system", messages=[SYSTEM, USER]),
+    ds(
+        "d-parts",
+        messages=[
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            }
+        ],
+    ),
+    ds(
+        "d-billing-header",
+        messages=[
+            {"role": "system", "content": "x-anthropic-billing-header: cch=1\nBe brief."},
+            USER,
+        ],
+    ),
+    ds(
+        "d-billing-header-parts",
+        messages=[
+            {
+                "role": "system",
+                "content": [
+                    {"type": "text", "text": "x-anthropic-billing-header: cch=2"},
+                    {"type": "text", "text": "Be brief."},
+                ],
+            },
+            USER,
+        ],
+    ),
+    ds("d-name", messages=[{"role": "user", "content": "Hi", "name": "ann"}]),
+    ds("d-tools", tools=[WEATHER]),
+    ds("d-tools-system", tools=[WEATHER, NOTE], messages=[USER, SYSTEM, USER]),
+    ds("d-tools-none", tools=[WEATHER], tool_choice="none"),
+    ds("d-tools-unicode", tools=[UNICODE_TOOL]),
+    ds(
+        "d-tool-result",
+        tools=[WEATHER],
+        messages=[
+            USER,
+            {"role": "assistant", "content": "", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"},
+        ],
+    ),
+    ds("d-tool-results-order", tools=[WEATHER, NOTE], messages=TOOL_TURN),
+    ds("d-tool-results-no-tools", messages=TOOL_TURN),
+    ds(
+        "d-tool-result-then-user",
+        messages=[*TOOL_TURN, {"role": "user", "content": "Thanks"}],
+    ),
+    ds(
+        "d-tool-args",
+        tools=[NOTE],
+        messages=[
+            USER,
+            {"role": "assistant", "content": "Saving.", "tool_calls": [ARGS_CALL, BAD_ARGS_CALL]},
+            {"role": "tool", "tool_call_id": "call_3", "content": "ok"},
+        ],
+    ),
+    ds("d-multi-turn", messages=TURN),
+    ds("d-multi-turn-tools", tools=[WEATHER], messages=TURN),
+    ds(
+        "d-reasoning-content",
+        messages=[
+            USER,
+            {"role": "assistant", "content": "Sunny.", "reasoning_content": "Think."},
+            {"role": "user", "content": "Thanks"},
+        ],
+    ),
+    ds(
+        "d-reasoning-content-kept",
+        chat_template_kwargs={"drop_thinking": False},
+        messages=[
+            USER,
+            {"role": "assistant", "content": "Sunny.", "reasoning_content": "Think."},
+            {"role": "user", "content": "Thanks"},
+        ],
+    ),
+    ds(
+        "d-consecutive-users",
+        messages=[USER, {"role": "user", "content": "Tell me.", "task": "query"}, USER],
+    ),
+    ds("d-keep-thinking", messages=TURN, chat_template_kwargs={"drop_thinking": False}),
+    ds(
+        "d-keep-thinking-chat",
+        messages=TURN,
+        chat_template_kwargs={"drop_thinking": False, "thinking": False},
+    ),
+    ds("d-multi-turn-chat", messages=TURN, chat_template_kwargs={"enable_thinking": False}),
+    ds("d-thinking-off", chat_template_kwargs={"enable_thinking": False}),
+    ds("d-thinking-kwarg-off", chat_template_kwargs={"thinking": False}),
+    ds("d-thinking-kwarg-on", chat_template_kwargs={"thinking": True}),
+    ds("d-thinking-either", chat_template_kwargs={"thinking": False, "enable_thinking": 1}),
+    ds("d-thinking-null", chat_template_kwargs={"thinking": None}),
+    ds("d-effort-none", reasoning_effort="none"),
+    ds("d-effort-minimal", reasoning_effort="minimal"),
+    ds("d-effort-low", reasoning_effort="low"),
+    ds("d-effort-medium", reasoning_effort="medium"),
+    ds("d-effort-high", reasoning_effort="high"),
+    ds("d-effort-xhigh", reasoning_effort="xhigh"),
+    ds("d-effort-max", reasoning_effort="max"),
+    ds("d-effort-kwarg", chat_template_kwargs={"reasoning_effort": "max"}),
+    ds("d-effort-kwarg-other", chat_template_kwargs={"reasoning_effort": "turbo"}),
+    ds("d-effort-kwarg-number", chat_template_kwargs={"reasoning_effort": 3}),
+    ds(
+        "d-effort-thinking-off",
+        reasoning_effort="max",
+        chat_template_kwargs={"enable_thinking": False},
+    ),
+    ds(
+        "d-effort-none-thinking-on",
+        reasoning_effort="none",
+        chat_template_kwargs={"thinking": True},
+    ),
+    ds("d-developer", messages=[{"role": "developer", "content": "Use metric."}, USER]),
+    ds("d-developer-last", messages=[USER, {"role": "developer", "content": "Use metric."}]),
+    ds(
+        "d-developer-tools",
+        messages=[{"role": "developer", "content": "Use metric.", "tools": [WEATHER]}],
+    ),
+    ds(
+        "d-developer-tools-chat",
+        tools=[NOTE],
+        reasoning_effort="none",
+        messages=[{"role": "developer", "content": "Use metric.", "tools": [WEATHER]}],
+    ),
+    ds("d-system-last", messages=[USER, SYSTEM]),
+    ds(
+        "d-system-then-assistant",
+        messages=[USER, SYSTEM, {"role": "assistant", "content": "Hi.", "reasoning": "R."}],
+    ),
+    ds("d-assistant-last", messages=[USER, {"role": "assistant", "content": "It is"}]),
+    ds(
+        "d-continue-final",
+        add_generation_prompt=False,
+        continue_final_message=True,
+        messages=[USER, {"role": "assistant", "content": "It is"}],
+    ),
+    ds("d-no-generation-prompt", add_generation_prompt=False),
+    ds("d-task-query", messages=[{"role": "user", "content": "Paris weather", "task": "query"}]),
+    ds("d-task-action", messages=[{"role": "user", "content": "Paris weather", "task": "action"}]),
+    ds(
+        "d-task-action-chat",
+        reasoning_effort="none",
+        messages=[{"role": "user", "content": "Paris weather", "task": "action"}],
+    ),
+    ds(
+        "d-task-answer",
+        messages=[
+            {"role": "user", "content": "Paris weather", "task": "title"},
+            {"role": "assistant", "content": "Weather", "reasoning": "R."},
+            USER,
+        ],
+    ),
+    ds(
+        "d-latest-reminder",
+        messages=[USER, {"role": "latest_reminder", "content": "Today is Monday."}],
+    ),
+    ds("d-no-reasoning", include_reasoning=False),
+    ds("d-add-special", add_special_tokens=True),
+    ds("d-n-stop", n=2, stop=["END"], stop_token_ids=[1], seed=7),
+    ds("d-logprobs", logprobs=True, top_logprobs=3, max_tokens=100),
+    ds("d-skip-special", skip_special_tokens=True),
+    ds("d-tools-kwarg", chat_template_kwargs={"tools": [NOTE]}),
+    ds("d-tokenize-kwarg", chat_template_kwargs={"tokenize": True}),
+    ds("d-template", chat_template="{{ messages }}"),
+    # Errors.
+    ds("d-err-developer-empty", messages=[{"role": "developer", "content": ""}, USER]),
+    ds("d-err-role", messages=[{"role": "critic", "content": "Hm."}, USER]),
+    # In chat mode a developer or unknown message before the last user one is kept.
+    ds(
+        "d-err-developer-empty-chat",
+        reasoning_effort="none",
+        messages=[{"role": "developer", "content": ""}, USER],
+    ),
+    ds(
+        "d-err-role-chat",
+        reasoning_effort="none",
+        messages=[{"role": "critic", "content": "Hm."}, USER],
+    ),
+    ds(
+        "d-err-call-no-name",
+        messages=[
+            USER,
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}],
+            },
+            USER,
+        ],
+    ),
+    ds("d-err-long-prompt", messages=[{"role": "user", "content": "word " * 41000}]),
+    ds("d-err-model", model="qwen3"),
+    # Completions: a text's suffix becomes DeepSeek's fill-in-the-middle prompt.
+    completion("d-c-plain", DEEPSEEK, prompt="Once upon a time"),
+    completion("d-c-suffix", DEEPSEEK, prompt="def f(x):\n", suffix="\n    return y\n"),
+    completion("d-c-suffix-batch", DEEPSEEK, prompt=["a", "b"], suffix="z"),
+    completion("d-c-suffix-echo", DEEPSEEK, prompt="a", suffix="z", echo=True),
+    completion("d-c-suffix-ids", DEEPSEEK, prompt=[1, 2], suffix="z"),
+    completion("d-c-suffix-truncate", DEEPSEEK, prompt="a", suffix="z", truncate_prompt_tokens=5),
+]
+# Server defaults (thinking off, reasoning kept) under the request's switches; no parsers.
+DEEPSEEK_DEFAULTS_SCENARIOS = [
+    ds("d2-plain"),
+    ds("d2-multi-turn", messages=TURN),
+    ds("d2-thinking-kwarg", messages=TURN, chat_template_kwargs={"thinking": True}),
+    ds("d2-enable-thinking", chat_template_kwargs={"enable_thinking": True}),
+    ds("d2-thinking-null", chat_template_kwargs={"thinking": None}),
+    ds("d2-effort-high", reasoning_effort="high"),
+    ds("d2-effort-none", reasoning_effort="none"),
+    ds("d2-drop", messages=TURN, chat_template_kwargs={"thinking": True, "drop_thinking": True}),
+    ds("d2-tools-none", tools=[WEATHER], tool_choice="none"),
+    ds("d2-tools-auto", tools=[WEATHER]),
+    ds("d2-no-reasoning", include_reasoning=False),
+    ds("d2-skip-special", skip_special_tokens=False),
+    ds("d2-err-long-prompt", messages=[{"role": "user", "content": "word " * 4100}]),
+    completion("d2-c-suffix", DEEPSEEK, prompt="a", suffix="b"),
+]
+DS_CALL_OUTPUT = (
+    '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+    '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+    "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+)
+DEEPSEEK_TRIPS = [
+    ("rt-d-thinking", {}, "Check the forecast.</think>It is sunny."),
+    ("rt-d-thinking-off", {"chat_template_kwargs": {"enable_thinking": False}}, "It is sunny."),
+    ("rt-d-effort-none", {"reasoning_effort": "none"}, "It is sunny."),
+    ("rt-d-tool-call", {"tools": [WEATHER]}, "Need data.</think>\n\n" + DS_CALL_OUTPUT),
+    (
+        "rt-d-tool-call-chat",
+        {"tools": [WEATHER], "reasoning_effort": "none"},
+        "Let me look.\n\n" + DS_CALL_OUTPUT,
+    ),
+    (
+        "rt-d-tool-result",
+        {"tools": [WEATHER, NOTE], "messages": TOOL_TURN},
+        "Done.</think>It is 18 C and sunny.",
+    ),
+    ("rt-d-multi-turn", {"messages": TURN}, "Same.</think>Sunny again."),
+]
+
 
 @dataclass(frozen=True)
 class Config:
@@ -427,6 +717,32 @@ CONFIGS = {
         GPT_OSS_SCENARIOS,
         GPT_OSS_TRIPS,
         env={"VLLM_SYSTEM_START_DATE": "2026-01-01"},
+    ),
+    # DeepSeek-V4: no template; vLLM renders with DeepSeek's encoder (its architecture).
+    "D1": Config(
+        DEEPSEEK,
+        [
+            "--reasoning-parser",
+            "deepseek_v4",
+            "--tool-call-parser",
+            "deepseek_v4",
+            "--enable-auto-tool-choice",
+            "--max-model-len",
+            MAX_MODEL_LEN,
+        ],
+        DEEPSEEK_SCENARIOS,
+        DEEPSEEK_TRIPS,
+        eos=(1,),
+    ),
+    "D2": Config(
+        DEEPSEEK,
+        [
+            "--max-model-len",
+            "4096",
+            "--default-chat-template-kwargs",
+            '{"thinking": false, "drop_thinking": false}',
+        ],
+        DEEPSEEK_DEFAULTS_SCENARIOS,
     ),
 }
 
@@ -511,9 +827,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qwen3", help="the bundled qwen3 directory (R configurations)")
     parser.add_argument("--gpt-oss", help="the bundled gpt-oss directory (G configurations)")
+    parser.add_argument("--deepseek", help="the bundled deepseek directory (D configurations)")
     parser.add_argument("--config", action="append", choices=sorted(CONFIGS))
     args = parser.parse_args()
-    dirs = {"qwen3": args.qwen3, "gpt-oss": args.gpt_oss}
+    dirs = {"qwen3": args.qwen3, "gpt-oss": args.gpt_oss, DEEPSEEK: args.deepseek}
     for name in args.config or sorted(CONFIGS):
         model_dir = dirs[CONFIGS[name].served]
         if model_dir is None:

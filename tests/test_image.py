@@ -310,7 +310,7 @@ def test_a_tokenizer_another_user_cannot_read_is_named_with_the_uid(scratch: Pat
         cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr
-    built = cache / "deepseek-v1"
+    built = cache / "deepseek-v2"
     assert stat.S_IMODE(built.stat().st_mode) == 0o755
     built.chmod(0o700)  # as the build left it before
     argv = [sys.executable, "-m", "app", "--model", "deepseek", "--port", str(free_port())]

@@ -50,6 +50,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "enable_auto_tool_choice": True,
         "system_start_date": "2026-01-01",
     },
+    "D1": {
+        "model": "deepseek",
+        "reasoning_parser": "deepseek_v4",
+        "tool_call_parser": "deepseek_v4",
+        "enable_auto_tool_choice": True,
+        "max_model_len": 40000,
+    },
+    "D2": {
+        "model": "deepseek",
+        "max_model_len": 4096,
+        "default_chat_template_kwargs": {"thinking": False, "drop_thinking": False},
+    },
 }
 
 
@@ -79,7 +91,7 @@ def test_render_goldens(replay: tuple[str, TestClient]) -> None:
         found = list(differences(expected, reply.json()))
         assert not found, (record["name"], found[:5])
         checked += 1
-    assert checked >= {"R3": 5, "G1": 15}.get(config, 50)
+    assert checked >= {"R3": 5, "G1": 15, "D2": 12}.get(config, 50)
 
 
 def _schema_error(body: Any) -> bool:
@@ -109,4 +121,4 @@ def test_render_then_derender(replay: tuple[str, TestClient]) -> None:
         assert reply.status_code == expected["status"], record["name"]
         found = list(differences(_comparable(expected["response"]), _comparable(reply.json())))
         assert not found, (record["name"], found[:5])
-    assert len(trips) >= {"R1": 6, "R3": 2, "G1": 2}.get(config, 0)
+    assert len(trips) >= {"R1": 6, "R3": 2, "G1": 2, "D1": 7}.get(config, 0)

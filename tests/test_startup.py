@@ -281,7 +281,7 @@ def test_the_bundled_deepseek_tokenizer_is_built_on_a_fresh_machine(tmp_path: Pa
     text = start_up_log(tmp_path, "--model", "deepseek", env=cache)
     assert "building the bundled deepseek tokenizer in" in text
     assert "model: deepseek, served as deepseek, max model len 1048576" in text
-    assert (tmp_path / "cache" / "deepseek-v1" / "tokenizer.json").is_file()
+    assert (tmp_path / "cache" / "deepseek-v2" / "tokenizer.json").is_file()
     again = start_up_log(
         tmp_path, "--model", "deepseek", "--reasoning-parser", "deepseek_r1", env=cache
     )

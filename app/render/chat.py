@@ -12,6 +12,7 @@ from app.render import sampling
 from app.render.conversation import conversation
 from app.render.fields import hoisted, request_fields, stream_options
 from app.render.harmony import HarmonyRenderer
+from app.render.prompt_encoders import PromptEncoder
 from app.render.requests import ChatRenderRequest
 from app.render.structural_tag import forced_calls
 from app.render.template import ChatTemplate
@@ -141,6 +142,7 @@ class ChatRenderer:
         limits: ChatLimits,
         encode: Callable[[str], list[int]] | None = None,
         harmony: HarmonyRenderer | None = None,
+        encoder: PromptEncoder | None = None,
     ) -> None:
         self.template = template
         self.parsers = parsers
@@ -148,6 +150,7 @@ class ChatRenderer:
         self.limits = limits
         self.encode = encode or tokenizer.encode
         self.harmony = harmony
+        self.encoder = encoder
 
     def check(self, request: ChatRenderRequest, choice: str | dict[str, Any] | None) -> None:
         """vLLM's checks before templating, with its messages (Harmony skips the tool
@@ -173,19 +176,25 @@ class ChatRenderer:
             raise BadRequest(UNTRUSTED_TEMPLATE)
 
     def prompt_ids(self, request: ChatRenderRequest, kwargs: dict[str, Any]) -> list[int]:
-        """The prompt's token ids: Harmony's, or the template's text tokenized."""
+        """The prompt's token ids: Harmony's, or the prompt encoder's or the template's
+        text tokenized."""
         if self.harmony is not None:
             return self.harmony.prompt_ids(request, with_tools=request.tools is not None)
-        template = self.template
-        if request.chat_template is not None:
-            template = ChatTemplate(request.chat_template, self.tokenizer.hf, self.limits.timeout)
-        if template is None:
-            raise BadRequest(
-                "As of transformers v4.44, default chat template is no longer allowed, so you "
-                "must provide a chat template if the tokenizer does not define one."
-            )
-        messages = conversation(request.messages, template.content_format)
-        text = template.render(messages, tool_dicts(request.tools), kwargs)
+        if self.encoder is not None:
+            text = self._encoded(request)
+        else:
+            template = self.template
+            if request.chat_template is not None:
+                template = ChatTemplate(
+                    request.chat_template, self.tokenizer.hf, self.limits.timeout
+                )
+            if template is None:
+                raise BadRequest(
+                    "As of transformers v4.44, default chat template is no longer allowed, so "
+                    "you must provide a chat template if the tokenizer does not define one."
+                )
+            messages = conversation(request.messages, template.content_format)
+            text = template.render(messages, tool_dicts(request.tools), kwargs)
         if len(text) > self.limits.max_chars:
             raise BadRequest(
                 f"the rendered prompt is {len(text)} characters, over the server limit of "
@@ -195,6 +204,18 @@ class ChatRenderer:
             ids: list[int] = self.tokenizer.hf.encode(text, add_special_tokens=True)
             return ids
         return self.encode(text)
+
+    def _encoded(self, request: ChatRenderRequest) -> str:
+        """The prompt encoder's text. It takes the request's tools as a kwarg under the
+        request's own (vLLM's order), and any template is ignored."""
+        assert self.encoder is not None
+        own = (request.chat_template_kwargs or {}).keys() & _ENCODER_ARGUMENTS
+        if own:  # vLLM passes these beside the kwargs: a clash refuses the request
+            raise BadRequest(f"Found unexpected chat template kwargs from request: {own}")
+        tools = _set({"tools": tool_dicts(request.tools)})
+        kwargs = template_kwargs(request, {**self.limits.template_defaults, **tools})
+        messages = conversation(request.messages, self.encoder.content_format)
+        return self.encoder.render(messages, kwargs)
 
     def render(self, request: ChatRenderRequest, header_id: str | None) -> dict[str, Any]:
         choice = tool_choice(request)
@@ -292,6 +313,10 @@ class ChatRenderer:
         options = ParseOptions(include_reasoning=True, chat_template_kwargs=kwargs)
         reasoning = self.parsers.for_request(options).reasoning
         return None if reasoning is None else bool(reasoning.is_reasoning_end(token_ids))
+
+
+# The arguments vLLM hands a prompt encoder beside the template kwargs.
+_ENCODER_ARGUMENTS = frozenset({"conversation", "messages"})
 
 
 def _history_calls(messages: list[dict[str, Any]]) -> int:

@@ -6,6 +6,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from app.errors import BadRequest, InvalidBody
 from app.render import sampling
 from app.render.fields import hoisted, request_fields, stream_options
@@ -34,6 +36,30 @@ def prompts(request: CompletionRenderRequest) -> list[str | list[int]]:
     )
 
 
+def filled_in(
+    request: CompletionRenderRequest, fill_in_middle: Callable[[str, str], str] | None
+) -> CompletionRenderRequest:
+    """The request with its ``suffix`` made fill-in-the-middle prompts, where the
+    model has a format for them (vLLM's checks and messages)."""
+    suffix = request.suffix
+    if suffix is None:
+        return request
+    if request.echo:
+        raise BadRequest("Echo is unsupported with suffix.", "suffix")
+    if request.truncate_prompt_tokens is not None:
+        raise BadRequest("suffix is not supported with truncate_prompt_tokens", "suffix")
+    prompt = request.prompt
+    texts = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise BadRequest("suffix requires text prompt input for FIM completion rendering", "suffix")
+    if fill_in_middle is None:
+        raise BadRequest(
+            "suffix is only supported for models with FIM completion rendering", "suffix"
+        )
+    filled = [fill_in_middle(text, suffix) for text in texts]
+    return msgspec.structs.replace(request, prompt=filled[0] if isinstance(prompt, str) else filled)
+
+
 def _non_negative(ids: list[int]) -> list[int]:
     if any(token < 0 for token in ids):
         raise InvalidBody("1 validation error:\n  prompt token ids must be >= 0", "body.prompt")
@@ -55,8 +81,10 @@ class CompletionRenderer:
         max_model_len: int,
         generation: dict[str, Any],
         fast: Callable[[str], list[int]] | None,
+        fill_in_middle: Callable[[str, str], str] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.fill_in_middle = fill_in_middle
         self.max_model_len = max_model_len
         self.generation = generation
         self.fast = fast
@@ -80,7 +108,7 @@ class CompletionRenderer:
         if request.use_beam_search:
             raise BadRequest("Beam search is not supported by the render endpoint")
         sampling.check_output_room(self.max_model_len, request.max_tokens, "max_tokens")
-        texts = prompts(request)
+        texts = prompts(filled_in(request, self.fill_in_middle))
         base = f"cmpl-{header_id or request.request_id or uuid.uuid4().hex}"
         rendered = []
         for index, prompt in enumerate(texts):

@@ -2,8 +2,11 @@
 
 Text parts are joined by newlines for a template that reads a string, or kept as
 ``{"type": "text", "text": ...}`` parts for one that loops over parts; an assistant's
-tool-call arguments become objects (templates print them with ``tojson``); reasoning
-is given under both names templates use; a tool result's text parts are one string.
+tool-call arguments become objects (templates print them with ``tojson``; none, or
+anything but a JSON object, is ``{}``); reasoning is given under both names templates
+use; a tool result's text parts are one string; a ``task`` marker is kept, and a
+developer message carries its ``tools`` (or null); a system message loses Claude Code's
+billing header line.
 """
 
 from __future__ import annotations
@@ -51,9 +54,31 @@ def _texts(content: Any) -> list[str]:
     return texts
 
 
+_BILLING_HEADER = "x-anthropic-billing-header"
+
+
+def _without_billing_header(texts: list[str]) -> list[str]:
+    """A system text's first line that is Claude Code's billing header goes (it changes
+    every request, so it would defeat the prefix cache), as vLLM drops it."""
+    kept = []
+    for text in texts:
+        if text.startswith(_BILLING_HEADER):
+            text = text.partition("\n")[2]
+            if not text:
+                continue
+        kept.append(text)
+    return kept
+
+
 def _message(message: dict[str, Any], content_format: ContentFormat) -> dict[str, Any]:
     role = message.get("role")
+    if not isinstance(role, str):  # vLLM's request schema refuses it
+        raise InvalidBody(
+            "1 validation error:\n  every message needs a role, a string", "body.messages"
+        )
     texts = _texts(message.get("content"))
+    if role == "system":
+        texts = _without_billing_header(texts)
     content: Any
     if content_format == "openai":
         content = [{"type": "text", "text": text} for text in texts]
@@ -78,6 +103,10 @@ def _message(message: dict[str, Any], content_format: ContentFormat) -> dict[str
             result["content"] = "\n".join(texts)
     if isinstance(message.get("name"), str):
         result["name"] = message["name"]
+    if isinstance(message.get("task"), str):  # a DeepSeek-V4 task marker
+        result["task"] = message["task"]
+    if role == "developer":  # a developer message may bring its own tools
+        result["tools"] = message.get("tools")
     return result
 
 
@@ -92,12 +121,18 @@ def _call(call: object) -> dict[str, Any]:
             "chat completions only support assistant tool_calls of type 'function'.",
             "tool_calls",
         )
+    if not isinstance(function.get("name"), str):  # vLLM's request schema refuses it
+        raise InvalidBody(
+            "1 validation error:\n  an assistant tool call's function needs a name",
+            "body.messages",
+        )
     copied: dict[str, Any] = dict(function)
     arguments = copied.get("arguments")
-    if arguments and not isinstance(arguments, dict):
+    parsed: Any = arguments
+    if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+            parsed = json.loads(arguments) if arguments else {}
         except ValueError:
             parsed = {}
-        copied["arguments"] = parsed if isinstance(parsed, dict) else {}
+    copied["arguments"] = parsed if isinstance(parsed, dict) else {}
     return {**call, "function": copied}

@@ -74,6 +74,7 @@ class ChatRenderRequest(Sampling, kw_only=True):
 
 class CompletionRenderRequest(Sampling, kw_only=True):
     prompt: str | list[Any] | None = None
+    suffix: str | None = None
     logprobs: int | None = None
     max_tokens: int | None = 16
     add_special_tokens: bool = True

@@ -13,6 +13,7 @@ from app.render.chat import ChatLimits, ChatRenderer
 from app.render.completion import CompletionRenderer
 from app.render.fast_encode import fast_encoder
 from app.render.harmony import HarmonyRenderer
+from app.render.prompt_encoders import prompt_encoder
 from app.render.sampling import generation_defaults
 from app.render.template import ChatTemplate, RenderTimeout, load_source
 from app.service import INLINE_BODY_BYTES, DerenderService
@@ -53,14 +54,24 @@ class RenderService:
             auto_tools=settings.enable_auto_tool_choice,
             trust_request_template=settings.trust_request_chat_template,
         )
+        config = read_json(model_dir / "config.json")
         harmony = None
-        if read_json(model_dir / "config.json").get("model_type") == "gpt_oss":
+        if config.get("model_type") == "gpt_oss":
             vocabulary = tokenizer.vocabulary
             harmony = HarmonyRenderer(
                 lambda: harmony_encoding(vocabulary), settings.system_start_date
             )
-        self.chat = ChatRenderer(self.template, service.parsers, tokenizer, limits, fast, harmony)
-        self.completion = CompletionRenderer(tokenizer, service.max_model_len, generation, fast)
+        encoder = prompt_encoder(config, timeout)
+        self.chat = ChatRenderer(
+            self.template, service.parsers, tokenizer, limits, fast, harmony, encoder
+        )
+        self.completion = CompletionRenderer(
+            tokenizer,
+            service.max_model_len,
+            generation,
+            fast,
+            encoder.fill_in_middle if encoder is not None else None,
+        )
         self._limiter = anyio.CapacityLimiter(settings.replay_workers)
 
     async def run(self, endpoint: str, size: int, func: Callable[..., T], *args: Any) -> T:
