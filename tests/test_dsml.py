@@ -11,6 +11,7 @@ chunk sizes); generated outputs check chunking, one-shot agreement and restore.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -30,7 +31,7 @@ from parsers.families.dsml_args import (
 )
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
-from tests.support.parity import chunked
+from tests.support.parity import Assembled, chunked
 from tests.support.streams import PROMPT, PROPS, assemble, stream
 from tests.support.tokenizers import qwen3_with_tokens
 
@@ -297,7 +298,28 @@ def test_any_chunking_assembles_the_same_message(
     baseline = assemble(stream(dsml_tokenizer, factory, options(), [[i] for i in ids], finish))
     for cuts in (cuts_a, cuts_b, [10**6]):
         folded = assemble(stream(dsml_tokenizer, factory, options(), chunked(ids, cuts), finish))
-        assert folded == baseline, (output, cuts)
+        if finish == "length":
+            folded, expected = _last_arguments_cut(folded, baseline)
+        else:
+            expected = baseline
+        assert folded == expected, (output, cuts)
+
+
+def _last_arguments_cut(a: Assembled, b: Assembled) -> tuple[Assembled, Assembled]:
+    """Two streams of an output cut by ``length``, the last call's arguments cut to the
+    shorter of the two where it is a prefix of the other: a string value streams only at
+    a delta holding a ``>`` (docs/parity.md, DSML), so whether its text after the last
+    one was sent depends on where the chunks fell, as in vLLM."""
+    if not a.calls or a.calls.keys() != b.calls.keys():
+        return a, b
+    last = max(a.calls)
+    (name_a, args_a), (name_b, args_b) = a.calls[last], b.calls[last]
+    shorter, longer = sorted((args_a, args_b), key=len)
+    if name_a != name_b or not longer.startswith(shorter):
+        return a, b
+    a = dataclasses.replace(a, calls={**a.calls, last: [name_a, shorter]})
+    b = dataclasses.replace(b, calls={**b.calls, last: [name_b, shorter]})
+    return a, b
 
 
 def _space_then_held_at_the_end(reasoning: str) -> bool:
