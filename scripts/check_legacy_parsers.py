@@ -1,5 +1,5 @@
-"""Stream generated ERNIE-4.5, Step-3 and InternLM2 outputs through vLLM 0.33.0's parsers
-and ours.
+"""Stream generated ERNIE-4.5, Step-3, InternLM2 and FunctionGemma outputs through vLLM
+0.33.0's parsers and ours.
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
 
@@ -31,12 +31,13 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.reasoning.ernie45_reasoning_parser import Ernie45ReasoningParser
 from vllm.reasoning.step3_reasoning_parser import Step3ReasoningParser
 from vllm.tool_parsers.ernie45_tool_parser import Ernie45ToolParser
+from vllm.tool_parsers.functiongemma_tool_parser import FunctionGemmaToolParser
 from vllm.tool_parsers.internlm2_tool_parser import Internlm2ToolParser
 from vllm.tool_parsers.step3_tool_parser import Step3ToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.families import ernie45, internlm, step3
+from parsers.families import ernie45, functiongemma, internlm, step3
 from parsers.types import Delta, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 
 TOOLS = [
@@ -143,6 +144,25 @@ INTERNLM = Family(
     ["<|action_start|>", "<|plugin|>", "<|action_end|>"],
     ["\n", " ", "hi", "é", '"', "{", "}", '"name": "f"', ', "arguments": {"a": [1, 2', "]}"],
     [INTERNLM_CALL, INTERNLM_CALL.replace('"Paris"', '"Par'), INTERNLM_CALL.replace("}}", "}")],
+)
+FUNCTIONGEMMA_CALL = (
+    "<start_function_call>call:get_weather{city:<escape>Paris<escape>,"
+    "days:<escape>2<escape>}<end_function_call>"
+)
+FUNCTIONGEMMA = Family(
+    ["<start_function_call>", "<end_function_call>", "<escape>"],
+    [
+        *("call:", "get_weather", "{", "}", "city:", "a", ":", ",", " ", "é", "1", "\n"),
+        *("<", "<s", "<e", "<st", "tart_function_call>", "nd_function_call>", "Paris", "x<"),
+        *('"q"', "[1, 2]", "{}", "call:f{", "call:{", "call:g h{", "<escape", "_"),
+    ],
+    [
+        FUNCTIONGEMMA_CALL,
+        FUNCTIONGEMMA_CALL.replace("2<escape>}", "2<escape>,city:<escape>Rome<escape>}"),
+        FUNCTIONGEMMA_CALL.replace("}<end_function_call>", ""),
+        "<start_function_call>call:get_time{}<end_function_call>",
+        "<start_function_call>call:f{a:<escape>[[1]]<escape>}<end_function_call>",
+    ],
 )
 # A parser that raises: vLLM's server fails the request (ours refuses it, OutputRefused).
 RAISES = "raises"
@@ -286,10 +306,23 @@ def internlm_parsers(family: Family) -> tuple[Any, ...]:
     )
 
 
+def functiongemma_parsers(family: Family) -> tuple[Any, ...]:
+    stream = functiongemma.FunctionGemmaStream("seed", functiongemma.FunctionGemmaState())
+    return (
+        FunctionGemmaToolParser(family.tokenizer()),
+        None,
+        stream,
+        None,
+        functiongemma.FunctionGemmaTools(),
+        None,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--outputs", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", help="one family's name (default: all)")
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # vLLM logs every call it fails to read
     rng = random.Random(args.seed)
@@ -298,7 +331,10 @@ def main() -> None:
         ("ernie45", ERNIE, ernie_parsers),
         ("step3", STEP3, step3_parsers),
         ("internlm", INTERNLM, internlm_parsers),
+        ("functiongemma", FUNCTIONGEMMA, functiongemma_parsers),
     ):
+        if args.only not in (None, name):
+            continue
         mismatches = [p for _ in range(args.outputs) if (p := check(family, rng, build))]
         print(f"{name}: {args.outputs} outputs, {len(mismatches)} mismatches")
         for problem in mismatches[:3]:

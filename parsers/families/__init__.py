@@ -13,6 +13,7 @@ from parsers.families import (
     dots,
     dsml,
     ernie45,
+    functiongemma,
     gemma4,
     gigachat3,
     glm,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     hy.FAMILY,
     dots.FAMILY,
     internlm.FAMILY,
+    functiongemma.FAMILY,
 )
 
 
