@@ -205,6 +205,15 @@ CHUNK_DEPENDENT = {
         f"E6.{scenario}": "internlm-chunk-reading"
         for scenario in ("call_cut_length", "no_arguments", "other_action", "two_calls")
     },
+    # functiongemma drops the text that shares a chunk with <start_function_call> or follows
+    # <end_function_call> in its chunk, and never names a call whose `{` comes with its end
+    **{
+        f"T1.{scenario}": "functiongemma-chunk-reading"
+        for scenario in (
+            "call_cut_length", "content_then_call", "multibyte", "no_arguments",
+            "text_after_call",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -271,6 +280,7 @@ _SYNTHETIC_BY_CONFIG = {
     "B2": "olmo3",
     "B3": "dots",
     "E6": "internlm2",
+    "T1": "functiongemma",
 }
 
 

@@ -159,6 +159,9 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     # InternLM2's action markers (ordinary tokens here: vLLM keeps special ones in the text
     # whenever its parser reads calls, and the text is what the parser reads).
     "internlm2": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
+    # FunctionGemma's call markers and string delimiter (ordinary tokens: its parser keeps
+    # special tokens in the text whenever it reads calls, and reads the text).
+    "functiongemma": ("<start_function_call>", "<end_function_call>", "<escape>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -190,6 +193,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "hy": frozenset(),
     "dots": frozenset(),
     "internlm2": frozenset(),
+    "functiongemma": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -214,6 +218,7 @@ _EOS = {
     "hy": "<|im_end|>",
     "dots": "<|im_end|>",
     "internlm2": "<|im_end|>",
+    "functiongemma": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -378,6 +383,7 @@ _TEMPLATES = {
     "hy": _CHATML_TEMPLATE,
     "dots": _CHATML_TEMPLATE,
     "internlm2": _CHATML_TEMPLATE,
+    "functiongemma": _CHATML_TEMPLATE,
 }
 
 

@@ -12,6 +12,7 @@ from recorder.families import (
     deepseek,
     dots,
     ernie,
+    functiongemma,
     gemma4,
     gigachat3,
     glm,
@@ -77,6 +78,7 @@ FAMILIES = (
     hunyuan,
     dots,
     internlm,
+    functiongemma,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
