@@ -131,7 +131,6 @@ NOT_YET = {
     "tool_parsers": {
         "apertus",
         "beam",
-        "functiongemma",
         "hf",
         "jamba",
         "k2_horizon",

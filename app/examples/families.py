@@ -690,4 +690,19 @@ EXAMPLES: dict[str, Example] = {
             "<|action_end|><|im_end|>"
         ),
     ),
+    "functiongemma": Example(
+        family=(
+            "FunctionGemma (`<start_function_call>call:NAME{key:<escape>value<escape>}` calls; "
+            "read chunk by chunk as vLLM does, a call's arguments cut by length: docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="functiongemma",
+        prompt=QWEN3_PROMPT,
+        # The white space puts the marker first in a chunk of the quick start's four
+        # tokens: text that shares its chunk is dropped, as vLLM drops it.
+        output=(
+            f"{ANSWER} \t \n <start_function_call>call:get_weather{{city:<escape>Paris<escape>,"
+            "unit:<escape>celsius<escape>}<end_function_call><|im_end|>"
+        ),
+    ),
 }
