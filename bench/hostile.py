@@ -470,6 +470,13 @@ CONFIGS: dict[str, Config] = {
         call='<|action_start|><|plugin|>\n{"name": "save_note", "parameters": {"body": "x"}}'
         "<|action_end|>",
     ),
+    "functiongemma": Config(
+        "functiongemma",
+        None,
+        call_open="<start_function_call>call:save_note{body:<escape>",
+        call="<start_function_call>call:save_note{body:<escape>x<escape>,n:<escape>[1]<escape>}"
+        "<end_function_call>",
+    ),
 }
 
 

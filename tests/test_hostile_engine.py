@@ -169,6 +169,7 @@ CONFIGS = [
     ("olmo3", "olmo3"),
     (None, "dots"),
     (None, "internlm"),
+    (None, "functiongemma"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

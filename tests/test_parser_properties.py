@@ -85,6 +85,20 @@ def internlm_output(draw: st.DrawFn) -> str:
 
 
 @st.composite
+def functiongemma_output(draw: st.DrawFn) -> str:
+    """Text, then FunctionGemma calls (values written as JSON where they are not text),
+    maybe text after them."""
+    out = draw(text)
+    for name, arguments in draw(st.lists(args, max_size=3)):
+        body = ",".join(
+            f"{k}:<escape>{v if isinstance(v, str) else json.dumps(v)}<escape>"
+            for k, v in arguments.items()
+        )
+        out += f"<start_function_call>call:{name}{{{body}}}<end_function_call>"
+    return out + draw(st.one_of(st.just(""), text))
+
+
+@st.composite
 def pythonic_output(draw: st.DrawFn) -> str:
     calls = draw(st.lists(args, min_size=1, max_size=3))
     if draw(st.booleans()):
@@ -304,11 +318,13 @@ CONFIGS = {
     "olmo3": (("olmo3", None), olmo3_output()),
     "dots": (("dots", None), dots_output()),
     "internlm": (("internlm", None), internlm_output()),
+    "functiongemma": (("functiongemma", None), functiongemma_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,
 # docs/parity.md).
-STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm"})
+# functiongemma's arguments go out cut by the length sent (functiongemma-chunk-reading).
+STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm", "functiongemma"})
 
 
 def _without_leading_think(output: str, config: str) -> str:
