@@ -26,6 +26,7 @@ from msgspec import Struct, field
 
 from parsers.families.functiongemma_args import (
     CALL,
+    EDGE,
     END,
     START,
     Arguments,
@@ -83,10 +84,14 @@ class CallReading(Struct):
 
     at: int
     searched: int
+    is_call: bool | None = None  # whether ``call:`` follows the marker, once known
     brace: int = -1
     arguments: Arguments | None = None
 
     def advance(self, text: Readable, undo: Undo | None = None) -> None:
+        head = self.at + len(START)
+        if self.is_call is None and len(text) >= head + len(CALL):
+            self.is_call = text[head : head + len(CALL)] == CALL
         if self.brace < 0:
             brace = text.find("{", self.searched)
             if brace < 0:
@@ -106,6 +111,7 @@ class FunctionGemmaState(Struct, tag="functiongemma"):
     arguments JSON (read once its end is kept)."""
 
     held: str = ""
+    edge: str = ""  # the end of ``kept``
     starts: int = 0
     ends: int = 0
     kept: GrowingText = field(default_factory=GrowingText)
@@ -140,18 +146,20 @@ class FunctionGemmaStream:
             first = joined.find(START)
             origin = -first
             tail, fresh = (out[first:], joined[first:]) if first >= 0 else ("", "")
-        delta = self._read(View(s.kept, tail), out, starts, ends)
+        delta = self._read(View(s.kept, tail, s.edge), out, starts, ends)
         s.held, s.starts, s.ends = held, starts, ends
         if fresh:
             s.opened = True
-            s.kept.append(fresh)
             last = joined.rfind(START)
             if last >= 0:
                 at = origin + last
                 s.call = CallReading(at, at + _NAME_AT)
-            s.calls.advance(s.kept)
+            kept = View(s.kept, fresh, s.edge)
+            s.calls.advance(kept)
             if s.call is not None:
-                s.call.advance(s.kept)
+                s.call.advance(kept)
+            s.kept.append(fresh)
+            s.edge = (s.edge + fresh)[-EDGE:]
         return delta
 
     def _read(self, view: View, out: str, starts: int, ends: int) -> Delta | None:
@@ -172,10 +180,15 @@ class FunctionGemmaStream:
     def _inside(self, view: View) -> Delta | None:
         s = self.s
         call = s.call
-        if call is None or view[call.at + len(START) : call.at + _NAME_AT] != CALL:
+        if call is None:
+            return None
+        is_call = call.is_call
+        if is_call is None:  # kept too short to tell: the view may tell
+            is_call = view[call.at + len(START) : call.at + _NAME_AT] == CALL
+        if not is_call:
             return None
         undo: Undo = []
-        mark = (call.searched, call.brace, call.arguments)
+        mark = (call.searched, call.is_call, call.brace, call.arguments)
         marks = call.arguments.mark() if call.arguments is not None else None
         call.advance(view, undo)
         try:
@@ -195,7 +208,7 @@ class FunctionGemmaStream:
             s.sent = length
             return Delta(tool_calls=[DeltaToolCall(index=s.index, arguments=piece)])
         finally:
-            call.searched, call.brace, call.arguments = mark
+            call.searched, call.is_call, call.brace, call.arguments = mark
             if call.arguments is not None and marks is not None:
                 call.arguments.rewind(marks, undo)
 

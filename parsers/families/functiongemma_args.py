@@ -28,6 +28,9 @@ ESCAPE = "<escape>"
 KEY_END = ":" + ESCAPE
 CALL = "call:"
 CALL_END = "}" + END
+# How much of the kept text's end a ``View`` holds as a string: more than any pattern
+# piece searched for across a chunk's start.
+EDGE = 32
 # Python's ``re`` and the ``regex`` module vLLM uses disagree on ``\w`` (marks, newer
 # Unicode); these are the module's own.
 _WORD = regex.compile(r"\w")
@@ -48,34 +51,37 @@ class Readable(Protocol):
 
 
 class View:
-    """The kept text followed by ``tail``, read as one text without joining them."""
+    """The kept text followed by ``tail``, read as one text without joining them.
+    ``edge`` is the kept text's end (at least a marker's length but one, where it has
+    as much): reads near the end, where scanners mostly are, stay in plain strings."""
 
-    def __init__(self, kept: Readable, tail: str) -> None:
+    def __init__(self, kept: Readable, tail: str, edge: str) -> None:
         self.kept = kept
         self.tail = tail
         self.base = len(kept)
+        self.near = edge + tail  # the text from ``base - len(edge)`` on
+        self.near_at = self.base - len(edge)
 
     def __len__(self) -> int:
         return self.base + len(self.tail)
 
     def __getitem__(self, key: slice) -> str:
         start, stop, _ = key.indices(len(self))
-        if start >= self.base:
-            return self.tail[start - self.base : stop - self.base]
+        if start >= self.near_at:
+            return self.near[start - self.near_at : stop - self.near_at]
         if stop <= self.base:
             return self.kept[start:stop]
         return self.kept[start : self.base] + self.tail[: stop - self.base]
 
     def find(self, sub: str, start: int = 0) -> int:
-        base = self.base
-        if start >= base:
-            at = self.tail.find(sub, start - base)
-            return at + base if at >= 0 else -1
+        if start >= self.near_at:
+            at = self.near.find(sub, start - self.near_at)
+            return at + self.near_at if at >= 0 else -1
         at = self.kept.find(sub, start)
         if at >= 0:
             return at
-        resume = max(start, base - len(sub) + 1)
-        at = (self.kept[resume:base] + self.tail).find(sub)
+        resume = max(start, self.base - len(sub) + 1)
+        at = self[resume : len(self)].find(sub)
         return resume + at if at >= 0 else -1
 
 
