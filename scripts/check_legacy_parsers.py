@@ -3,9 +3,9 @@
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
 
-    ../oracle-copy/venv/bin/python scripts/check_legacy_parsers.py [--outputs 3000] [--seed 0]
+    ../oracle-copy/venv/bin/python scripts/check_legacy_parsers.py [--outputs 3000] [--seed 0] [--only NAME]
 
-The golden corpus (E1-E4) pins these parsers on a synthetic tokenizer; this compares
+The golden corpus (E1-E4, E6, T1) pins these parsers on a synthetic tokenizer; this compares
 them with vLLM's classes directly on outputs no transcript holds: random runs of the
 families' markers, call markup and text pieces (ERNIE's ``<0x0A>`` newline token
 included), cut into random chunks. Each chunk goes to vLLM's legacy streaming methods

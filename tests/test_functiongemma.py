@@ -145,3 +145,36 @@ def test_keys_are_the_pattern_modules_word_runs() -> None:
     assert json.loads(read_arguments(f"cafe\u0301:{ESC}1{ESC}")) == {"cafe\u0301": 1}
     assert read_arguments(f" :{ESC}1{ESC}b c:{ESC}2{ESC}") == '{"c": 2}'
     assert read_arguments(f"a:{ESC}open") == "{}"
+
+
+STORMS = {
+    "many arguments": lambda n: (
+        f"{START}call:f{{" + ",".join(f"k{i}:{ESC}v{ESC}" for i in range(n))
+    ),
+    "a key again and again": lambda n: (
+        f"{START}call:f{{"
+        + ",".join(f"k{i}:{ESC}v{ESC}" for i in range(n // 2))
+        + ",".join(f"k0:{ESC}{'v' * i}{ESC}" for i in range(n // 40))
+    ),
+    "markers without calls": lambda n: f"{START}call:x" * n,
+    "ends after a call": lambda n: _call("f", f"a:{ESC}1{ESC}") + END * n,
+    "ends in an open call": lambda n: f"{START}call:f{{a:{ESC}1{ESC}" + END * n,
+    "held < in a value": lambda n: f"{START}call:f{{a:{ESC}" + "x <" * n,
+    "keys after no word": lambda n: f"{START}call:f{{" + f" :{ESC}" * n,
+    "calls": lambda n: (_call("f", f"a:{ESC}1{ESC}") + "ok") * (n // 5),
+    "ends never whole": lambda n: f"{START}call:f{{a" + "}<end_func" * n,
+}
+
+
+@pytest.mark.parametrize("storm", sorted(STORMS))
+def test_hostile_output_costs_the_same_per_chunk_at_any_length(storm: str) -> None:
+    costs = []
+    for n in (1000, 4000):
+        pieces = _tokens(STORMS[storm](n))
+        stream = FunctionGemmaStream("seed", FunctionGemmaState())
+        began = time.process_time()
+        for piece in pieces:
+            stream.stream(piece)
+        extract_calls("".join(pieces))
+        costs.append((time.process_time() - began) / len(pieces))
+    assert costs[1] < 3 * costs[0]  # vLLM's re-reading: 4x the length, 4x per chunk
