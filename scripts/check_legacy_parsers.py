@@ -3,7 +3,8 @@
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
 
-    ../oracle-copy/venv/bin/python scripts/check_legacy_parsers.py [--outputs 3000] [--seed 0] [--only NAME]
+    ../oracle-copy/venv/bin/python scripts/check_legacy_parsers.py [--outputs 3000] [--seed 0]
+        [--only NAME]
 
 The golden corpus (E1-E4, E6, T1) pins these parsers on a synthetic tokenizer; this compares
 them with vLLM's classes directly on outputs no transcript holds: random runs of the
