@@ -38,6 +38,7 @@ from parsers.families import (
     nemotron,
     olmo3,
     phi4_mini,
+    plamo3,
     poolside,
     pythonic,
     qwen3,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     hy.FAMILY,
     dots.FAMILY,
     internlm.FAMILY,
+    plamo3.FAMILY,
 )
 
 

@@ -205,6 +205,8 @@ CHUNK_DEPENDENT = {
         f"E6.{scenario}": "internlm-chunk-reading"
         for scenario in ("call_cut_length", "no_arguments", "other_action", "two_calls")
     },
+    # plamo3 fails the stream at the chunk that brings arguments before any name
+    "P2.arguments_before_name": "plamo3-failed-stream",
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -271,6 +273,8 @@ _SYNTHETIC_BY_CONFIG = {
     "B2": "olmo3",
     "B3": "dots",
     "E6": "internlm2",
+    "P2": "plamo3",
+    "P3": "plamo3",
 }
 
 

@@ -159,6 +159,17 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     # InternLM2's action markers (ordinary tokens here: vLLM keeps special ones in the text
     # whenever its parser reads calls, and the text is what the parser reads).
     "internlm2": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
+    # PLaMo 3's markers are several tokens: a begin/end anchor, the name as text, a
+    # closing anchor (``<|plamo:begin_`` ``think`` ``:plamo|>``); its turn and argument
+    # markers are one token each.
+    "plamo3": (
+        "<|plamo:begin_",
+        "<|plamo:end_",
+        ":plamo|>",
+        "<|plamo:constrain|>",
+        "<|plamo:msg|>",
+        "<|plamo:tag|>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -190,6 +201,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "hy": frozenset(),
     "dots": frozenset(),
     "internlm2": frozenset(),
+    "plamo3": frozenset({"<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:tag|>"}),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -214,6 +226,7 @@ _EOS = {
     "hy": "<|im_end|>",
     "dots": "<|im_end|>",
     "internlm2": "<|im_end|>",
+    "plamo3": "<|plamo:tag|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -355,6 +368,16 @@ _COHERE_TEMPLATE = (
     "{%- if thinking is defined and thinking -%}<|START_THINKING|>{%- endif -%}"
     "{%- endif -%}"
 )
+# PLaMo 3's turns: ``ROLE<|plamo:msg|>TEXT<|plamo:tag|>`` after an opening
+# ``<|plamo:tag|>``, tools listed as JSON in a system turn.
+_PLAMO3_TEMPLATE = (
+    "<|plamo:tag|>"
+    "{%- if tools -%}system<|plamo:msg|># Tools\n"
+    "{%- for tool in tools %}{{ tool | tojson }}\n{% endfor -%}<|plamo:tag|>{%- endif -%}"
+    "{%- for m in messages -%}{{ m.role }}<|plamo:msg|>{{ m.content or '' }}<|plamo:tag|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}assistant<|plamo:msg|>{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -378,6 +401,7 @@ _TEMPLATES = {
     "hy": _CHATML_TEMPLATE,
     "dots": _CHATML_TEMPLATE,
     "internlm2": _CHATML_TEMPLATE,
+    "plamo3": _PLAMO3_TEMPLATE,
 }
 
 

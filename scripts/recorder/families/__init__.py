@@ -37,6 +37,7 @@ from recorder.families import (
     nemotron,
     olmo3,
     phi4,
+    plamo3,
     poolside,
     seed_oss,
     step,
@@ -77,6 +78,7 @@ FAMILIES = (
     hunyuan,
     dots,
     internlm,
+    plamo3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
