@@ -169,6 +169,8 @@ CONFIGS = [
     ("olmo3", "olmo3"),
     (None, "dots"),
     (None, "internlm"),
+    ("plamo3", "plamo3"),
+    (None, "plamo3"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

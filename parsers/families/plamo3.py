@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from msgspec import field
+from msgspec import Struct, field
 
 from parsers.engine.core import (
     CALL_ARGS,
@@ -59,7 +59,6 @@ from parsers.engine.core import (
 )
 from parsers.engine.tools import BodyTools, CallSlot, EngineToolState, json_name, tool_builders
 from parsers.families.hermes import KeyMatch
-from parsers.families.kimi_k2 import JsonHold
 from parsers.families.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
 from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.readers.schema import coerce_arguments
@@ -279,11 +278,60 @@ class PlamoReasoning(Qwen3Reasoning):
 # ---------------------------------------------------------------------------- tools
 
 
+class ArgsHold(Struct):
+    """vLLM's JSON argument buffer: a closing bracket at the object's top level (or
+    below it) is held until another character arrives, strings and escapes tracked.
+    Held brackets are kept in the pieces they came in, so a run of them is copied once,
+    when it goes out."""
+
+    depth: int = 0
+    in_string: bool = False
+    escape: bool = False
+    held: list[str] = field(default_factory=list)
+
+    def feed(self, text: str) -> str:
+        """What of the held brackets and ``text`` goes out now."""
+        run: int | None = 0 if self.held else None  # where the trailing held run starts
+        for i, ch in enumerate(text):
+            held = False
+            if self.escape:
+                self.escape = False
+            elif self.in_string:
+                if ch == "\\":
+                    self.escape = True
+                elif ch == '"':
+                    self.in_string = False
+            elif ch == '"':
+                self.in_string = True
+            elif ch in "{[":
+                self.depth += 1
+            elif ch in "}]":
+                self.depth = max(self.depth - 1, 0)
+                held = self.depth == 0
+            if not held:
+                run = None
+            elif run is None:
+                run = i
+        if run is None:
+            return self.release() + text
+        if run == 0 and self.held:
+            self.held.append(text)
+            return ""
+        out = self.release() + text[:run]
+        self.held = [text[run:]]
+        return out
+
+    def release(self) -> str:
+        held = "".join(self.held)
+        self.held = []
+        return held
+
+
 class PlamoSlot(CallSlot):
     """One call: its name, argument text (the held bracket apart), what was sent."""
 
     json_name: KeyMatch = field(default_factory=KeyMatch)
-    hold: JsonHold = field(default_factory=JsonHold)
+    hold: ArgsHold = field(default_factory=ArgsHold)
 
 
 class PlamoToolState(EngineToolState[PlamoSlot], tag="plamo3"):
@@ -293,26 +341,23 @@ class PlamoToolState(EngineToolState[PlamoSlot], tag="plamo3"):
 def _runs(events: list[Event], markers: PlamoMarkers) -> list[Event]:
     """vLLM's end-of-stream reading: a call's consecutive name or argument pieces as one,
     the name without a cut marker (and gone when nothing is left)."""
-    joined: list[Event] = []
-    for event in events:
-        last = joined[-1] if joined else None
-        if (
-            event.kind in (CALL_NAME, CALL_ARGS)
-            and last is not None
-            and last.kind == event.kind
-            and last.call == event.call
-        ):
-            joined[-1] = Event(event.kind, last.value + event.value, event.call)
-        else:
-            joined.append(event)
     runs: list[Event] = []
-    for event in joined:
+    pieces: list[str] = []
+    for i, event in enumerate(events):
+        if event.kind not in (CALL_NAME, CALL_ARGS):
+            runs.append(event)
+            continue
+        pieces.append(event.value)
+        after = events[i + 1] if i + 1 < len(events) else None
+        if after is not None and after.kind == event.kind and after.call == event.call:
+            continue
+        value = "".join(pieces)
+        pieces = []
         if event.kind == CALL_NAME:
-            name = markers.strip_cut(event.value)
-            if not name:
+            value = markers.strip_cut(value) or ""
+            if not value:
                 continue
-            event = Event(CALL_NAME, name, event.call)
-        runs.append(event)
+        runs.append(Event(event.kind, value, event.call))
     return runs
 
 
