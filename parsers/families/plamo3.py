@@ -529,7 +529,7 @@ FAMILY = Family(
             prepare=_grammars,
             one_shot=_tools,
             stream=_tools_stream,
-            golden=("P2",),
+            golden=("P2", "P4"),
         ),
     ),
 )

@@ -207,6 +207,7 @@ CHUNK_DEPENDENT = {
     },
     # plamo3 fails the stream at the chunk that brings arguments before any name
     "P2.arguments_before_name": "plamo3-failed-stream",
+    "P4.arguments_before_name": "plamo3-failed-stream",
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -275,6 +276,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E6": "internlm2",
     "P2": "plamo3",
     "P3": "plamo3",
+    "P4": "plamo3",
 }
 
 

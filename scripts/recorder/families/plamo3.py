@@ -164,6 +164,12 @@ def plamo_scenarios() -> list[Scenario]:
             "a think block opened again in content",
             f"{PLAN}{THINK_END}Checking.{THINK_START}More thought.{THINK_END}{one}",
         ),
+        Scenario(
+            "thinking_off_end_marker",
+            "enable_thinking false: the think markers are text, not markers",
+            _chat(weather, **tools, chat_template_kwargs={"enable_thinking": False}),
+            [f"Sure.{THINK_END}Checked.{one}"],
+        ),
         call(
             "nested_arguments",
             "nested objects and arrays, escapes and brackets inside strings",
@@ -207,6 +213,14 @@ CONFIGS = [
     Config(
         "P2",
         _parsers("plamo3", "plamo3"),
+        PLAMO,
+        served_as(PLAMO, plamo_scenarios()),
+        eos=EOS,
+        served=PLAMO,
+    ),
+    Config(
+        "P4",
+        _parsers(None, "plamo3"),
         PLAMO,
         served_as(PLAMO, plamo_scenarios()),
         eos=EOS,
