@@ -194,12 +194,11 @@ class PlamoMarkers:
         reasoning; a start marker's ids or the turn's end before it leave it open."""
         if not thinking:
             return True
-        ids = list(prompt_token_ids)
-        end, start = list(self.end_ids_seq), list(self.start_ids)
+        ids = prompt_token_ids
         for i in range(len(ids) - 1, -1, -1):
-            if end and ids[i : i + len(end)] == end:
+            if _ids_at(ids, i, self.end_ids_seq):
                 return True
-            if start and ids[i : i + len(start)] == start:
+            if _ids_at(ids, i, self.start_ids):
                 return False
             if ids[i] == self.eot_id:
                 return False
@@ -207,12 +206,18 @@ class PlamoMarkers:
 
     def content_ids(self, token_ids: list[int]) -> list[int]:
         """The ids after the last end marker's ids, else all of them."""
-        end = list(self.end_ids_seq)
-        if end:
-            for i in range(len(token_ids) - len(end), -1, -1):
-                if token_ids[i : i + len(end)] == end:
-                    return token_ids[i + len(end) :]
+        end = self.end_ids_seq
+        for i in range(len(token_ids) - len(end), -1, -1):
+            if _ids_at(token_ids, i, end):
+                return token_ids[i + len(end) :]
         return token_ids
+
+
+def _ids_at(ids: Sequence[int], at: int, marker: tuple[int, ...]) -> bool:
+    """Whether ``marker``'s ids (at least one) start at ``at`` in ``ids``."""
+    if not marker or at + len(marker) > len(ids):
+        return False
+    return all(ids[at + k] == token for k, token in enumerate(marker))
 
 
 class PlamoGrammars:
