@@ -68,7 +68,9 @@ class Tokenizer:
         self._pieces = pieces
         self.special_ids: frozenset[int] = frozenset(hf.all_special_ids)
         self._token_texts: dict[int, str] = {}
-        self.vocabulary = Vocabulary(token_ids, frozenset(hf.all_special_tokens), self.token_text)
+        self.vocabulary = Vocabulary(
+            token_ids, frozenset(hf.all_special_tokens), self.token_text, self._encode
+        )
         decoder = backend.decoder
         self._join = decoder.decode if decoder is not None else " ".join
         self.eos_token_id: int | None = hf.eos_token_id
@@ -81,6 +83,11 @@ class Tokenizer:
         self._byte_level = _component_type(decoder) == "ByteLevel"
         # By id: (its text, its piece), or None; filled in as ids are first met.
         self._whole: list[object] = [_UNKNOWN] * self.vocab_size
+
+    def _encode(self, text: str) -> list[int]:
+        """The ids of ``text``, no special tokens added (read once, at start-up)."""
+        ids: list[int] = self._hf.encode(text, add_special_tokens=False)
+        return ids
 
     @property
     def hf(self) -> Any:

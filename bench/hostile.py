@@ -64,6 +64,8 @@ from bench.workload import (
     MISTRAL_ARRAY_OPEN,
     MISTRAL_CALL_OPEN,
     MISTRAL_THOUGHT,
+    PLAMO3_CALL_OPEN,
+    PLAMO3_SECTION,
     SENTENCE,
     dsml_call_open,
     prompt_ids,
@@ -476,6 +478,15 @@ CONFIGS: dict[str, Config] = {
         call_open="<start_function_call>call:save_note{body:<escape>",
         call="<start_function_call>call:save_note{body:<escape>x<escape>,n:<escape>[1]<escape>}"
         "<end_function_call>",
+    ),
+    "plamo3+plamo3": Config(
+        "plamo3",
+        "plamo3",
+        call_open=PLAMO3_CALL_OPEN,
+        call=PLAMO3_CALL_OPEN.removeprefix(PLAMO3_SECTION)
+        + '"x"}<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|>',
+        section=PLAMO3_SECTION,
+        after_reasoning="Short thought.<|plamo:end_think:plamo|>",
     ),
 }
 

@@ -118,7 +118,15 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
     "functiongemma": ("functiongemma", None, "functiongemma_call"),
+    "plamo3+plamo3": ("plamo3", "plamo3", "plamo3_call"),
 }
+# PLaMo 3: its requests block, one request's name, its arguments opened to a string.
+PLAMO3_SECTION = "<|plamo:begin_tool_requests:plamo|>"
+PLAMO3_CALL_OPEN = (
+    f"{PLAMO3_SECTION}<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>save_note"
+    "<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json"
+    '<|plamo:msg|>{"body": '
+)
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
     '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": '
@@ -293,6 +301,20 @@ def gpt_oss() -> Tokenizer:
     return load_tokenizer("gpt-oss")
 
 
+@cache
+def qwen3_with_plamo3_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus PLaMo 3's marker pieces and one-token markers (each of its
+    reasoning and call markers is several tokens, as in PLaMo's own)."""
+    return qwen3_with_tokens(
+        "<|plamo:begin_",
+        "<|plamo:end_",
+        ":plamo|>",
+        "<|plamo:constrain|>",
+        "<|plamo:msg|>",
+        "<|plamo:tag|>",
+    )
+
+
 def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
     """The tokenizer a parser configuration is benched with."""
     if tool == "mistral":
@@ -317,6 +339,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_m3_markers()
     if tool in ("hy_v3", "hy_v4"):
         return qwen3_with_hy_markers()
+    if tool == "plamo3":
+        return qwen3_with_plamo3_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -382,6 +406,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
         '{"body": "',
         "functiongemma_call": "<start_function_call>call:save_note{body:<escape>",
+        "plamo3_call": "Short thought.<|plamo:end_think:plamo|>" + PLAMO3_CALL_OPEN + '"',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

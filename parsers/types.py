@@ -111,12 +111,15 @@ def _no_text(token_id: int) -> str:
 class Vocabulary:
     """The tokenizer facts parsers need: token ids, the special tokens, token texts.
 
-    ``token_text`` decodes one id on its own, special tokens kept.
+    ``token_text`` decodes one id on its own, special tokens kept. ``encode`` turns text
+    into ids (no special tokens added), for a family whose markers are several tokens
+    and which vLLM compares by ids (PLaMo 3); None where the tokenizer cannot.
     """
 
     token_ids: Mapping[str, int]
     special_tokens: frozenset[str] = field(default_factory=frozenset)
     token_text: Callable[[int], str] = _no_text
+    encode: Callable[[str], list[int]] | None = None
 
     def id_of(self, token: str) -> int | None:
         return self.token_ids.get(token)

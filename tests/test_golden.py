@@ -58,6 +58,7 @@ CONFIGS = (
     *("B1", "B2", "B3"),
     "E6",
     "T1",
+    *("P2", "P3", "P4"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -170,6 +170,8 @@ CONFIGS = [
     (None, "dots"),
     (None, "internlm"),
     (None, "functiongemma"),
+    ("plamo3", "plamo3"),
+    (None, "plamo3"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -281,6 +281,27 @@ def dots_output(draw: st.DrawFn) -> str:
     return out
 
 
+@st.composite
+def plamo3_output(draw: st.DrawFn) -> str:
+    """PLaMo 3: reasoning, its end marker, text, a block of requests, text after it."""
+    out = draw(text) + "<|plamo:end_think:plamo|>"
+    calls = draw(st.lists(args, max_size=3))
+    if not calls or draw(st.booleans()):
+        out += draw(text)
+    if not calls:
+        return out
+    out += "<|plamo:begin_tool_requests:plamo|>"
+    for name, arguments in calls:
+        out += (
+            "<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>"
+            f"{name}<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|>"
+            "<|plamo:constrain|>json<|plamo:msg|>"
+            f"{json.dumps(arguments, ensure_ascii=False)}<|plamo:end_tool_arguments:plamo|>"
+            "<|plamo:end_tool_request:plamo|>"
+        )
+    return out + "<|plamo:end_tool_requests:plamo|>" + draw(st.sampled_from(["", "\n", " x"]))
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -319,6 +340,8 @@ CONFIGS = {
     "dots": (("dots", None), dots_output()),
     "internlm": (("internlm", None), internlm_output()),
     "functiongemma": (("functiongemma", None), functiongemma_output()),
+    "plamo3+plamo3": (("plamo3", "plamo3"), plamo3_output()),
+    "plamo3": (("plamo3", None), plamo3_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

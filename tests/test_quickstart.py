@@ -87,6 +87,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "dots": lambda: synthetic_model("dots"),
     "internlm": lambda: synthetic_model("internlm2"),
     "functiongemma": lambda: synthetic_model("functiongemma"),
+    "plamo3": lambda: synthetic_model("plamo3"),
 }
 
 

@@ -137,9 +137,8 @@ NOT_YET = {
         "kimi_k3",
         "lfm2",
         "minicpm5",
-        "plamo3",
     },
-    "reasoning_parsers": {"beam", "hf", "kimi_k3", "minicpmv", "plamo3"},
+    "reasoning_parsers": {"beam", "hf", "kimi_k3", "minicpmv"},
 }
 
 

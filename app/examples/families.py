@@ -705,4 +705,19 @@ EXAMPLES: dict[str, Example] = {
             "unit:<escape>celsius<escape>}<end_function_call><|im_end|>"
         ),
     ),
+    "plamo3": Example(
+        family="PLaMo 3 (`<|plamo:begin_think:plamo|>`; call blocks; markers several tokens each)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="plamo3",
+        tool_parser="plamo3",
+        prompt=f"<|plamo:tag|>user<|plamo:msg|>{QUESTION}<|plamo:tag|>assistant<|plamo:msg|>",
+        output=(
+            f"{REASONING}<|plamo:end_think:plamo|>{ANSWER}"
+            "<|plamo:begin_tool_requests:plamo|><|plamo:begin_tool_request:plamo|>"
+            "<|plamo:begin_tool_name:plamo|>get_weather<|plamo:end_tool_name:plamo|>"
+            "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>"
+            '{"city": "Paris", "unit": "celsius"}<|plamo:end_tool_arguments:plamo|>'
+            "<|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|><|plamo:tag|>"
+        ),
+    ),
 }

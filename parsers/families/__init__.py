@@ -39,6 +39,7 @@ from parsers.families import (
     nemotron,
     olmo3,
     phi4_mini,
+    plamo3,
     poolside,
     pythonic,
     qwen3,
@@ -90,6 +91,7 @@ FAMILIES: tuple[Family, ...] = (
     dots.FAMILY,
     internlm.FAMILY,
     functiongemma.FAMILY,
+    plamo3.FAMILY,
 )
 
 

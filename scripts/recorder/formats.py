@@ -201,6 +201,19 @@ def hy_v3_calls(calls: list[tuple[str, Any]]) -> str:
     return text.replace("</arg_key><arg_value>", "</arg_key>\n<arg_value>")
 
 
+def plamo3_calls(calls: list[tuple[str, Any]]) -> str:
+    """PLaMo 3: a requests block of requests, each a name block then a JSON arguments
+    block (``<|plamo:constrain|>json<|plamo:msg|>`` before the JSON)."""
+    begin, end = "<|plamo:begin_", "<|plamo:end_"
+    body = "".join(
+        f"{begin}tool_request:plamo|>{begin}tool_name:plamo|>{name}{end}tool_name:plamo|>"
+        f"{begin}tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>"
+        f"{_json_args(args)}{end}tool_arguments:plamo|>{end}tool_request:plamo|>"
+        for name, args in calls
+    )
+    return f"{begin}tool_requests:plamo|>{body}{end}tool_requests:plamo|>"
+
+
 FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "v3": v3_calls,
     "v31": v31_calls,
@@ -217,6 +230,7 @@ FORMATS: dict[str, Callable[[list[tuple[str, Any]]], str]] = {
     "minimax_m3": minimax_m3_calls,
     "hy": hy_calls,
     "hy_v3": hy_v3_calls,
+    "plamo3": plamo3_calls,
 }
 
 
@@ -241,4 +255,5 @@ MALFORMED = {
         "<arg_key>days</arg_key><arg_value>[1, 2</arg_value><arg_key>city</arg_key>\n<arg_value>x"
     ),
     "hy_v3": "<arg_key>days</arg_key>\n<arg_value>[1, 2</arg_value>\n<arg_key>unit</arg_key>",
+    "plamo3": '{"city": "Paris", "unit": }',
 }

@@ -214,6 +214,9 @@ CHUNK_DEPENDENT = {
             "text_after_call",
         )
     },
+    # plamo3 fails the stream at the chunk that brings arguments before any name
+    "P2.arguments_before_name": "plamo3-failed-stream",
+    "P4.arguments_before_name": "plamo3-failed-stream",
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -281,6 +284,9 @@ _SYNTHETIC_BY_CONFIG = {
     "B3": "dots",
     "E6": "internlm2",
     "T1": "functiongemma",
+    "P2": "plamo3",
+    "P3": "plamo3",
+    "P4": "plamo3",
 }
 
 

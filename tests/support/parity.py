@@ -27,6 +27,12 @@ _SWITCHES = {
     ),
     "nemotron_v3": ("</think>", "<tool_call>"),
     "granite_thinking_parser": ("</think>", "<tool_call>"),
+    # PLaMo 3: its end marker, its calls block, or the turn's end (markers read as text).
+    "plamo3": (
+        "<|plamo:end_think:plamo|>",
+        "<|plamo:begin_tool_requests:plamo|>",
+        "<|plamo:tag|>",
+    ),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each
@@ -43,6 +49,7 @@ _HELD_TEXT = frozenset({"cohere_command3", "cohere_command4"})
 _MORE_STRAY = {
     "kimi_k2": ("<|tool_calls_section_begin|>",),
     "inkling": ("<|end_message|>", "<|message_model|>", "<|content_"),
+    "plamo3": ("<|plamo:begin_think:plamo|>", "<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
 }
 
 

@@ -162,6 +162,17 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     # FunctionGemma's call markers and string delimiter (ordinary tokens: its parser keeps
     # special tokens in the text whenever it reads calls, and reads the text).
     "functiongemma": ("<start_function_call>", "<end_function_call>", "<escape>"),
+    # PLaMo 3's markers are several tokens: a begin/end anchor, the name as text, a
+    # closing anchor (``<|plamo:begin_`` ``think`` ``:plamo|>``); its turn and argument
+    # markers are one token each.
+    "plamo3": (
+        "<|plamo:begin_",
+        "<|plamo:end_",
+        ":plamo|>",
+        "<|plamo:constrain|>",
+        "<|plamo:msg|>",
+        "<|plamo:tag|>",
+    ),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -194,6 +205,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "dots": frozenset(),
     "internlm2": frozenset(),
     "functiongemma": frozenset(),
+    "plamo3": frozenset({"<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:tag|>"}),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -219,6 +231,7 @@ _EOS = {
     "dots": "<|im_end|>",
     "internlm2": "<|im_end|>",
     "functiongemma": "<|im_end|>",
+    "plamo3": "<|plamo:tag|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -360,6 +373,16 @@ _COHERE_TEMPLATE = (
     "{%- if thinking is defined and thinking -%}<|START_THINKING|>{%- endif -%}"
     "{%- endif -%}"
 )
+# PLaMo 3's turns: ``ROLE<|plamo:msg|>TEXT<|plamo:tag|>`` after an opening
+# ``<|plamo:tag|>``, tools listed as JSON in a system turn.
+_PLAMO3_TEMPLATE = (
+    "<|plamo:tag|>"
+    "{%- if tools -%}system<|plamo:msg|># Tools\n"
+    "{%- for tool in tools %}{{ tool | tojson }}\n{% endfor -%}<|plamo:tag|>{%- endif -%}"
+    "{%- for m in messages -%}{{ m.role }}<|plamo:msg|>{{ m.content or '' }}<|plamo:tag|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}assistant<|plamo:msg|>{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -384,6 +407,7 @@ _TEMPLATES = {
     "dots": _CHATML_TEMPLATE,
     "internlm2": _CHATML_TEMPLATE,
     "functiongemma": _CHATML_TEMPLATE,
+    "plamo3": _PLAMO3_TEMPLATE,
 }
 
 

@@ -38,6 +38,7 @@ from recorder.families import (
     nemotron,
     olmo3,
     phi4,
+    plamo3,
     poolside,
     seed_oss,
     step,
@@ -79,6 +80,7 @@ FAMILIES = (
     dots,
     internlm,
     functiongemma,
+    plamo3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
