@@ -140,7 +140,7 @@ NOT_YET = {
         "minicpm5",
         "plamo3",
     },
-    "reasoning_parsers": {"beam", "hf", "kimi_k3", "minicpmv", "plamo3"},
+    "reasoning_parsers": {"beam", "hf", "kimi_k3", "plamo3"},
 }
 
 

@@ -31,6 +31,7 @@ from parsers.families import (
     kimi_k2,
     llama3_json,
     llama4_pythonic,
+    minicpmv,
     minimax,
     minimax_m3,
     mistral_json,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     hy.FAMILY,
     dots.FAMILY,
     internlm.FAMILY,
+    minicpmv.FAMILY,
 )
 
 

@@ -271,16 +271,18 @@ _SYNTHETIC_BY_CONFIG = {
     "B2": "olmo3",
     "B3": "dots",
     "E6": "internlm2",
+    "M5": "minicpmv",
+    "M6": "minicpmv",
 }
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
     """The bundled name or model directory a case's transcript was recorded with."""
     config = case["config"]
-    if config[0] in _SYNTHETIC:
-        return str(synthetic_model(_SYNTHETIC[config[0]]))
     if config in _SYNTHETIC_BY_CONFIG:
         return str(synthetic_model(_SYNTHETIC_BY_CONFIG[config]))
+    if config[0] in _SYNTHETIC:
+        return str(synthetic_model(_SYNTHETIC[config[0]]))
     if config in _LLAMA_FAMILIES:
         return str(llama_tokenizer_dir(_LLAMA_FAMILIES[config]))
     if config in _TEKKEN_TOKENIZERS:

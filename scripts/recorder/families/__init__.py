@@ -30,6 +30,7 @@ from recorder.families import (
     llama,
     longcat,
     mimo,
+    minicpm,
     minimax,
     minimax_m3,
     mistral,
@@ -77,6 +78,7 @@ FAMILIES = (
     hunyuan,
     dots,
     internlm,
+    minicpm,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
