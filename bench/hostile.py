@@ -470,6 +470,14 @@ CONFIGS: dict[str, Config] = {
         call='<|action_start|><|plugin|>\n{"name": "save_note", "parameters": {"body": "x"}}'
         "<|action_end|>",
     ),
+    "minicpmv+qwen3_coder": Config(
+        "qwen3_coder",
+        "minicpmv",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "minicpmv": Config(None, "minicpmv"),
 }
 
 
@@ -581,6 +589,10 @@ FAMILIES: dict[str, Family] = {
     # Mistral: call markers back to back, and markers inside a call's arguments.
     "[TOOL_CALLS] storm": Family(_fixed(""), _fixed("[TOOL_CALLS]")),
     "[ARGS] and brace storm in a call": Family(_in_call(""), _fixed("[ARGS]{[TOOL_CALLS]")),
+    # MiniCPM-V's newline recovery: a backslash run held until it ends, and escapes
+    # with code and LaTeX spans opening and closing.
+    "backslash run": Family(_fixed(""), _fixed("\\"), in_tools=False),
+    "escapes, code and LaTeX": Family(_fixed(""), _fixed("a\\n`b\\n`$c$\\(d\\)"), in_tools=False),
 }
 
 

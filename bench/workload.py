@@ -117,6 +117,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
+    "minicpmv+qwen3_coder": ("qwen3_coder", "minicpmv", "coder_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (

@@ -169,6 +169,8 @@ CONFIGS = [
     ("olmo3", "olmo3"),
     (None, "dots"),
     (None, "internlm"),
+    ("minicpmv", "qwen3_coder"),
+    ("minicpmv", None),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

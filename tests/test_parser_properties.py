@@ -267,6 +267,17 @@ def dots_output(draw: st.DrawFn) -> str:
     return out
 
 
+@st.composite
+def minicpmv_output(draw: st.DrawFn) -> str:
+    """Reasoning and text with MiniCPM-V's escaped newlines, code, LaTeX and reserved
+    markers among the words, then Qwen3-Coder calls."""
+    words = st.sampled_from(
+        ["\\n", "\\r\\n", "\\", "`", "```", "$", "\\(", "\\)", "<reserved_12>", " a"]
+    )
+    escaped = st.lists(words | text, min_size=1, max_size=8).map("".join)
+    return draw(escaped) + "</think>" + draw(escaped) + draw(coder_output()).split("</think>")[1]
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -304,6 +315,7 @@ CONFIGS = {
     "olmo3": (("olmo3", None), olmo3_output()),
     "dots": (("dots", None), dots_output()),
     "internlm": (("internlm", None), internlm_output()),
+    "minicpmv+qwen3_coder": (("qwen3_coder", "minicpmv"), minicpmv_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

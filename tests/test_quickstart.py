@@ -86,6 +86,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3-instruct": lambda: synthetic_model("olmo3"),
     "dots": lambda: synthetic_model("dots"),
     "internlm": lambda: synthetic_model("internlm2"),
+    "minicpm-v": lambda: synthetic_model("minicpmv"),
 }
 
 

@@ -690,4 +690,15 @@ EXAMPLES: dict[str, Example] = {
             "<|action_end|><|im_end|>"
         ),
     ),
+    # MiniCPM-V writes a newline as a backslash and an n: the answer's comes back as one.
+    "minicpm-v": Example(
+        family=(
+            "MiniCPM-V (Qwen3's format; newlines written as `\\n` recovered, code and LaTeX kept)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="minicpmv",
+        tool_parser="qwen3_coder",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}</think>{ANSWER}\\n{_QWEN3_XML_CALL}<|im_end|>",
+    ),
 }

@@ -27,6 +27,7 @@ _SWITCHES = {
     ),
     "nemotron_v3": ("</think>", "<tool_call>"),
     "granite_thinking_parser": ("</think>", "<tool_call>"),
+    "minicpmv": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each
@@ -43,6 +44,8 @@ _HELD_TEXT = frozenset({"cohere_command3", "cohere_command4"})
 _MORE_STRAY = {
     "kimi_k2": ("<|tool_calls_section_begin|>",),
     "inkling": ("<|end_message|>", "<|message_model|>", "<|content_"),
+    # MiniCPM-V's engine drops its reserved markers in the switching chunk.
+    "minicpmv": ("<reserved_", "<|reserved_"),
 }
 
 
