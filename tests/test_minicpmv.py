@@ -4,9 +4,7 @@ M5 and M6 record it)."""
 
 from __future__ import annotations
 
-import ast
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +16,6 @@ from tests.support.streams import PROMPT, options, run, stream
 
 OFF = {"enable_thinking": False}
 NL = "\\n"
-ORACLE = Path("/work/shared/oracle/venv/lib/python3.11/site-packages/vllm/parser/minicpmv.py")
 
 
 @pytest.mark.parametrize(
@@ -56,25 +53,6 @@ def test_a_long_backslash_run_is_held_as_a_count() -> None:
     assert all(recover(state, "\\", False) == "" for _ in range(10_000))
     assert (state.run, state.held) == (10_000, "")
     assert recover(state, "n", False) == "\\" * 10_000 + "n"
-
-
-@pytest.mark.skipif(not ORACLE.exists(), reason="vLLM 0.33.0's sources are not here")
-def test_pieces_recover_as_vllms_normalizer_does() -> None:
-    """vLLM's own class (read from its source, run here) against ours, piece by piece."""
-    tree = ast.parse(ORACLE.read_text(encoding="utf-8"))
-    node = next(
-        n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "EscapedNewlineNormalizer"
-    )
-    scope: dict[str, Any] = {}
-    exec(compile(ast.Module([node], []), str(ORACLE), "exec"), scope)
-    rng = random.Random(11)
-    alphabet = ["\\", "n", "r", "`", "$", "(", ")", "[", "]", "a", "\\r\\n"]
-    for _ in range(3000):
-        pieces = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 5))) for _ in range(4)]
-        theirs, ours = scope["EscapedNewlineNormalizer"](), NewlineState()
-        for i, piece in enumerate(pieces):
-            final = i == len(pieces) - 1 and rng.random() < 0.7
-            assert theirs.feed(piece, final=final) == recover(ours, piece, final), pieces
 
 
 @pytest.mark.parametrize(
