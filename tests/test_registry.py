@@ -137,7 +137,6 @@ NOT_YET = {
         "k2_horizon",
         "kimi_k3",
         "lfm2",
-        "minicpm5",
         "plamo3",
     },
     "reasoning_parsers": {"beam", "hf", "kimi_k3", "plamo3"},

@@ -31,6 +31,7 @@ from parsers.families import (
     kimi_k2,
     llama3_json,
     llama4_pythonic,
+    minicpm5,
     minicpmv,
     minimax,
     minimax_m3,
@@ -90,6 +91,7 @@ FAMILIES: tuple[Family, ...] = (
     dots.FAMILY,
     internlm.FAMILY,
     minicpmv.FAMILY,
+    minicpm5.FAMILY,
 )
 
 

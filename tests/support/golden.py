@@ -205,6 +205,19 @@ CHUNK_DEPENDENT = {
         f"E6.{scenario}": "internlm-chunk-reading"
         for scenario in ("call_cut_length", "no_arguments", "other_action", "two_calls")
     },
+    # minicpm5 reads the whole text again each chunk from where it stopped: the start of a
+    # call tag goes out as content until "<function" is whole, one closed block per chunk
+    **{
+        f"M4.{scenario}": "minicpm5-chunk-reading"
+        for scenario in (
+            "alias", "arguments_wrapper", "call_cut_length", "cdata_and_entities",
+            "collapsed_tags", "content_then_call", "cut_in_name", "duplicate_param",
+            "function_prefix_text", "missing_required", "multibyte", "n2_logprobs",
+            "not_xml_fallback", "one_call", "param_without_name", "properties_wrapper",
+            "set_literal", "text_after_call", "think_then_call", "two_calls", "typed_values",
+            "unknown_tool", "usage_chunk",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -273,6 +286,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E6": "internlm2",
     "M5": "minicpmv",
     "M6": "minicpmv",
+    "M4": "nemotron_v3",
 }
 
 

@@ -61,7 +61,7 @@ _MUSE_FRAMED = re.compile(
 
 # Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
 # gigachat3-opener-chunk, internlm-chunk-reading).
-_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm"})
+_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "minicpm5"})
 
 
 def chunking_invariant(

@@ -1,17 +1,23 @@
 """MiniCPM-V's reasoning (``minicpmv``, with Qwen3-Coder's calls) on a synthetic tokenizer:
-Qwen3's vocabulary, ChatML turns and the reserved markers its parser drops."""
+Qwen3's vocabulary, ChatML turns and the reserved markers its parser drops; MiniCPM5's
+XML calls (``minicpm5``) on Qwen3's vocabulary (its markup is read as text)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from recorder.common import (
+    ASK_JA,
     ASK_SUM,
     ASK_WEATHER,
+    NAMED_TIME,
     PLAN,
     QWEN3_EOS,
     SYSTEM,
+    TIME,
     TOOLS,
+    UNKNOWN,
     WEATHER,
     Config,
     Scenario,
@@ -190,10 +196,196 @@ def minicpmv_alone_scenarios() -> list[Scenario]:
     ]
 
 
+MINICPM5 = "nemotron_v3"  # Qwen3's vocabulary and ChatML: the call markup is plain text
+CUSTOMER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_customer_by_phone",
+            "parameters": {
+                "type": "object",
+                "properties": {"phone_number": {"type": "string"}},
+                "required": ["phone_number"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "toggle_roaming",
+            "parameters": {
+                "type": "object",
+                "properties": {"line_id": {"type": "string"}, "enabled": {"type": "boolean"}},
+                "required": ["line_id", "enabled"],
+            },
+        },
+    },
+]
+
+
+def xml_call(name: str, args: dict[str, Any], quote: str = '"') -> str:
+    """One MiniCPM5 call: ``<function name=N>`` with a ``<param name=K>`` per value."""
+    params = "".join(
+        f"<param name={quote}{key}{quote}>"
+        f"{value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}</param>"
+        for key, value in args.items()
+    )
+    return f"<function name={quote}{name}{quote}>{params}</function>"
+
+
+def minicpm5_scenarios() -> list[Scenario]:
+    """MiniCPM5's tool parser alone: well-formed XML calls and the regex fallback, values
+    typed by the schema, the wrappers and aliases it maps, blocks it refuses, and the
+    usual request shapes."""
+    chat = _served("minicpm5")
+    weather = [SYSTEM, ASK_WEATHER]
+    tools = {"tools": TOOLS}
+
+    def call(name: str, notes: str, output: str, **extra: Any) -> Scenario:
+        return Scenario(name, notes, chat(weather, **tools), [output], **extra)
+
+    one = xml_call(*WEATHER)
+    return [
+        Scenario("plain_answer", "plain content", chat([ASK_SUM], **tools), ["17 × 23 = 391."]),
+        call("one_call", "one call", one),
+        call("two_calls", "two calls, newline between", f"{one}\n{xml_call(*TIME)}"),
+        call("content_then_call", "text before the call", f"Let me check.\n{one}"),
+        call("text_after_call", "text after the call", f"{one}\nDone."),
+        call(
+            "typed_values",
+            "an integer parameter, single quotes, spaces around a value",
+            xml_call("get_weather", {"city": " Paris ", "days": "3"}, quote="'"),
+        ),
+        call(
+            "cdata_and_entities",
+            "a CDATA value and an entity (XML decodes them)",
+            '<function name="get_weather"><param name="city"><![CDATA[Paris <3]]></param>'
+            '<param name="unit">cel&amp;sius</param></function>',
+        ),
+        call(
+            "not_xml_fallback",
+            "a value with a bare '<' and '&': the pattern fallback reads it",
+            '<function name="get_weather"><param name="city"> Paris < Lyon & Co </param>'
+            "</function>",
+        ),
+        call(
+            "arguments_wrapper",
+            "params inside an <arguments> element",
+            '<function name="get_weather"><arguments><param name="city">Paris</param>'
+            "</arguments></function>",
+        ),
+        call(
+            "properties_wrapper",
+            "an OpenAI-style properties wrapper, an extra key ignored",
+            '<function name="get_weather"><param name="properties">'
+            "{'city': 'Paris', 'days': 2, 'extra': 1}</param><param name=\"note\">x</param>"
+            "</function>",
+        ),
+        call(
+            "param_without_name",
+            "a param without a name: the block stays text",
+            '<function name="get_weather"><param>Paris</param></function>',
+        ),
+        call(
+            "duplicate_param",
+            "the same param twice: the block stays text",
+            '<function name="get_weather"><param name="city">Paris</param>'
+            '<param name="city">Lyon</param></function>',
+        ),
+        call("missing_required", "a required param missing", xml_call("get_weather", {"days": 2})),
+        call("unknown_tool", "a tool the request lacks", xml_call(*UNKNOWN)),
+        call(
+            "collapsed_tags",
+            "tag names run into their attribute (<functionname=, <paramname=)",
+            '<functionname="get_weather"><paramname="city">Paris</paramname></function>'.replace(
+                "</paramname>", "</param>"
+            ),
+        ),
+        call(
+            "set_literal",
+            "a value that reads as a Python set (no JSON for it)",
+            xml_call("get_weather", {"city": "Paris", "days": "{1, 2}"}),
+        ),
+        call(
+            "think_then_call",
+            "reasoning text closed by </think>, then a call",
+            f"Plan.</think>\n{one}",
+        ),
+        call(
+            "think_then_answer",
+            "reasoning text closed by </think>, then an answer",
+            "Plan.</think>\n\nSunny.",
+        ),
+        call(
+            "function_prefix_text",
+            "text that starts like a call tag but is not one",
+            "Use <functions> here.",
+        ),
+        call("call_cut_length", "a call cut by length", one[:-20], finish="length"),
+        call("cut_in_name", "a call cut inside its name tag", one[:12], finish="length"),
+        Scenario(
+            "alias",
+            "an alias the parser maps to a declared tool",
+            chat(weather, tools=CUSTOMER_TOOLS),
+            [
+                xml_call("get_details_by_phone", {"phone": "555-0100"})
+                + xml_call("enable_roaming", {"line_id": "L1"})
+            ],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required: a JSON list of {name, parameters}",
+            chat(weather, **tools, tool_choice="required"),
+            [json.dumps([{"name": WEATHER[0], "parameters": WEATHER[1]}])],
+        ),
+        Scenario(
+            "tool_choice_named",
+            "named tool_choice: the output is the arguments alone",
+            chat(weather, **tools, tool_choice=NAMED_TIME),
+            [json.dumps(TIME[1])],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the markup is content",
+            chat(weather, **tools, tool_choice="none"),
+            [one],
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in text and a value",
+            chat([ASK_JA], **tools),
+            ["東京を調べます 🌤️\n" + xml_call("get_weather", {"city": "東京 🗼", "days": 2})],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs: one choice answers, the other calls a tool",
+            chat(weather, **tools, n=2, logprobs=True, top_logprobs=2),
+            ["Sunny.", one],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            chat(weather, **tools, stream_options={"include_usage": True}),
+            [one],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+
+
 SYNTHETIC: dict[str, dict[str, Any] | None] = {MINICPMV: None}
 
 
 CONFIGS = [
+    Config(
+        "M4",
+        _parsers(None, "minicpm5"),
+        MINICPM5,
+        minicpm5_scenarios(),
+        eos=QWEN3_EOS,
+        served="minicpm5",
+    ),
     Config(
         "M5",
         _parsers("minicpmv", "qwen3_coder"),
