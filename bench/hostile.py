@@ -478,6 +478,12 @@ CONFIGS: dict[str, Config] = {
         "</function>\n</tool_call>\n",
     ),
     "minicpmv": Config(None, "minicpmv"),
+    "minicpm5": Config(
+        "minicpm5",
+        None,
+        call_open='<function name="save_note"><param name="body">',
+        call='<function name="save_note"><param name="body">x</param></function>\n',
+    ),
 }
 
 

@@ -118,6 +118,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
     "minicpmv+qwen3_coder": ("qwen3_coder", "minicpmv", "coder_call"),
+    "minicpm5": ("minicpm5", None, "minicpm5_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -381,6 +382,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dots_call": '<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">',
         "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
         '{"body": "',
+        "minicpm5_call": '<function name="save_note"><param name="body">',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -1,5 +1,5 @@
-"""Stream generated ERNIE-4.5, Step-3 and InternLM2 outputs through vLLM 0.33.0's parsers
-and ours.
+"""Stream generated ERNIE-4.5, Step-3, InternLM2 and MiniCPM5 outputs through vLLM 0.33.0's
+parsers and ours.
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
 
@@ -32,11 +32,12 @@ from vllm.reasoning.ernie45_reasoning_parser import Ernie45ReasoningParser
 from vllm.reasoning.step3_reasoning_parser import Step3ReasoningParser
 from vllm.tool_parsers.ernie45_tool_parser import Ernie45ToolParser
 from vllm.tool_parsers.internlm2_tool_parser import Internlm2ToolParser
+from vllm.tool_parsers.minicpm5xml_tool_parser import MiniCPM5XMLToolParser
 from vllm.tool_parsers.step3_tool_parser import Step3ToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.families import ernie45, internlm, step3
+from parsers.families import ernie45, internlm, minicpm5, step3
 from parsers.types import Delta, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 
 TOOLS = [
@@ -143,6 +144,50 @@ INTERNLM = Family(
     ["<|action_start|>", "<|plugin|>", "<|action_end|>"],
     ["\n", " ", "hi", "é", '"', "{", "}", '"name": "f"', ', "arguments": {"a": [1, 2', "]}"],
     [INTERNLM_CALL, INTERNLM_CALL.replace('"Paris"', '"Par'), INTERNLM_CALL.replace("}}", "}")],
+)
+MINICPM5_CALL = '<function name="get_weather"><param name="city">Paris</param></function>'
+MINICPM5 = Family(
+    ["<|im_end|>"],
+    [
+        "\n",
+        " ",
+        "hi",
+        "é",
+        "<",
+        "<func",
+        "tion",
+        ' name="get_weather">',
+        '<param name="n">',
+        "Paris",
+        "</param>",
+        "</function>",
+        "<param>",
+        "&amp;",
+        "{1, 2}",
+        "<![CDATA[x<]]>",
+        "</think>",
+        '<functionname="count">',
+        '<paramname="flag">',
+        "\u0120",
+        "\u010a",
+        "'",
+        '"',
+        "</fun",
+        "ction>",
+        "<function",
+        "<paramname=",
+        "true",
+    ],
+    [
+        MINICPM5_CALL,
+        MINICPM5_CALL.replace("Paris", "Paris < Lyon"),
+        '<function name="count"><param name="flag">true</param><param name="x">1.5</param>'
+        "</function>",
+        '<functionname="get_weather"><paramname="city">A</param></function>',
+        '<function name="get_weather"><param name="properties">{"city": "B", "n": 2}</param>'
+        "</function>",
+        '<function name="get_details_by_phone"><param name="phone">1</param></function>',
+    ],
 )
 # A parser that raises: vLLM's server fails the request (ours refuses it, OutputRefused).
 RAISES = "raises"
@@ -286,6 +331,17 @@ def internlm_parsers(family: Family) -> tuple[Any, ...]:
     )
 
 
+def minicpm5_parsers(family: Family) -> tuple[Any, ...]:
+    return (
+        MiniCPM5XMLToolParser(family.tokenizer(), REQUEST.tools),
+        None,
+        minicpm5.MiniCPM5Stream("seed", OPTIONS.tools or (), minicpm5.MiniCPM5State()),
+        None,
+        minicpm5.MiniCPM5Tools(OPTIONS.tools or ()),
+        None,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--outputs", type=int, default=3000)
@@ -298,6 +354,7 @@ def main() -> None:
         ("ernie45", ERNIE, ernie_parsers),
         ("step3", STEP3, step3_parsers),
         ("internlm", INTERNLM, internlm_parsers),
+        ("minicpm5", MINICPM5, minicpm5_parsers),
     ):
         mismatches = [p for _ in range(args.outputs) if (p := check(family, rng, build))]
         print(f"{name}: {args.outputs} outputs, {len(mismatches)} mismatches")

@@ -171,6 +171,7 @@ CONFIGS = [
     (None, "internlm"),
     ("minicpmv", "qwen3_coder"),
     ("minicpmv", None),
+    (None, "minicpm5"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

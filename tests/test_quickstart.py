@@ -87,6 +87,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "dots": lambda: synthetic_model("dots"),
     "internlm": lambda: synthetic_model("internlm2"),
     "minicpm-v": lambda: synthetic_model("minicpmv"),
+    # Its markup is plain text: Qwen3's vocabulary stands in.
+    "minicpm5": lambda: "qwen3",
 }
 
 
@@ -185,6 +187,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "olmo3-instruct",  # after olmo3 reasoning vLLM's stream reads no call
         "dots",  # its parser reads no reasoning
         "internlm",  # nor InternLM2
+        "minicpm5",  # nor MiniCPM5's
     }
 
 
