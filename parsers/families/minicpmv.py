@@ -33,6 +33,7 @@ from parsers.engine.core import (
     REASONING,
     STATE_EVENTS,
     TEXT,
+    THINK_END,
     THINK_START,
     TOOL_END,
     TOOL_START,
@@ -43,7 +44,6 @@ from parsers.engine.core import (
     Grammar,
     Transition,
 )
-from parsers.engine.core import THINK_END as THINK_END_MARKER
 from parsers.engine.reasoning import ThinkMarkers
 from parsers.families.minicpmv_newlines import NewlineState, recover, recover_whole
 from parsers.families.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
@@ -54,11 +54,15 @@ RESERVED = "RESERVED"  # a reserved marker spelled in text (dropped, never read 
 _RESERVED = range(12, 16)
 # Dropped where the tokenizer has them as tokens, else as text.
 _DROPPED = ("<|im_end|>", *(f"<|reserved_{i}|>" for i in _RESERVED))
-_LITERALS: dict[str, str | tuple[str, ...]] = {
+# Found by id where the tokenizer has them (Qwen3's), else in text.
+_BY_ID = {
     THINK_START: "<think>",
-    THINK_END_MARKER: "</think>",
+    THINK_END: "</think>",
     TOOL_START: "<tool_call>",
     TOOL_END: "</tool_call>",
+}
+_LITERALS: dict[str, str | tuple[str, ...]] = {
+    **_BY_ID,
     FUNC_PREFIX: "<function=",
     FUNC_END: "</function>",
     PARAM_START: "<parameter=",
@@ -92,12 +96,9 @@ def _markers(vocab: Vocabulary, markup: Format) -> ThinkMarkers:
         for spelled in _LITERALS.values()
         for text in (spelled if isinstance(spelled, tuple) else (spelled,))
     }
-    by_id = {
-        name: str(_LITERALS[name]) for name in (THINK_START, THINK_END_MARKER, TOOL_START, TOOL_END)
-    }
     grammar = Grammar(
         _LITERALS,
-        by_id,
+        _BY_ID,
         (vocab.special_tokens | set(_DROPPED)) - texts,
         dict(vocab.token_ids),
         vocab.token_text,
