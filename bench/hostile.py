@@ -488,6 +488,20 @@ CONFIGS: dict[str, Config] = {
         section=PLAMO3_SECTION,
         after_reasoning="Short thought.<|plamo:end_think:plamo|>",
     ),
+    "minicpmv+qwen3_coder": Config(
+        "qwen3_coder",
+        "minicpmv",
+        call_open="<tool_call>\n<function=save_note>\n<parameter=body>\n",
+        call="<tool_call>\n<function=save_note>\n<parameter=body>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n",
+    ),
+    "minicpmv": Config(None, "minicpmv"),
+    "minicpm5": Config(
+        "minicpm5",
+        None,
+        call_open='<function name="save_note"><param name="body">',
+        call='<function name="save_note"><param name="body">x</param></function>\n',
+    ),
 }
 
 
@@ -599,6 +613,10 @@ FAMILIES: dict[str, Family] = {
     # Mistral: call markers back to back, and markers inside a call's arguments.
     "[TOOL_CALLS] storm": Family(_fixed(""), _fixed("[TOOL_CALLS]")),
     "[ARGS] and brace storm in a call": Family(_in_call(""), _fixed("[ARGS]{[TOOL_CALLS]")),
+    # MiniCPM-V's newline recovery: a backslash run held until it ends, and escapes
+    # with code and LaTeX spans opening and closing.
+    "backslash run": Family(_fixed(""), _fixed("\\"), in_tools=False),
+    "escapes, code and LaTeX": Family(_fixed(""), _fixed("a\\n`b\\n`$c$\\(d\\)"), in_tools=False),
 }
 
 

@@ -119,6 +119,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "internlm": ("internlm", None, "internlm_call"),
     "functiongemma": ("functiongemma", None, "functiongemma_call"),
     "plamo3+plamo3": ("plamo3", "plamo3", "plamo3_call"),
+    "minicpmv+qwen3_coder": ("qwen3_coder", "minicpmv", "coder_call"),
+    "minicpm5": ("minicpm5", None, "minicpm5_call"),
 }
 # PLaMo 3: its requests block, one request's name, its arguments opened to a string.
 PLAMO3_SECTION = "<|plamo:begin_tool_requests:plamo|>"
@@ -407,6 +409,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         '{"body": "',
         "functiongemma_call": "<start_function_call>call:save_note{body:<escape>",
         "plamo3_call": "Short thought.<|plamo:end_think:plamo|>" + PLAMO3_CALL_OPEN + '"',
+        "minicpm5_call": '<function name="save_note"><param name="body">',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

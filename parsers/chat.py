@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from parsers.ids import chat_tool_call_id
+from parsers.rewrite import Rewrites
 from parsers.types import ExtractedToolCalls, FunctionCall, ParsedMessage, ParseOptions
 
 if TYPE_CHECKING:
@@ -97,6 +98,9 @@ class ChatParser:
         if self.reasoning is not None:
             reasoning, content = self.reasoning.extract(text, prompt_token_ids)
         calls, content = self._tool_calls(content, id_seed)
+        if isinstance(self.reasoning, Rewrites):
+            reasoning = self.reasoning.rewrite_text(reasoning)
+            content = self.reasoning.rewrite_text(content)
         return self._assemble(reasoning, content, calls, id_seed)
 
     def _tool_calls(

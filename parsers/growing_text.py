@@ -49,6 +49,21 @@ class GrowingText(Struct):
             last = parts.pop()
             parts[-1] += last
 
+    def drop_last(self, count: int) -> str:
+        """Remove the last ``count`` characters (a few: copies the newest part) and give
+        them back."""
+        dropped = ""
+        while count > 0 and self.parts:
+            last = self.parts[-1]
+            taken = last[max(0, len(last) - count) :]
+            self.parts[-1] = last[: len(last) - len(taken)]
+            if not self.parts[-1]:
+                self.parts.pop()
+            self.size -= len(taken)
+            count -= len(taken)
+            dropped = taken + dropped
+        return dropped
+
     def text(self) -> str:
         """The whole text (joined once: later reads of it are free)."""
         if len(self.parts) > 1:

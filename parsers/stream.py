@@ -19,6 +19,7 @@ from msgspec import Struct
 from parsers.families import REASONING_STATES, TOOL_STATES, WHOLE_STATES
 from parsers.family import WholeStream
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
+from parsers.rewrite import Rewrites
 from parsers.types import Delta, ParseOptions
 
 
@@ -131,6 +132,8 @@ class ChatStream:
         self.id_seed = id_seed
         self.reasoning = reasoning
         self.tools = tools
+        # A family's rewrite of every delta, applied last (MiniCPM-V's newlines).
+        self.rewrite = reasoning if isinstance(reasoning, Rewrites) else None
         self.engine_based = engine_based
         self.keep_tool_calls = keep_tool_calls
         self.state = state
@@ -219,7 +222,10 @@ class ChatStream:
             delta = Delta(content=text)
         if finished:
             delta = self._finish(delta)
-        return self._hide_reasoning(delta)
+        delta = self._hide_reasoning(delta)
+        if self.rewrite is not None:
+            delta = self.rewrite.rewrite_delta(delta, finished)
+        return delta
 
     def _hide_reasoning(self, delta: Delta | None) -> Delta | None:
         if delta is not None and not self.options.include_reasoning:

@@ -1,12 +1,12 @@
-"""Stream generated ERNIE-4.5, Step-3, InternLM2 and FunctionGemma outputs through vLLM
-0.33.0's parsers and ours.
+"""Stream generated ERNIE-4.5, Step-3, InternLM2, FunctionGemma and MiniCPM5 outputs through
+vLLM 0.33.0's parsers and ours.
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
 
     ../oracle-copy/venv/bin/python scripts/check_legacy_parsers.py [--outputs 3000] [--seed 0]
         [--only NAME]
 
-The golden corpus (E1-E4, E6, T1) pins these parsers on a synthetic tokenizer; this compares
+The golden corpus (E1-E4, E6, T1, M4) pins these parsers on a synthetic tokenizer; this compares
 them with vLLM's classes directly on outputs no transcript holds: random runs of the
 families' markers, call markup and text pieces (ERNIE's ``<0x0A>`` newline token
 included), cut into random chunks. Each chunk goes to vLLM's legacy streaming methods
@@ -34,11 +34,12 @@ from vllm.reasoning.step3_reasoning_parser import Step3ReasoningParser
 from vllm.tool_parsers.ernie45_tool_parser import Ernie45ToolParser
 from vllm.tool_parsers.functiongemma_tool_parser import FunctionGemmaToolParser
 from vllm.tool_parsers.internlm2_tool_parser import Internlm2ToolParser
+from vllm.tool_parsers.minicpm5xml_tool_parser import MiniCPM5XMLToolParser
 from vllm.tool_parsers.step3_tool_parser import Step3ToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.families import ernie45, functiongemma, internlm, step3
+from parsers.families import ernie45, functiongemma, internlm, minicpm5, step3
 from parsers.types import Delta, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 
 TOOLS = [
@@ -163,6 +164,50 @@ FUNCTIONGEMMA = Family(
         FUNCTIONGEMMA_CALL.replace("}<end_function_call>", ""),
         "<start_function_call>call:get_time{}<end_function_call>",
         "<start_function_call>call:f{a:<escape>[[1]]<escape>}<end_function_call>",
+    ],
+)
+MINICPM5_CALL = '<function name="get_weather"><param name="city">Paris</param></function>'
+MINICPM5 = Family(
+    ["<|im_end|>"],
+    [
+        "\n",
+        " ",
+        "hi",
+        "é",
+        "<",
+        "<func",
+        "tion",
+        ' name="get_weather">',
+        '<param name="n">',
+        "Paris",
+        "</param>",
+        "</function>",
+        "<param>",
+        "&amp;",
+        "{1, 2}",
+        "<![CDATA[x<]]>",
+        "</think>",
+        '<functionname="count">',
+        '<paramname="flag">',
+        "\u0120",
+        "\u010a",
+        "'",
+        '"',
+        "</fun",
+        "ction>",
+        "<function",
+        "<paramname=",
+        "true",
+    ],
+    [
+        MINICPM5_CALL,
+        MINICPM5_CALL.replace("Paris", "Paris < Lyon"),
+        '<function name="count"><param name="flag">true</param><param name="x">1.5</param>'
+        "</function>",
+        '<functionname="get_weather"><paramname="city">A</param></function>',
+        '<function name="get_weather"><param name="properties">{"city": "B", "n": 2}</param>'
+        "</function>",
+        '<function name="get_details_by_phone"><param name="phone">1</param></function>',
     ],
 )
 # A parser that raises: vLLM's server fails the request (ours refuses it, OutputRefused).
@@ -319,6 +364,17 @@ def functiongemma_parsers(family: Family) -> tuple[Any, ...]:
     )
 
 
+def minicpm5_parsers(family: Family) -> tuple[Any, ...]:
+    return (
+        MiniCPM5XMLToolParser(family.tokenizer(), REQUEST.tools),
+        None,
+        minicpm5.MiniCPM5Stream("seed", OPTIONS.tools or (), minicpm5.MiniCPM5State()),
+        None,
+        minicpm5.MiniCPM5Tools(OPTIONS.tools or ()),
+        None,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--outputs", type=int, default=3000)
@@ -333,6 +389,7 @@ def main() -> None:
         ("step3", STEP3, step3_parsers),
         ("internlm", INTERNLM, internlm_parsers),
         ("functiongemma", FUNCTIONGEMMA, functiongemma_parsers),
+        ("minicpm5", MINICPM5, minicpm5_parsers),
     ):
         if args.only not in (None, name):
             continue

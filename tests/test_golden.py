@@ -59,6 +59,8 @@ CONFIGS = (
     "E6",
     "T1",
     *("P2", "P3", "P4"),
+    *("M5", "M6"),
+    "M4",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -48,3 +48,13 @@ def test_a_snapshot_whose_size_disagrees_with_its_parts_is_refused() -> None:
     encoded = msgspec.msgpack.encode({"parts": ["ab"], "size": 3})
     with pytest.raises(msgspec.ValidationError):
         msgspec.msgpack.decode(encoded, type=GrowingText)
+
+
+@given(pieces=st.lists(st.text(max_size=6), max_size=30), count=st.integers(0, 8))
+def test_dropping_the_last_characters_gives_them_back(pieces: list[str], count: int) -> None:
+    grown, joined = _grown(pieces), "".join(pieces)
+    dropped = grown.drop_last(count)
+    kept = joined[: max(0, len(joined) - count)]
+    assert (dropped, grown.text(), len(grown)) == (joined[len(kept) :], kept, len(kept))
+    grown.append("tail")
+    assert grown.text() == kept + "tail"

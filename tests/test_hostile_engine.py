@@ -172,6 +172,9 @@ CONFIGS = [
     (None, "functiongemma"),
     ("plamo3", "plamo3"),
     (None, "plamo3"),
+    ("minicpmv", "qwen3_coder"),
+    ("minicpmv", None),
+    (None, "minicpm5"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -302,6 +302,28 @@ def plamo3_output(draw: st.DrawFn) -> str:
     return out + "<|plamo:end_tool_requests:plamo|>" + draw(st.sampled_from(["", "\n", " x"]))
 
 
+def minicpmv_output(draw: st.DrawFn) -> str:
+    """Reasoning and text with MiniCPM-V's escaped newlines, code, LaTeX and reserved
+    markers among the words, then Qwen3-Coder calls."""
+    words = st.sampled_from(
+        ["\\n", "\\r\\n", "\\", "`", "```", "$", "\\(", "\\)", "<reserved_12>", " a"]
+    )
+    escaped = st.lists(words | text, min_size=1, max_size=8).map("".join)
+    return draw(escaped) + "</think>" + draw(escaped) + draw(coder_output()).split("</think>")[1]
+
+
+@st.composite
+def minicpm5_output(draw: st.DrawFn) -> str:
+    """MiniCPM5's ``<function name=N><param name=K>V</param></function>`` calls, text
+    around them, some with a collapsed tag name or a param without a name."""
+    out = draw(text)
+    for name, arguments in draw(st.lists(args, max_size=3)):
+        params = "".join(f'<param name="{k}">{v}</param>' for k, v in arguments.items())
+        opener = draw(st.sampled_from(['<function name="', '<functionname="']))
+        out += f'{opener}{name}">{params}</function>' + draw(st.one_of(st.just(""), text))
+    return out
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -342,12 +364,15 @@ CONFIGS = {
     "functiongemma": (("functiongemma", None), functiongemma_output()),
     "plamo3+plamo3": (("plamo3", "plamo3"), plamo3_output()),
     "plamo3": (("plamo3", None), plamo3_output()),
+    "minicpmv+qwen3_coder": (("qwen3_coder", "minicpmv"), minicpmv_output()),
+    "minicpm5": (("minicpm5", None), minicpm5_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,
 # docs/parity.md).
 # functiongemma's arguments go out cut by the length sent (functiongemma-chunk-reading).
 STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm", "functiongemma"})
+STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm", "minicpm5"})
 
 
 def _without_leading_think(output: str, config: str) -> str:

@@ -88,6 +88,9 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "internlm": lambda: synthetic_model("internlm2"),
     "functiongemma": lambda: synthetic_model("functiongemma"),
     "plamo3": lambda: synthetic_model("plamo3"),
+    "minicpm-v": lambda: synthetic_model("minicpmv"),
+    # Its markup is plain text: Qwen3's vocabulary stands in.
+    "minicpm5": lambda: "qwen3",
 }
 
 
@@ -195,6 +198,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "dots",  # its parser reads no reasoning
         "internlm",  # nor InternLM2
         "functiongemma",  # nor FunctionGemma
+        "minicpm5",  # nor MiniCPM5's
     }
 
 

@@ -720,4 +720,26 @@ EXAMPLES: dict[str, Example] = {
             "<|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|><|plamo:tag|>"
         ),
     ),
+    # MiniCPM-V writes a newline as a backslash and an n: the answer's comes back as one.
+    "minicpm-v": Example(
+        family=(
+            "MiniCPM-V (Qwen3's format; newlines written as `\\n` recovered, code and LaTeX kept)"
+        ),
+        tokenizer=MODEL_DIR,
+        reasoning_parser="minicpmv",
+        tool_parser="qwen3_coder",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}</think>{ANSWER}\\n{_QWEN3_XML_CALL}<|im_end|>",
+    ),
+    # MiniCPM5's calls are XML read as text; Qwen3's vocabulary stands in for its own.
+    "minicpm5": Example(
+        family="MiniCPM5 (`<function name=...><param name=...>` XML calls)",
+        tokenizer=MODEL_DIR,
+        tool_parser="minicpm5",
+        prompt=QWEN3_PROMPT,
+        output=(
+            f'{ANSWER}\n<function name="get_weather"><param name="city">Paris</param>'
+            '<param name="unit">celsius</param></function><|im_end|>'
+        ),
+    ),
 }

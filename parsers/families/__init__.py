@@ -32,6 +32,8 @@ from parsers.families import (
     kimi_k2,
     llama3_json,
     llama4_pythonic,
+    minicpm5,
+    minicpmv,
     minimax,
     minimax_m3,
     mistral_json,
@@ -92,6 +94,8 @@ FAMILIES: tuple[Family, ...] = (
     internlm.FAMILY,
     functiongemma.FAMILY,
     plamo3.FAMILY,
+    minicpmv.FAMILY,
+    minicpm5.FAMILY,
 )
 
 

@@ -575,7 +575,7 @@ FAMILY = Family(
             prepare=lambda name, vocab: Qwen3Grammar(vocab),
             one_shot=_tools,
             stream=_stream,
-            golden=("C3", "Q3", "N2", "A2"),
+            golden=("C3", "Q3", "N2", "A2", "M5"),
         ),
         Tools(
             names=("step5",),

@@ -217,6 +217,19 @@ CHUNK_DEPENDENT = {
     # plamo3 fails the stream at the chunk that brings arguments before any name
     "P2.arguments_before_name": "plamo3-failed-stream",
     "P4.arguments_before_name": "plamo3-failed-stream",
+    # minicpm5 reads the whole text again each chunk from where it stopped: the start of a
+    # call tag goes out as content until "<function" is whole, one closed block per chunk
+    **{
+        f"M4.{scenario}": "minicpm5-chunk-reading"
+        for scenario in (
+            "alias", "arguments_wrapper", "call_cut_length", "cdata_and_entities",
+            "collapsed_tags", "content_then_call", "cut_in_name", "duplicate_param",
+            "function_prefix_text", "missing_required", "multibyte", "n2_logprobs",
+            "not_xml_fallback", "one_call", "param_without_name", "properties_wrapper",
+            "set_literal", "text_after_call", "think_then_call", "two_calls", "typed_values",
+            "unknown_tool", "usage_chunk",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -287,16 +300,19 @@ _SYNTHETIC_BY_CONFIG = {
     "P2": "plamo3",
     "P3": "plamo3",
     "P4": "plamo3",
+    "M5": "minicpmv",
+    "M6": "minicpmv",
+    "M4": "nemotron_v3",
 }
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
     """The bundled name or model directory a case's transcript was recorded with."""
     config = case["config"]
-    if config[0] in _SYNTHETIC:
-        return str(synthetic_model(_SYNTHETIC[config[0]]))
     if config in _SYNTHETIC_BY_CONFIG:
         return str(synthetic_model(_SYNTHETIC_BY_CONFIG[config]))
+    if config[0] in _SYNTHETIC:
+        return str(synthetic_model(_SYNTHETIC[config[0]]))
     if config in _LLAMA_FAMILIES:
         return str(llama_tokenizer_dir(_LLAMA_FAMILIES[config]))
     if config in _TEKKEN_TOKENIZERS:

@@ -33,6 +33,7 @@ _SWITCHES = {
         "<|plamo:begin_tool_requests:plamo|>",
         "<|plamo:tag|>",
     ),
+    "minicpmv": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each
@@ -50,6 +51,8 @@ _MORE_STRAY = {
     "kimi_k2": ("<|tool_calls_section_begin|>",),
     "inkling": ("<|end_message|>", "<|message_model|>", "<|content_"),
     "plamo3": ("<|plamo:begin_think:plamo|>", "<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
+    # MiniCPM-V's engine drops its reserved markers in the switching chunk.
+    "minicpmv": ("<reserved_", "<|reserved_"),
 }
 
 
@@ -66,6 +69,8 @@ _MUSE_FRAMED = re.compile(
 # Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
 # gigachat3-opener-chunk, internlm-chunk-reading, functiongemma-chunk-reading).
 _CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "functiongemma"})
+# gigachat3-opener-chunk, internlm-chunk-reading).
+_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "minicpm5"})
 
 
 def chunking_invariant(

@@ -173,6 +173,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "<|plamo:msg|>",
         "<|plamo:tag|>",
     ),
+    # MiniCPM-V: ChatML turns (Qwen3's) and the reserved markers its parser drops, special.
+    "minicpmv": ("<|reserved_12|>", "<|reserved_13|>", "<|reserved_14|>", "<|reserved_15|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -206,6 +208,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "internlm2": frozenset(),
     "functiongemma": frozenset(),
     "plamo3": frozenset({"<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:tag|>"}),
+    "minicpmv": frozenset(FAMILY_TOKENS["minicpmv"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -232,6 +235,7 @@ _EOS = {
     "internlm2": "<|im_end|>",
     "functiongemma": "<|im_end|>",
     "plamo3": "<|plamo:tag|>",
+    "minicpmv": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -408,6 +412,7 @@ _TEMPLATES = {
     "internlm2": _CHATML_TEMPLATE,
     "functiongemma": _CHATML_TEMPLATE,
     "plamo3": _PLAMO3_TEMPLATE,
+    "minicpmv": _CHATML_TEMPLATE,
 }
 
 

@@ -31,6 +31,7 @@ from recorder.families import (
     llama,
     longcat,
     mimo,
+    minicpm,
     minimax,
     minimax_m3,
     mistral,
@@ -81,6 +82,7 @@ FAMILIES = (
     internlm,
     functiongemma,
     plamo3,
+    minicpm,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
