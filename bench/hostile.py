@@ -470,6 +470,16 @@ CONFIGS: dict[str, Config] = {
         call='<|action_start|><|plugin|>\n{"name": "save_note", "parameters": {"body": "x"}}'
         "<|action_end|>",
     ),
+    "kimi_k3+kimi_k3": Config(
+        "kimi_k3",
+        "kimi_k3",
+        call_open='<|open|>call tool="save_note" index="1"<|sep|>'
+        '<|open|>argument key="body" type="string"<|sep|>',
+        call='<|open|>call tool="save_note" index="1"<|sep|><|open|>argument key="body" '
+        'type="string"<|sep|>x<|close|>argument<|sep|><|close|>call<|sep|>',
+        section="<|open|>tools<|sep|>",
+        after_reasoning="Short thought.<|close|>think<|sep|>",
+    ),
 }
 
 

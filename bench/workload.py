@@ -117,6 +117,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
+    "kimi_k3+kimi_k3": ("kimi_k3", "kimi_k3", "kimi_k3_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -149,6 +150,13 @@ MINIMAX_CALL_OPEN = '<minimax:tool_call>\n<invoke name="save_note">\n<parameter 
 M3_MARKERS = ("<mm:think>", "</mm:think>", "]<]minimax[>[")
 M3_SECTION = "]<]minimax[>[<tool_call>\n"
 M3_CALL_OPEN = M3_SECTION + ']<]minimax[>[<invoke name="save_note">\n]<]minimax[>[<body>'
+# Kimi K3's XTML: the think closer, an empty response, a call's string argument opened.
+K3_MARKERS = ("<|open|>", "<|close|>", "<|sep|>")
+K3_CALL_OPEN = (
+    "<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>"
+    '<|open|>call tool="save_note" index="1"<|sep|><|open|>argument key="body" type="string"'
+    "<|sep|>"
+)
 SEED_MARKERS = (
     "<seed:bos>",
     "<seed:eos>",
@@ -258,6 +266,12 @@ def qwen3_with_m3_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_k3_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus Kimi K3's three XTML tokens."""
+    return qwen3_with_tokens(*K3_MARKERS)
+
+
+@cache
 def qwen3_with_inkling_markers() -> Tokenizer:
     """Qwen3's vocabulary plus Inkling's block markers as tokens (as in Inkling's own)."""
     return qwen3_with_tokens(*INKLING_MARKERS)
@@ -316,6 +330,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_m3_markers()
     if tool in ("hy_v3", "hy_v4"):
         return qwen3_with_hy_markers()
+    if tool == "kimi_k3":
+        return qwen3_with_k3_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -380,6 +396,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dots_call": '<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">',
         "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
         '{"body": "',
+        "kimi_k3_call": "Short thought." + K3_CALL_OPEN,
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -127,6 +127,20 @@ HOSTILE = [
     "<|action_start|><|plugin|>\n",
     '{"name": "count", "parameters": ',
     "<|action_end|>",
+    "<|open|>think<|sep|>",
+    "<|close|>think<|sep|>",
+    "<|open|>response<|sep|>",
+    "<|close|>response<|sep|>",
+    "<|close|>message<|sep|>",
+    "<|open|>tools<|sep|>",
+    '<|open|>call tool="count" index="1"<|sep|>',
+    '<|open|>argument key="n" type="number"<|sep|>',
+    '<|open|>argument key="o" type="object"<|sep|>',
+    "<|close|>argument<|sep|>",
+    "<|close|>call<|sep|>",
+    "<|open|>",
+    "<|close|> call",
+    "<|sep|>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -169,6 +183,9 @@ CONFIGS = [
     ("olmo3", "olmo3"),
     (None, "dots"),
     (None, "internlm"),
+    ("kimi_k3", "kimi_k3"),
+    ("kimi_k3", None),
+    (None, "kimi_k3"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -267,6 +267,28 @@ def dots_output(draw: st.DrawFn) -> str:
     return out
 
 
+@st.composite
+def kimi_k3_output(draw: st.DrawFn) -> str:
+    """Kimi K3's channels: reasoning, a response (or bare text), typed calls."""
+    out = draw(text) + "<|close|>think<|sep|>"
+    if draw(st.booleans()):
+        out += f"<|open|>response<|sep|>{draw(text)}<|close|>response<|sep|>"
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        out += "<|open|>tools<|sep|>"
+        for index, (name, arguments) in enumerate(calls, 1):
+            out += f'<|open|>call tool="{name}" index="{index}"<|sep|>'
+            for key, value in arguments.items():
+                kind, body = ("string", value) if isinstance(value, str) else ("number", value)
+                out += (
+                    f'<|open|>argument key="{key}" type="{kind}"<|sep|>{body}'
+                    "<|close|>argument<|sep|>"
+                )
+            out += "<|close|>call<|sep|>"
+        out += "<|close|>tools<|sep|>"
+    return out + "<|close|>message<|sep|>"
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -304,6 +326,8 @@ CONFIGS = {
     "olmo3": (("olmo3", None), olmo3_output()),
     "dots": (("dots", None), dots_output()),
     "internlm": (("internlm", None), internlm_output()),
+    "kimi_k3+kimi_k3": (("kimi_k3", "kimi_k3"), kimi_k3_output()),
+    "kimi_k3": ((None, "kimi_k3"), kimi_k3_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

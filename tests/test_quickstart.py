@@ -86,6 +86,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3-instruct": lambda: synthetic_model("olmo3"),
     "dots": lambda: synthetic_model("dots"),
     "internlm": lambda: synthetic_model("internlm2"),
+    "kimi-k3": lambda: synthetic_model("kimi_k3"),
 }
 
 
@@ -160,6 +161,7 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
         "ernie45",
         "muse",
         "dots",
+        "kimi_k3",
     )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 

@@ -135,12 +135,11 @@ NOT_YET = {
         "hf",
         "jamba",
         "k2_horizon",
-        "kimi_k3",
         "lfm2",
         "minicpm5",
         "plamo3",
     },
-    "reasoning_parsers": {"beam", "hf", "kimi_k3", "minicpmv", "plamo3"},
+    "reasoning_parsers": {"beam", "hf", "minicpmv", "plamo3"},
 }
 
 

@@ -690,4 +690,22 @@ EXAMPLES: dict[str, Example] = {
             "<|action_end|><|im_end|>"
         ),
     ),
+    "kimi-k3": Example(
+        family="Kimi K3 (XTML `think`, `response` and `tools` channels)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="kimi_k3",
+        tool_parser="kimi_k3",
+        prompt=(
+            f'<|open|>message role="user"<|sep|>{QUESTION}<|close|>message<|sep|>'
+            '<|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>'
+        ),
+        output=(
+            f"{REASONING}<|close|>think<|sep|><|open|>response<|sep|>{ANSWER}"
+            '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" '
+            'index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>Paris'
+            '<|close|>argument<|sep|><|open|>argument key="unit" type="string"<|sep|>'
+            "celsius<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"
+            "<|close|>message<|sep|><|end_of_msg|>"
+        ),
+    ),
 }

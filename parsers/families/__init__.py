@@ -29,6 +29,7 @@ from parsers.families import (
     internlm,
     k2_horizon,
     kimi_k2,
+    kimi_k3,
     llama3_json,
     llama4_pythonic,
     minimax,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     hy.FAMILY,
     dots.FAMILY,
     internlm.FAMILY,
+    kimi_k3.FAMILY,
 )
 
 

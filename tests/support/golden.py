@@ -271,16 +271,18 @@ _SYNTHETIC_BY_CONFIG = {
     "B2": "olmo3",
     "B3": "dots",
     "E6": "internlm2",
+    "K2": "kimi_k3",
+    "K3": "kimi_k3",
 }
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
     """The bundled name or model directory a case's transcript was recorded with."""
     config = case["config"]
+    if config in _SYNTHETIC_BY_CONFIG:  # before the letter's (K2 and K3 are Kimi K3's)
+        return str(synthetic_model(_SYNTHETIC_BY_CONFIG[config]))
     if config[0] in _SYNTHETIC:
         return str(synthetic_model(_SYNTHETIC[config[0]]))
-    if config in _SYNTHETIC_BY_CONFIG:
-        return str(synthetic_model(_SYNTHETIC_BY_CONFIG[config]))
     if config in _LLAMA_FAMILIES:
         return str(llama_tokenizer_dir(_LLAMA_FAMILIES[config]))
     if config in _TEKKEN_TOKENIZERS:

@@ -159,6 +159,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     # InternLM2's action markers (ordinary tokens here: vLLM keeps special ones in the text
     # whenever its parser reads calls, and the text is what the parser reads).
     "internlm2": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
+    # Kimi K3's XTML element markers and its end of message, all special.
+    "kimi_k3": ("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -190,6 +192,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "hy": frozenset(),
     "dots": frozenset(),
     "internlm2": frozenset(),
+    "kimi_k3": frozenset(FAMILY_TOKENS["kimi_k3"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -214,6 +217,7 @@ _EOS = {
     "hy": "<|im_end|>",
     "dots": "<|im_end|>",
     "internlm2": "<|im_end|>",
+    "kimi_k3": "<|end_of_msg|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -355,6 +359,20 @@ _COHERE_TEMPLATE = (
     "{%- if thinking is defined and thinking -%}<|START_THINKING|>{%- endif -%}"
     "{%- endif -%}"
 )
+# Kimi K3's XTML messages; the generation prompt opens the assistant's message and its
+# think channel, or its response channel when the kwarg thinking (else enable_thinking)
+# is false.
+_K3_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "<|open|>message role=\"{{ m.role }}\"<|sep|>{{ m.content or '' }}<|close|>message<|sep|>"
+    "<|end_of_msg|>{%- endfor -%}"
+    '{%- if add_generation_prompt -%}<|open|>message role="assistant"<|sep|>'
+    "{%- if thinking is defined and thinking is not none -%}{%- set on = thinking -%}"
+    "{%- elif enable_thinking is defined -%}{%- set on = enable_thinking -%}"
+    "{%- else -%}{%- set on = true -%}{%- endif -%}"
+    "{%- if on -%}<|open|>think<|sep|>{%- else -%}<|open|>response<|sep|>{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -378,6 +396,7 @@ _TEMPLATES = {
     "hy": _CHATML_TEMPLATE,
     "dots": _CHATML_TEMPLATE,
     "internlm2": _CHATML_TEMPLATE,
+    "kimi_k3": _K3_TEMPLATE,
 }
 
 

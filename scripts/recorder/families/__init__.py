@@ -26,6 +26,7 @@ from recorder.families import (
     internlm,
     k2_horizon,
     kimi,
+    kimi_k3,
     ling3,
     llama,
     longcat,
@@ -77,6 +78,7 @@ FAMILIES = (
     hunyuan,
     dots,
     internlm,
+    kimi_k3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
