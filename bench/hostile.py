@@ -480,6 +480,14 @@ CONFIGS: dict[str, Config] = {
         section="<|open|>tools<|sep|>",
         after_reasoning="Short thought.<|close|>think<|sep|>",
     ),
+    "k2_horizon (tools)": Config(
+        "k2_horizon",
+        None,
+        call_open="<ifm|tool_call>save_note<ifm|arg_key>body</ifm|arg_key><ifm|arg_value>",
+        call="<ifm|tool_call>save_note<ifm|arg_key>body</ifm|arg_key><ifm|arg_value>x"
+        "</ifm|arg_value></ifm|tool_call>",
+        section="<ifm|tool_calls>",
+    ),
 }
 
 

@@ -118,6 +118,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
     "kimi_k3+kimi_k3": ("kimi_k3", "kimi_k3", "kimi_k3_call"),
+    "k2_horizon (tools)": ("k2_horizon", None, "k2_horizon_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -150,6 +151,10 @@ MINIMAX_CALL_OPEN = '<minimax:tool_call>\n<invoke name="save_note">\n<parameter 
 M3_MARKERS = ("<mm:think>", "</mm:think>", "]<]minimax[>[")
 M3_SECTION = "]<]minimax[>[<tool_call>\n"
 M3_CALL_OPEN = M3_SECTION + ']<]minimax[>[<invoke name="save_note">\n]<]minimax[>[<body>'
+# K2 Horizon's IFM group: a call's string value opened (the group closes at the end).
+K2H_CALL_OPEN = (
+    "<ifm|tool_calls><ifm|tool_call>save_note<ifm|arg_key>body</ifm|arg_key><ifm|arg_value>"
+)
 # Kimi K3's XTML: the think closer, an empty response, a call's string argument opened.
 K3_MARKERS = ("<|open|>", "<|close|>", "<|sep|>")
 K3_CALL_OPEN = (
@@ -397,6 +402,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
         '{"body": "',
         "kimi_k3_call": "Short thought." + K3_CALL_OPEN,
+        "k2_horizon_call": K2H_CALL_OPEN,
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -58,6 +58,7 @@ CONFIGS = (
     *("B1", "B2", "B3"),
     "E6",
     *("K2", "K3"),
+    "K4",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

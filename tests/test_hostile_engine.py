@@ -141,6 +141,15 @@ HOSTILE = [
     "<|open|>",
     "<|close|> call",
     "<|sep|>",
+    "<ifm|tool_calls>",
+    "</ifm|tool_calls>",
+    "<ifm|tool_call>count",
+    "</ifm|tool_call>",
+    "<ifm|arg_key>n</ifm|arg_key>",
+    "<ifm|arg_type>int</ifm|arg_type>",
+    "<ifm|arg_value>",
+    "</ifm|arg_value>",
+    "<ifm|arg_",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -186,6 +195,7 @@ CONFIGS = [
     ("kimi_k3", "kimi_k3"),
     ("kimi_k3", None),
     (None, "kimi_k3"),
+    (None, "k2_horizon"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -289,6 +289,23 @@ def kimi_k3_output(draw: st.DrawFn) -> str:
     return out + "<|close|>message<|sep|>"
 
 
+@st.composite
+def k2_horizon_output(draw: st.DrawFn) -> str:
+    """Text, then at most one K2 Horizon group of XML calls, text after it."""
+    out = draw(text)
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        out += "<ifm|tool_calls>"
+        for name, arguments in calls:
+            out += f"<ifm|tool_call>{name}" + "".join(
+                f"<ifm|arg_key>{k}</ifm|arg_key><ifm|arg_value>{v}</ifm|arg_value>"
+                for k, v in arguments.items()
+            )
+            out += "</ifm|tool_call>"
+        out += "</ifm|tool_calls>" + draw(st.sampled_from(["", "\n", " Done."]))
+    return out
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -328,6 +345,7 @@ CONFIGS = {
     "internlm": (("internlm", None), internlm_output()),
     "kimi_k3+kimi_k3": (("kimi_k3", "kimi_k3"), kimi_k3_output()),
     "kimi_k3": ((None, "kimi_k3"), kimi_k3_output()),
+    "k2_horizon (tools)": (("k2_horizon", None), k2_horizon_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -162,6 +162,7 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
         "muse",
         "dots",
         "kimi_k3",
+        "k2_horizon",
     )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 

@@ -134,7 +134,6 @@ NOT_YET = {
         "functiongemma",
         "hf",
         "jamba",
-        "k2_horizon",
         "lfm2",
         "minicpm5",
         "plamo3",

@@ -503,12 +503,17 @@ EXAMPLES: dict[str, Example] = {
         ),
     ),
     "k2-horizon": Example(
-        family="K2 Horizon (reasoning; a think block per reasoning effort)",
+        family="K2 Horizon (a think block per reasoning effort; IFM call groups)",
         tokenizer=MODEL_DIR,
         reasoning_parser="k2_horizon",
-        tool_parser=None,
+        tool_parser="k2_horizon",
         prompt=QWEN3_PROMPT,
-        output=f"<ifm|think>{REASONING}</ifm|think>{ANSWER}<|im_end|>",
+        output=(
+            f"<ifm|think>{REASONING}</ifm|think>{ANSWER}<ifm|tool_calls><ifm|tool_call>"
+            "get_weather<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>Paris</ifm|arg_value>"
+            "<ifm|arg_key>unit</ifm|arg_key><ifm|arg_value>celsius</ifm|arg_value>"
+            "</ifm|tool_call></ifm|tool_calls><|im_end|>"
+        ),
     ),
     "ernie45": Example(
         family=(

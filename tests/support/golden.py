@@ -273,6 +273,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E6": "internlm2",
     "K2": "kimi_k3",
     "K3": "kimi_k3",
+    "K4": "k2_horizon",
 }
 
 

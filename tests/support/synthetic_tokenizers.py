@@ -101,6 +101,15 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "</ifm|think_faster>",
         "<ifm|tool_calls>",
         "</ifm|tool_calls>",
+        # Its calls' markers (after the reasoning ones, so those keep their ids).
+        "<ifm|tool_call>",
+        "</ifm|tool_call>",
+        "<ifm|arg_key>",
+        "</ifm|arg_key>",
+        "<ifm|arg_type>",
+        "</ifm|arg_type>",
+        "<ifm|arg_value>",
+        "</ifm|arg_value>",
     ),
     # ERNIE-4.5: its answer tags (Qwen3's vocabulary has <think> and <tool_call> already).
     "ernie45": ("<response>", "</response>"),
