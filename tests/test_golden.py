@@ -59,6 +59,7 @@ CONFIGS = (
     "E6",
     *("K2", "K3"),
     "K4",
+    "K5",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -379,7 +379,7 @@ FAMILY = Family(
             prepare=_markers,
             one_shot=lambda _, request: KimiK3Tools(),
             stream=_tools_stream,
-            golden=("K2",),
+            golden=("K2", "K5"),
         ),
     ),
 )

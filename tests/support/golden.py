@@ -274,6 +274,7 @@ _SYNTHETIC_BY_CONFIG = {
     "K2": "kimi_k3",
     "K3": "kimi_k3",
     "K4": "k2_horizon",
+    "K5": "kimi_k3",
 }
 
 

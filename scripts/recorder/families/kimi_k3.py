@@ -316,6 +316,71 @@ def reasoning_scenarios() -> list[Scenario]:
     ]
 
 
+def tools_only_scenarios() -> list[Scenario]:
+    """``kimi_k3`` tools alone: no reasoning parser, so a think channel is content."""
+    typed = [("get_weather", {"city": "Paris\n<b>", "days": 3, "opts": {"a": [1]}})]
+    return [
+        Scenario(
+            "answer",
+            "thinking off: an answer in the response channel",
+            _chat([ASK_SUM], **NO_THINK),
+            [f"17 × 23 = 391.{RESPONSE_END}{MESSAGE_END}"],
+        ),
+        Scenario(
+            "think_channel_is_content",
+            "a think channel with no reasoning parser, then calls",
+            _chat(WEATHER_ASK, **TOOLS_ON),
+            [f"{PLAN}{THINK_END}{_calls_after('Checking.', [WEATHER, TIME])}"],
+        ),
+        Scenario(
+            "content_then_calls",
+            "thinking off: content, then typed calls",
+            _chat(WEATHER_ASK, **TOOLS_ON, **NO_THINK),
+            [f"Let me check.{RESPONSE_END}{k3_calls(typed)}{MESSAGE_END}"],
+        ),
+        Scenario(
+            "tool_choice_none",
+            "tool_choice none: the calls read and dropped, the response unwrapped",
+            _chat(WEATHER_ASK, **TOOLS_ON, tool_choice="none", **NO_THINK),
+            [f"Let me check.{RESPONSE_END}{k3_calls([WEATHER])}{MESSAGE_END}"],
+        ),
+        Scenario(
+            "tool_choice_required",
+            "tool_choice required (read as auto)",
+            _chat(WEATHER_ASK, **TOOLS_ON, tool_choice="required", **NO_THINK),
+            [f"{RESPONSE_END}{k3_calls([WEATHER])}{MESSAGE_END}"],
+        ),
+        Scenario(
+            "call_cut_length",
+            "a call cut by length",
+            _chat(WEATHER_ASK, **TOOLS_ON, **NO_THINK),
+            [f"Checking.{RESPONSE_END}{k3_calls([WEATHER])[:-60]}"],
+            finish="length",
+        ),
+        Scenario(
+            "multibyte",
+            "CJK and emoji in the answer and a string argument",
+            _chat([ASK_JA], **TOOLS_ON, **NO_THINK),
+            [f"晴れ 🌞{RESPONSE_END}{k3_calls([('get_weather', {'city': '東京 🗼'})])}"],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs: one choice answers, the other calls a tool",
+            _chat(WEATHER_ASK, **TOOLS_ON, **NO_THINK, n=2, logprobs=True, top_logprobs=2),
+            [f"Sunny.{RESPONSE_END}{MESSAGE_END}", f"{RESPONSE_END}{k3_calls([WEATHER])}"],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            _chat(WEATHER_ASK, **TOOLS_ON, **NO_THINK, stream_options={"include_usage": True}),
+            [f"{RESPONSE_END}{k3_calls([WEATHER])}{MESSAGE_END}"],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+
+
 SYNTHETIC: dict[str, dict[str, Any] | None] = {K3: None}
 
 CONFIGS = [
@@ -332,6 +397,14 @@ CONFIGS = [
         _parsers("kimi_k3", None),
         K3,
         served_as(K3, reasoning_scenarios()),
+        eos=EOS,
+        served=K3,
+    ),
+    Config(
+        "K5",
+        _parsers(None, "kimi_k3"),
+        K3,
+        served_as(K3, tools_only_scenarios()),
         eos=EOS,
         served=K3,
     ),
