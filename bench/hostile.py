@@ -502,6 +502,24 @@ CONFIGS: dict[str, Config] = {
         call_open='<function name="save_note"><param name="body">',
         call='<function name="save_note"><param name="body">x</param></function>\n',
     ),
+    "kimi_k3+kimi_k3": Config(
+        "kimi_k3",
+        "kimi_k3",
+        call_open='<|open|>call tool="save_note" index="1"<|sep|>'
+        '<|open|>argument key="body" type="string"<|sep|>',
+        call='<|open|>call tool="save_note" index="1"<|sep|><|open|>argument key="body" '
+        'type="string"<|sep|>x<|close|>argument<|sep|><|close|>call<|sep|>',
+        section="<|open|>tools<|sep|>",
+        after_reasoning="Short thought.<|close|>think<|sep|>",
+    ),
+    "k2_horizon (tools)": Config(
+        "k2_horizon",
+        None,
+        call_open="<ifm|tool_call>save_note<ifm|arg_key>body</ifm|arg_key><ifm|arg_value>",
+        call="<ifm|tool_call>save_note<ifm|arg_key>body</ifm|arg_key><ifm|arg_value>x"
+        "</ifm|arg_value></ifm|tool_call>",
+        section="<ifm|tool_calls>",
+    ),
 }
 
 

@@ -121,6 +121,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "plamo3+plamo3": ("plamo3", "plamo3", "plamo3_call"),
     "minicpmv+qwen3_coder": ("qwen3_coder", "minicpmv", "coder_call"),
     "minicpm5": ("minicpm5", None, "minicpm5_call"),
+    "kimi_k3+kimi_k3": ("kimi_k3", "kimi_k3", "kimi_k3_call"),
+    "k2_horizon (tools)": ("k2_horizon", None, "k2_horizon_call"),
 }
 # PLaMo 3: its requests block, one request's name, its arguments opened to a string.
 PLAMO3_SECTION = "<|plamo:begin_tool_requests:plamo|>"
@@ -160,6 +162,17 @@ MINIMAX_CALL_OPEN = '<minimax:tool_call>\n<invoke name="save_note">\n<parameter 
 M3_MARKERS = ("<mm:think>", "</mm:think>", "]<]minimax[>[")
 M3_SECTION = "]<]minimax[>[<tool_call>\n"
 M3_CALL_OPEN = M3_SECTION + ']<]minimax[>[<invoke name="save_note">\n]<]minimax[>[<body>'
+# K2 Horizon's IFM group: a call's string value opened (the group closes at the end).
+K2H_CALL_OPEN = (
+    "<ifm|tool_calls><ifm|tool_call>save_note<ifm|arg_key>body</ifm|arg_key><ifm|arg_value>"
+)
+# Kimi K3's XTML: the think closer, an empty response, a call's string argument opened.
+K3_MARKERS = ("<|open|>", "<|close|>", "<|sep|>")
+K3_CALL_OPEN = (
+    "<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>"
+    '<|open|>call tool="save_note" index="1"<|sep|><|open|>argument key="body" type="string"'
+    "<|sep|>"
+)
 SEED_MARKERS = (
     "<seed:bos>",
     "<seed:eos>",
@@ -269,6 +282,12 @@ def qwen3_with_m3_markers() -> Tokenizer:
 
 
 @cache
+def qwen3_with_k3_markers() -> Tokenizer:
+    """Qwen3's vocabulary plus Kimi K3's three XTML tokens."""
+    return qwen3_with_tokens(*K3_MARKERS)
+
+
+@cache
 def qwen3_with_inkling_markers() -> Tokenizer:
     """Qwen3's vocabulary plus Inkling's block markers as tokens (as in Inkling's own)."""
     return qwen3_with_tokens(*INKLING_MARKERS)
@@ -343,6 +362,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_hy_markers()
     if tool == "plamo3":
         return qwen3_with_plamo3_markers()
+    if tool == "kimi_k3":
+        return qwen3_with_k3_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -410,6 +431,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "functiongemma_call": "<start_function_call>call:save_note{body:<escape>",
         "plamo3_call": "Short thought.<|plamo:end_think:plamo|>" + PLAMO3_CALL_OPEN + '"',
         "minicpm5_call": '<function name="save_note"><param name="body">',
+        "kimi_k3_call": "Short thought." + K3_CALL_OPEN,
+        "k2_horizon_call": K2H_CALL_OPEN,
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -49,12 +49,15 @@ def reuse(state: object, kind: type[S]) -> S:
 class Request:
     """What a parser is built for: one request's options, the seed of its call ids,
     whether a reasoning parser reads the output first (without one, a tool parser reads
-    reasoning markup as text), and the thinking switch the parser's ``thinking`` read."""
+    reasoning markup as text), the thinking switch the parser's ``thinking`` read, and
+    whether a tool parser reads what reasoning leaves (Kimi K3's reasoning unwraps its
+    answer itself only without one)."""
 
     options: ParseOptions
     id_seed: str
     with_reasoning: bool
     thinking: bool | None
+    with_tools: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

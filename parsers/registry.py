@@ -107,9 +107,11 @@ class _Side:
     parser: Reasoning[Any] | Tools[Any]
     made: Any
 
-    def request(self, options: ParseOptions, id_seed: str, with_reasoning: bool) -> Request:
+    def request(
+        self, options: ParseOptions, id_seed: str, with_reasoning: bool, with_tools: bool = False
+    ) -> Request:
         thinking = self.parser.thinking(options) if self.parser.thinking is not None else None
-        return Request(options, id_seed, with_reasoning, thinking)
+        return Request(options, id_seed, with_reasoning, thinking, with_tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +237,8 @@ class ParserFactory:
         reasoning: ReasoningParser | None = None
         if (side := self._reasoning) is not None:
             assert isinstance(side.parser, Reasoning)
-            reasoning = side.parser.one_shot(side.made, side.request(options, "", True))
+            request = side.request(options, "", True, self._tools is not None)
+            reasoning = side.parser.one_shot(side.made, request)
         tools: ToolParser | None = None
         if (side := self._tools) is not None:
             assert isinstance(side.parser, Tools)
@@ -266,7 +269,7 @@ class ParserFactory:
         reasoning: ReasoningStream | None = None
         if (side := self._reasoning) is not None:
             assert isinstance(side.parser, Reasoning)
-            request = side.request(options, id_seed, True)
+            request = side.request(options, id_seed, True, self._tools is not None)
             if (built := side.parser.stream(side.made, request, state.reasoning)) is not None:
                 reasoning, state.reasoning = built
         tools: ToolStream | None = None

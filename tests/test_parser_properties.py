@@ -324,6 +324,45 @@ def minicpm5_output(draw: st.DrawFn) -> str:
     return out
 
 
+@st.composite
+def kimi_k3_output(draw: st.DrawFn) -> str:
+    """Kimi K3's channels: reasoning, a response (or bare text), typed calls."""
+    out = draw(text) + "<|close|>think<|sep|>"
+    if draw(st.booleans()):
+        out += f"<|open|>response<|sep|>{draw(text)}<|close|>response<|sep|>"
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        out += "<|open|>tools<|sep|>"
+        for index, (name, arguments) in enumerate(calls, 1):
+            out += f'<|open|>call tool="{name}" index="{index}"<|sep|>'
+            for key, value in arguments.items():
+                kind, body = ("string", value) if isinstance(value, str) else ("number", value)
+                out += (
+                    f'<|open|>argument key="{key}" type="{kind}"<|sep|>{body}'
+                    "<|close|>argument<|sep|>"
+                )
+            out += "<|close|>call<|sep|>"
+        out += "<|close|>tools<|sep|>"
+    return out + "<|close|>message<|sep|>"
+
+
+@st.composite
+def k2_horizon_output(draw: st.DrawFn) -> str:
+    """Text, then at most one K2 Horizon group of XML calls, text after it."""
+    out = draw(text)
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        out += "<ifm|tool_calls>"
+        for name, arguments in calls:
+            out += f"<ifm|tool_call>{name}" + "".join(
+                f"<ifm|arg_key>{k}</ifm|arg_key><ifm|arg_value>{v}</ifm|arg_value>"
+                for k, v in arguments.items()
+            )
+            out += "</ifm|tool_call>"
+        out += "</ifm|tool_calls>" + draw(st.sampled_from(["", "\n", " Done."]))
+    return out
+
+
 CONFIGS = {
     "qwen3+hermes": (("hermes", "qwen3"), hermes_output(reasoning=True)),
     "deepseek_r1+hermes": (("hermes", "deepseek_r1"), hermes_output(reasoning=True)),
@@ -366,6 +405,9 @@ CONFIGS = {
     "plamo3": (("plamo3", None), plamo3_output()),
     "minicpmv+qwen3_coder": (("qwen3_coder", "minicpmv"), minicpmv_output()),
     "minicpm5": (("minicpm5", None), minicpm5_output()),
+    "kimi_k3+kimi_k3": (("kimi_k3", "kimi_k3"), kimi_k3_output()),
+    "kimi_k3": ((None, "kimi_k3"), kimi_k3_output()),
+    "k2_horizon (tools)": (("k2_horizon", None), k2_horizon_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -91,6 +91,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "minicpm-v": lambda: synthetic_model("minicpmv"),
     # Its markup is plain text: Qwen3's vocabulary stands in.
     "minicpm5": lambda: "qwen3",
+    "kimi-k3": lambda: synthetic_model("kimi_k3"),
 }
 
 
@@ -173,6 +174,8 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
         "ernie45",
         "muse",
         "dots",
+        "kimi_k3",
+        "k2_horizon",
     )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 

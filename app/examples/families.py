@@ -503,12 +503,17 @@ EXAMPLES: dict[str, Example] = {
         ),
     ),
     "k2-horizon": Example(
-        family="K2 Horizon (reasoning; a think block per reasoning effort)",
+        family="K2 Horizon (a think block per reasoning effort; IFM call groups)",
         tokenizer=MODEL_DIR,
         reasoning_parser="k2_horizon",
-        tool_parser=None,
+        tool_parser="k2_horizon",
         prompt=QWEN3_PROMPT,
-        output=f"<ifm|think>{REASONING}</ifm|think>{ANSWER}<|im_end|>",
+        output=(
+            f"<ifm|think>{REASONING}</ifm|think>{ANSWER}<ifm|tool_calls><ifm|tool_call>"
+            "get_weather<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>Paris</ifm|arg_value>"
+            "<ifm|arg_key>unit</ifm|arg_key><ifm|arg_value>celsius</ifm|arg_value>"
+            "</ifm|tool_call></ifm|tool_calls><|im_end|>"
+        ),
     ),
     "ernie45": Example(
         family=(
@@ -740,6 +745,24 @@ EXAMPLES: dict[str, Example] = {
         output=(
             f'{ANSWER}\n<function name="get_weather"><param name="city">Paris</param>'
             '<param name="unit">celsius</param></function><|im_end|>'
+        ),
+    ),
+    "kimi-k3": Example(
+        family="Kimi K3 (XTML `think`, `response` and `tools` channels)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="kimi_k3",
+        tool_parser="kimi_k3",
+        prompt=(
+            f'<|open|>message role="user"<|sep|>{QUESTION}<|close|>message<|sep|>'
+            '<|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>'
+        ),
+        output=(
+            f"{REASONING}<|close|>think<|sep|><|open|>response<|sep|>{ANSWER}"
+            '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" '
+            'index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>Paris'
+            '<|close|>argument<|sep|><|open|>argument key="unit" type="string"<|sep|>'
+            "celsius<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"
+            "<|close|>message<|sep|><|end_of_msg|>"
         ),
     ),
 }

@@ -30,6 +30,7 @@ from parsers.families import (
     internlm,
     k2_horizon,
     kimi_k2,
+    kimi_k3,
     llama3_json,
     llama4_pythonic,
     minicpm5,
@@ -96,6 +97,7 @@ FAMILIES: tuple[Family, ...] = (
     plamo3.FAMILY,
     minicpmv.FAMILY,
     minicpm5.FAMILY,
+    kimi_k3.FAMILY,
 )
 
 

@@ -1,4 +1,5 @@
-"""K2 Horizon's reasoning (``k2_horizon``): a think block chosen by the reasoning effort.
+"""K2 Horizon's reasoning (``k2_horizon``): a think block chosen by the reasoning effort;
+its calls are k2_horizon_tools.py.
 
 ``chat_template_kwargs.reasoning_effort`` picks the block: ``high`` (the default)
 ``<ifm|think>…</ifm|think>``, ``medium`` ``<ifm|think_fast>…``, ``low``
@@ -16,7 +17,12 @@ from collections.abc import Sequence
 
 from msgspec import Struct
 
-from parsers.family import Family, Reasoning, Request, reuse
+from parsers.families.k2_horizon_tools import (
+    K2HorizonTools,
+    K2HorizonToolState,
+    K2HorizonToolStream,
+)
+from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.types import Delta, ParseOptions, Vocabulary
 
 TOOL_CALLS = "<ifm|tool_calls>"
@@ -128,6 +134,13 @@ def _stream(
     return K2HorizonReasoning(vocab, request.options, state), state
 
 
+def _tools_stream(
+    _: Vocabulary, request: Request, kept: object
+) -> tuple[K2HorizonToolStream, K2HorizonToolState]:
+    state = reuse(kept, K2HorizonToolState)
+    return K2HorizonToolStream(request.options, request.id_seed, state), state
+
+
 FAMILY = Family(
     title="K2 Horizon",
     tokenizer="model directory",
@@ -140,7 +153,18 @@ FAMILY = Family(
             prepare=_vocabulary,
             one_shot=lambda vocab, request: K2HorizonReasoning(vocab, request.options),
             stream=_stream,
-            golden=("W5",),
+            golden=("W5", "K4"),
+        ),
+    ),
+    tools=(
+        Tools(
+            names=("k2_horizon",),
+            engine_based=True,  # vLLM's parser says so: it decides how none reads
+            states=(K2HorizonToolState,),
+            prepare=_vocabulary,
+            one_shot=lambda _, request: K2HorizonTools(request.options),
+            stream=_tools_stream,
+            golden=("K4",),
         ),
     ),
 )

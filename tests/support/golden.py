@@ -303,13 +303,17 @@ _SYNTHETIC_BY_CONFIG = {
     "M5": "minicpmv",
     "M6": "minicpmv",
     "M4": "nemotron_v3",
+    "K2": "kimi_k3",
+    "K3": "kimi_k3",
+    "K4": "k2_horizon",
+    "K5": "kimi_k3",
 }
 
 
 def tokenizer_of(case: dict[str, Any]) -> str:
     """The bundled name or model directory a case's transcript was recorded with."""
     config = case["config"]
-    if config in _SYNTHETIC_BY_CONFIG:
+    if config in _SYNTHETIC_BY_CONFIG:  # before the letter's (K2 and K3 are Kimi K3's)
         return str(synthetic_model(_SYNTHETIC_BY_CONFIG[config]))
     if config[0] in _SYNTHETIC:
         return str(synthetic_model(_SYNTHETIC[config[0]]))

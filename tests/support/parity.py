@@ -66,6 +66,20 @@ _MUSE_FRAMED = re.compile(
 )
 
 
+# Kimi K3 (docs/parity.md, kimi-k3-late-opener): vLLM restarts its reasoning or answer at a
+# think or response opener, re-sending what followed unless it repeats what was sent, so
+# only an output whose openers come where the model writes them is claimed.
+def _k3_claimed(output: str, with_reasoning: bool) -> bool:
+    if with_reasoning:
+        head, _, output = output.removeprefix("<|open|>think<|sep|>").partition(
+            "<|close|>think<|sep|>"
+        )
+        if "<|open|>" in head:
+            return False
+    output = output.removeprefix("<|open|>response<|sep|>")
+    return "<|open|>think" not in output and "<|open|>response" not in output
+
+
 # Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
 # gigachat3-opener-chunk, internlm-chunk-reading, functiongemma-chunk-reading).
 _CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "functiongemma"})
@@ -85,6 +99,8 @@ def chunking_invariant(
         return False
     if reasoning_parser == "muse":
         return _MUSE_FRAMED.fullmatch(output) is not None
+    if "kimi_k3" in (reasoning_parser, tool_parser):
+        return _k3_claimed(output, reasoning_parser == "kimi_k3")
     switches = _SWITCHES.get(reasoning_parser or "")
     if switches is None:
         return True

@@ -101,6 +101,15 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
         "</ifm|think_faster>",
         "<ifm|tool_calls>",
         "</ifm|tool_calls>",
+        # Its calls' markers (after the reasoning ones, so those keep their ids).
+        "<ifm|tool_call>",
+        "</ifm|tool_call>",
+        "<ifm|arg_key>",
+        "</ifm|arg_key>",
+        "<ifm|arg_type>",
+        "</ifm|arg_type>",
+        "<ifm|arg_value>",
+        "</ifm|arg_value>",
     ),
     # ERNIE-4.5: its answer tags (Qwen3's vocabulary has <think> and <tool_call> already).
     "ernie45": ("<response>", "</response>"),
@@ -175,6 +184,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     ),
     # MiniCPM-V: ChatML turns (Qwen3's) and the reserved markers its parser drops, special.
     "minicpmv": ("<|reserved_12|>", "<|reserved_13|>", "<|reserved_14|>", "<|reserved_15|>"),
+    # Kimi K3's XTML element markers and its end of message, all special.
+    "kimi_k3": ("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -209,6 +220,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "functiongemma": frozenset(),
     "plamo3": frozenset({"<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:tag|>"}),
     "minicpmv": frozenset(FAMILY_TOKENS["minicpmv"]),
+    "kimi_k3": frozenset(FAMILY_TOKENS["kimi_k3"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -236,6 +248,7 @@ _EOS = {
     "functiongemma": "<|im_end|>",
     "plamo3": "<|plamo:tag|>",
     "minicpmv": "<|im_end|>",
+    "kimi_k3": "<|end_of_msg|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -387,6 +400,20 @@ _PLAMO3_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}assistant<|plamo:msg|>{%- endif -%}"
 )
+# Kimi K3's XTML messages; the generation prompt opens the assistant's message and its
+# think channel, or its response channel when the kwarg thinking (else enable_thinking)
+# is false.
+_K3_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "<|open|>message role=\"{{ m.role }}\"<|sep|>{{ m.content or '' }}<|close|>message<|sep|>"
+    "<|end_of_msg|>{%- endfor -%}"
+    '{%- if add_generation_prompt -%}<|open|>message role="assistant"<|sep|>'
+    "{%- if thinking is defined and thinking is not none -%}{%- set on = thinking -%}"
+    "{%- elif enable_thinking is defined -%}{%- set on = enable_thinking -%}"
+    "{%- else -%}{%- set on = true -%}{%- endif -%}"
+    "{%- if on -%}<|open|>think<|sep|>{%- else -%}<|open|>response<|sep|>{%- endif -%}"
+    "{%- endif -%}"
+)
 _TEMPLATES = {
     "kimi_k2": _KIMI_TEMPLATE,
     "minimax_m2": _CHATML_TEMPLATE,
@@ -413,6 +440,7 @@ _TEMPLATES = {
     "functiongemma": _CHATML_TEMPLATE,
     "plamo3": _PLAMO3_TEMPLATE,
     "minicpmv": _CHATML_TEMPLATE,
+    "kimi_k3": _K3_TEMPLATE,
 }
 
 

@@ -27,6 +27,7 @@ from recorder.families import (
     internlm,
     k2_horizon,
     kimi,
+    kimi_k3,
     ling3,
     llama,
     longcat,
@@ -83,6 +84,7 @@ FAMILIES = (
     functiongemma,
     plamo3,
     minicpm,
+    kimi_k3,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
