@@ -470,6 +470,13 @@ CONFIGS: dict[str, Config] = {
         call='<|action_start|><|plugin|>\n{"name": "save_note", "parameters": {"body": "x"}}'
         "<|action_end|>",
     ),
+    "apertus": Config(
+        "apertus",
+        None,
+        call_open='<|tools_prefix|>[{"save_note": {"body": ',
+        call='<|tools_prefix|>[{"save_note": {"body": "x", "n": [1, {"k": true}]}}]'
+        "<|tools_suffix|>",
+    ),
 }
 
 

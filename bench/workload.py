@@ -117,6 +117,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
+    "apertus": ("apertus", None, "apertus_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -380,6 +381,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dots_call": '<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">',
         "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
         '{"body": "',
+        "apertus_call": '<|tools_prefix|>[{"save_note": {"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -127,6 +127,9 @@ HOSTILE = [
     "<|action_start|><|plugin|>\n",
     '{"name": "count", "parameters": ',
     "<|action_end|>",
+    "<|tools_prefix|>",
+    '[{"count": {"n": ',
+    "<|tools_suffix|>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -169,6 +172,7 @@ CONFIGS = [
     ("olmo3", "olmo3"),
     (None, "dots"),
     (None, "internlm"),
+    (None, "apertus"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -85,6 +85,17 @@ def internlm_output(draw: st.DrawFn) -> str:
 
 
 @st.composite
+def apertus_output(draw: st.DrawFn) -> str:
+    """Text, then at most one Apertus block of calls (``[{name: arguments}, ...]``)."""
+    out = draw(text)
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        body = json.dumps([{name: arguments} for name, arguments in calls], ensure_ascii=False)
+        out += f"<|tools_prefix|>{body}<|tools_suffix|>" + draw(text)
+    return out
+
+
+@st.composite
 def pythonic_output(draw: st.DrawFn) -> str:
     calls = draw(st.lists(args, min_size=1, max_size=3))
     if draw(st.booleans()):
@@ -304,6 +315,7 @@ CONFIGS = {
     "olmo3": (("olmo3", None), olmo3_output()),
     "dots": (("dots", None), dots_output()),
     "internlm": (("internlm", None), internlm_output()),
+    "apertus": (("apertus", None), apertus_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -690,4 +690,21 @@ EXAMPLES: dict[str, Example] = {
             "<|action_end|><|im_end|>"
         ),
     ),
+    "apertus": Example(
+        family=(
+            "Apertus (a JSON array of `{name: arguments}` objects between "
+            "`<|tools_prefix|>` and `<|tools_suffix|>`; read chunk by chunk as vLLM does: "
+            "docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="apertus",
+        prompt=QWEN3_PROMPT,
+        output=(
+            # Text that shares a chunk with the block's markers is lost in vLLM's stream
+            # (and ours): the call alone.
+            "<|tools_prefix|>"
+            '[{"get_weather": {"city": "Paris", "unit": "celsius"}}]'
+            "<|tools_suffix|><|im_end|>"
+        ),
+    ),
 }

@@ -8,6 +8,7 @@ import operator
 from typing import Any
 
 from parsers.families import (
+    apertus,
     cohere_command,
     deepseek,
     dots,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     hy.FAMILY,
     dots.FAMILY,
     internlm.FAMILY,
+    apertus.FAMILY,
 )
 
 

@@ -205,6 +205,12 @@ CHUNK_DEPENDENT = {
         f"E6.{scenario}": "internlm-chunk-reading"
         for scenario in ("call_cut_length", "no_arguments", "other_action", "two_calls")
     },
+    # apertus sends a block chunk's content only with a call piece, holds a possible marker
+    # start, and cuts each reading's arguments: where chunk boundaries fall decides
+    **{
+        f"T6.{scenario}": "apertus-chunk-reading"
+        for scenario in ("call_cut_length", "content_then_call", "multibyte", "no_suffix")
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -271,6 +277,7 @@ _SYNTHETIC_BY_CONFIG = {
     "B2": "olmo3",
     "B3": "dots",
     "E6": "internlm2",
+    "T6": "apertus",
 }
 
 

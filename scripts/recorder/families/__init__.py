@@ -8,6 +8,7 @@ from typing import Any
 
 from recorder.common import Config
 from recorder.families import (
+    apertus,
     cohere,
     deepseek,
     dots,
@@ -77,6 +78,7 @@ FAMILIES = (
     hunyuan,
     dots,
     internlm,
+    apertus,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
