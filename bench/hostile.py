@@ -477,6 +477,12 @@ CONFIGS: dict[str, Config] = {
         call='<|tools_prefix|>[{"save_note": {"body": "x", "n": [1, {"k": true}]}}]'
         "<|tools_suffix|>",
     ),
+    "lfm2": Config(
+        "lfm2",
+        None,
+        call_open="<|tool_call_start|>[save_note(body=",
+        call="<|tool_call_start|>[save_note(body='x', n=[1, {'k': True}])]<|tool_call_end|>",
+    ),
 }
 
 

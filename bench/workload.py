@@ -118,6 +118,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
     "apertus": ("apertus", None, "apertus_call"),
+    "lfm2": ("lfm2", None, "lfm2_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -382,6 +383,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
         '{"body": "',
         "apertus_call": '<|tools_prefix|>[{"save_note": {"body": "',
+        "lfm2_call": "<|tool_call_start|>[save_note(body='",
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

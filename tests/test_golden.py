@@ -58,6 +58,7 @@ CONFIGS = (
     *("B1", "B2", "B3"),
     "E6",
     "T6",
+    "T5",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

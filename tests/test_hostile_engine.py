@@ -130,6 +130,9 @@ HOSTILE = [
     "<|tools_prefix|>",
     '[{"count": {"n": ',
     "<|tools_suffix|>",
+    "<|tool_call_start|>",
+    "[f(a='",
+    "<|tool_call_end|>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -173,6 +176,7 @@ CONFIGS = [
     (None, "dots"),
     (None, "internlm"),
     (None, "apertus"),
+    (None, "lfm2"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -96,6 +96,17 @@ def apertus_output(draw: st.DrawFn) -> str:
 
 
 @st.composite
+def lfm2_output(draw: st.DrawFn) -> str:
+    """Text, then at most one LFM2 call list, then text."""
+    out = draw(text)
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        rendered = [f"{n}({', '.join(f'{k}={v!r}' for k, v in a.items())})" for n, a in calls]
+        out += f"<|tool_call_start|>[{', '.join(rendered)}]<|tool_call_end|>" + draw(text)
+    return out
+
+
+@st.composite
 def pythonic_output(draw: st.DrawFn) -> str:
     calls = draw(st.lists(args, min_size=1, max_size=3))
     if draw(st.booleans()):
@@ -316,11 +327,12 @@ CONFIGS = {
     "dots": (("dots", None), dots_output()),
     "internlm": (("internlm", None), internlm_output()),
     "apertus": (("apertus", None), apertus_output()),
+    "lfm2": (("lfm2", None), lfm2_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,
-# docs/parity.md).
-STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm"})
+# docs/parity.md); lfm2's slices each reading by what was sent (lfm2-chunk-reading).
+STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm", "lfm2"})
 
 
 def _without_leading_think(output: str, config: str) -> str:

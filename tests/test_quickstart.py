@@ -87,6 +87,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "dots": lambda: synthetic_model("dots"),
     "internlm": lambda: synthetic_model("internlm2"),
     "apertus": lambda: synthetic_model("apertus"),
+    "lfm2": lambda: synthetic_model("lfm2"),
 }
 
 
@@ -186,6 +187,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "dots",  # its parser reads no reasoning
         "internlm",  # nor InternLM2
         "apertus",  # nor Apertus
+        "lfm2",  # nor LFM2
     }
 
 

@@ -135,7 +135,6 @@ NOT_YET = {
         "jamba",
         "k2_horizon",
         "kimi_k3",
-        "lfm2",
         "minicpm5",
         "plamo3",
     },

@@ -707,4 +707,19 @@ EXAMPLES: dict[str, Example] = {
             "<|tools_suffix|><|im_end|>"
         ),
     ),
+    "lfm2": Example(
+        family=(
+            "LFM2, LFM2.5 (pythonic calls between `<|tool_call_start|>` and "
+            "`<|tool_call_end|>`, repaired and read chunk by chunk as vLLM does: "
+            "docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="lfm2",
+        prompt=QWEN3_PROMPT,
+        output=(
+            f"{ANSWER}<|tool_call_start|>"
+            "[get_weather(city='Paris', unit='celsius')]"
+            "<|tool_call_end|><|im_end|>"
+        ),
+    ),
 }

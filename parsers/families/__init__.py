@@ -30,6 +30,7 @@ from parsers.families import (
     internlm,
     k2_horizon,
     kimi_k2,
+    lfm2,
     llama3_json,
     llama4_pythonic,
     minimax,
@@ -90,6 +91,7 @@ FAMILIES: tuple[Family, ...] = (
     dots.FAMILY,
     internlm.FAMILY,
     apertus.FAMILY,
+    lfm2.FAMILY,
 )
 
 

@@ -211,6 +211,9 @@ CHUNK_DEPENDENT = {
         f"T6.{scenario}": "apertus-chunk-reading"
         for scenario in ("call_cut_length", "content_then_call", "multibyte", "no_suffix")
     },
+    # lfm2 reads the list again each chunk and slices its JSON by what was sent: a string
+    # whose quotes nest, or a call cut short, sends what its chunks' readings let through
+    **{f"T5.{scenario}": "lfm2-chunk-reading" for scenario in ("call_cut_length", "nested_quotes")},
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -278,6 +281,7 @@ _SYNTHETIC_BY_CONFIG = {
     "B3": "dots",
     "E6": "internlm2",
     "T6": "apertus",
+    "T5": "lfm2",
 }
 
 

@@ -57,8 +57,9 @@ _MUSE_FRAMED = re.compile(
 
 
 # Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
-# gigachat3-opener-chunk, internlm-chunk-reading, apertus-chunk-reading).
-_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "apertus"})
+# gigachat3-opener-chunk, internlm-chunk-reading, apertus-chunk-reading,
+# lfm2-chunk-reading).
+_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "apertus", "lfm2"})
 
 
 def chunking_invariant(

@@ -161,6 +161,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "internlm2": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
     # Apertus' call block markers (ordinary tokens here, as InternLM2's).
     "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
+    # LFM2's call markers (ordinary tokens here, as InternLM2's).
+    "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -193,6 +195,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "dots": frozenset(),
     "internlm2": frozenset(),
     "apertus": frozenset(),
+    "lfm2": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -218,6 +221,7 @@ _EOS = {
     "dots": "<|im_end|>",
     "internlm2": "<|im_end|>",
     "apertus": "<|im_end|>",
+    "lfm2": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -383,6 +387,7 @@ _TEMPLATES = {
     "dots": _CHATML_TEMPLATE,
     "internlm2": _CHATML_TEMPLATE,
     "apertus": _CHATML_TEMPLATE,
+    "lfm2": _CHATML_TEMPLATE,
 }
 
 

@@ -27,6 +27,7 @@ from recorder.families import (
     internlm,
     k2_horizon,
     kimi,
+    lfm2,
     ling3,
     llama,
     longcat,
@@ -79,6 +80,7 @@ FAMILIES = (
     dots,
     internlm,
     apertus,
+    lfm2,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
