@@ -137,6 +137,8 @@ def _hold(held: str, text: str) -> tuple[str, str]:
     """vLLM's buffering: what goes out of ``held + text`` now, and what is held back
     (a proper prefix of a marker at the end)."""
     text = held + text
+    if "<" not in text[-_TAIL - 1 :]:
+        return text, ""  # every marker and each start of one holds a "<"
     for tag in (PREFIX, SUFFIX):
         if text.endswith(tag):
             return text, ""
@@ -274,6 +276,8 @@ class ApertusStream:
         sent = dump.sent + len(dump.over)
         if length <= dump.sent:
             common = length
+        elif not dump.over:
+            common = dump.sent
         else:
             seen = _span(dump, end, dump.sent, min(sent, length))
             common = dump.sent + common_length(dump.over, seen)
