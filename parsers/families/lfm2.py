@@ -16,9 +16,10 @@
 
 Reading the list again costs its length per chunk: those readings are allowed
 ``REREAD_PER_CHAR`` characters per character of output plus ``REREAD_FREE`` (as
-``internlm``'s), and a list is read again only while it is at most ``READ_LIMIT``
-characters (docs/parity.md, lfm2-reread-budget); past either, the chunks send no call
-pieces until the end marker, whose reading (once, kept) sends the rest.
+``internlm``'s; a chunk past the allowance is not read, its pieces go with a later chunk
+the grown allowance covers), and a list is read again only while it is at most
+``READ_LIMIT`` characters; the end marker's reading (once, kept) sends the rest
+(docs/parity.md, lfm2-reread-budget).
 """
 
 from __future__ import annotations
