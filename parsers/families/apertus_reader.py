@@ -93,7 +93,6 @@ class ElementDump(Struct):
 
     name: str | None = None
     null: bool = False
-    closed: bool = False
     head: GrowingText = field(default_factory=GrowingText)
     strip_from: int = 0
     number_strip: int = -1  # the head's stripped length before a trailing number
@@ -254,7 +253,6 @@ class BlockReader:
         r.pieces.clear()
         dump.name = r.name if r.args_kept else None
         dump.null = r.args_null
-        dump.closed = r.done
         dump.volatile = "" if r.done else reader.volatile()
         if not r.done:
             self._rebase(r)
