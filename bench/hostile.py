@@ -520,6 +520,19 @@ CONFIGS: dict[str, Config] = {
         "</ifm|arg_value></ifm|tool_call>",
         section="<ifm|tool_calls>",
     ),
+    "apertus": Config(
+        "apertus",
+        None,
+        call_open='<|tools_prefix|>[{"save_note": {"body": ',
+        call='<|tools_prefix|>[{"save_note": {"body": "x", "n": [1, {"k": true}]}}]'
+        "<|tools_suffix|>",
+    ),
+    "lfm2": Config(
+        "lfm2",
+        None,
+        call_open="<|tool_call_start|>[save_note(body=",
+        call="<|tool_call_start|>[save_note(body='x', n=[1, {'k': True}])]<|tool_call_end|>",
+    ),
 }
 
 

@@ -123,6 +123,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "minicpm5": ("minicpm5", None, "minicpm5_call"),
     "kimi_k3+kimi_k3": ("kimi_k3", "kimi_k3", "kimi_k3_call"),
     "k2_horizon (tools)": ("k2_horizon", None, "k2_horizon_call"),
+    "apertus": ("apertus", None, "apertus_call"),
+    "lfm2": ("lfm2", None, "lfm2_call"),
 }
 # PLaMo 3: its requests block, one request's name, its arguments opened to a string.
 PLAMO3_SECTION = "<|plamo:begin_tool_requests:plamo|>"
@@ -433,6 +435,8 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "minicpm5_call": '<function name="save_note"><param name="body">',
         "kimi_k3_call": "Short thought." + K3_CALL_OPEN,
         "k2_horizon_call": K2H_CALL_OPEN,
+        "apertus_call": '<|tools_prefix|>[{"save_note": {"body": "',
+        "lfm2_call": "<|tool_call_start|>[save_note(body='",
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -64,6 +64,8 @@ CONFIGS = (
     *("K2", "K3"),
     "K4",
     "K5",
+    "T6",
+    "T5",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -150,6 +150,12 @@ HOSTILE = [
     "<ifm|arg_value>",
     "</ifm|arg_value>",
     "<ifm|arg_",
+    "<|tools_prefix|>",
+    '[{"count": {"n": ',
+    "<|tools_suffix|>",
+    "<|tool_call_start|>",
+    "[f(a='",
+    "<|tool_call_end|>",
 ]
 DEEP = "[" * 1200
 CONFIGS = [
@@ -202,6 +208,8 @@ CONFIGS = [
     ("kimi_k3", None),
     (None, "kimi_k3"),
     (None, "k2_horizon"),
+    (None, "apertus"),
+    (None, "lfm2"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

@@ -98,6 +98,27 @@ def functiongemma_output(draw: st.DrawFn) -> str:
     return out + draw(st.one_of(st.just(""), text))
 
 
+def apertus_output(draw: st.DrawFn) -> str:
+    """Text, then at most one Apertus block of calls (``[{name: arguments}, ...]``)."""
+    out = draw(text)
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        body = json.dumps([{name: arguments} for name, arguments in calls], ensure_ascii=False)
+        out += f"<|tools_prefix|>{body}<|tools_suffix|>" + draw(text)
+    return out
+
+
+@st.composite
+def lfm2_output(draw: st.DrawFn) -> str:
+    """Text, then at most one LFM2 call list, then text."""
+    out = draw(text)
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        rendered = [f"{n}({', '.join(f'{k}={v!r}' for k, v in a.items())})" for n, a in calls]
+        out += f"<|tool_call_start|>[{', '.join(rendered)}]<|tool_call_end|>" + draw(text)
+    return out
+
+
 @st.composite
 def pythonic_output(draw: st.DrawFn) -> str:
     calls = draw(st.lists(args, min_size=1, max_size=3))
@@ -408,13 +429,14 @@ CONFIGS = {
     "kimi_k3+kimi_k3": (("kimi_k3", "kimi_k3"), kimi_k3_output()),
     "kimi_k3": ((None, "kimi_k3"), kimi_k3_output()),
     "k2_horizon (tools)": (("k2_horizon", None), k2_horizon_output()),
+    "apertus": (("apertus", None), apertus_output()),
+    "lfm2": (("lfm2", None), lfm2_output()),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,
-# docs/parity.md).
-# functiongemma's arguments go out cut by the length sent (functiongemma-chunk-reading).
-STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm", "functiongemma"})
-STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm", "minicpm5"})
+# docs/parity.md); functiongemma's and lfm2's arguments go out cut by the length sent
+# (functiongemma-chunk-reading, lfm2-chunk-reading).
+STEPPED_CALLS = frozenset({"ernie45", "step3", "internlm", "functiongemma", "minicpm5", "lfm2"})
 
 
 def _without_leading_think(output: str, config: str) -> str:

@@ -92,6 +92,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     # Its markup is plain text: Qwen3's vocabulary stands in.
     "minicpm5": lambda: "qwen3",
     "kimi-k3": lambda: synthetic_model("kimi_k3"),
+    "apertus": lambda: synthetic_model("apertus"),
+    "lfm2": lambda: synthetic_model("lfm2"),
 }
 
 
@@ -202,6 +204,8 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "internlm",  # nor InternLM2
         "functiongemma",  # nor FunctionGemma
         "minicpm5",  # nor MiniCPM5's
+        "apertus",  # nor Apertus
+        "lfm2",  # nor LFM2
     }
 
 

@@ -765,4 +765,36 @@ EXAMPLES: dict[str, Example] = {
             "<|close|>message<|sep|><|end_of_msg|>"
         ),
     ),
+    "apertus": Example(
+        family=(
+            "Apertus (a JSON array of `{name: arguments}` objects between "
+            "`<|tools_prefix|>` and `<|tools_suffix|>`; read chunk by chunk as vLLM does: "
+            "docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="apertus",
+        prompt=QWEN3_PROMPT,
+        output=(
+            # Text that shares a chunk with the block's markers is lost in vLLM's stream
+            # (and ours): the call alone.
+            "<|tools_prefix|>"
+            '[{"get_weather": {"city": "Paris", "unit": "celsius"}}]'
+            "<|tools_suffix|><|im_end|>"
+        ),
+    ),
+    "lfm2": Example(
+        family=(
+            "LFM2, LFM2.5 (pythonic calls between `<|tool_call_start|>` and "
+            "`<|tool_call_end|>`, repaired and read chunk by chunk as vLLM does: "
+            "docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="lfm2",
+        prompt=QWEN3_PROMPT,
+        output=(
+            f"{ANSWER}<|tool_call_start|>"
+            "[get_weather(city='Paris', unit='celsius')]"
+            "<|tool_call_end|><|im_end|>"
+        ),
+    ),
 }

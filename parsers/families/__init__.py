@@ -8,6 +8,7 @@ import operator
 from typing import Any
 
 from parsers.families import (
+    apertus,
     cohere_command,
     deepseek,
     dots,
@@ -31,6 +32,7 @@ from parsers.families import (
     k2_horizon,
     kimi_k2,
     kimi_k3,
+    lfm2,
     llama3_json,
     llama4_pythonic,
     minicpm5,
@@ -98,6 +100,8 @@ FAMILIES: tuple[Family, ...] = (
     minicpmv.FAMILY,
     minicpm5.FAMILY,
     kimi_k3.FAMILY,
+    apertus.FAMILY,
+    lfm2.FAMILY,
 )
 
 

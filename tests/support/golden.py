@@ -230,6 +230,15 @@ CHUNK_DEPENDENT = {
             "unknown_tool", "usage_chunk",
         )
     },
+    # apertus sends a block chunk's content only with a call piece, holds a possible marker
+    # start, and cuts each reading's arguments: where chunk boundaries fall decides
+    **{
+        f"T6.{scenario}": "apertus-chunk-reading"
+        for scenario in ("call_cut_length", "content_then_call", "multibyte", "no_suffix")
+    },
+    # lfm2 reads the list again each chunk and slices its JSON by what was sent: a string
+    # whose quotes nest, or a call cut short, sends what its chunks' readings let through
+    **{f"T5.{scenario}": "lfm2-chunk-reading" for scenario in ("call_cut_length", "nested_quotes")},
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -307,6 +316,8 @@ _SYNTHETIC_BY_CONFIG = {
     "K3": "kimi_k3",
     "K4": "k2_horizon",
     "K5": "kimi_k3",
+    "T6": "apertus",
+    "T5": "lfm2",
 }
 
 

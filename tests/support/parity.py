@@ -81,10 +81,11 @@ def _k3_claimed(output: str, with_reasoning: bool) -> bool:
 
 
 # Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
-# gigachat3-opener-chunk, internlm-chunk-reading, functiongemma-chunk-reading).
-_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "functiongemma"})
-# gigachat3-opener-chunk, internlm-chunk-reading).
-_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "minicpm5"})
+# gigachat3-opener-chunk, internlm-chunk-reading, functiongemma-chunk-reading,
+# minicpm5-chunk-reading, apertus-chunk-reading, lfm2-chunk-reading).
+_CHUNKED_TOOLS = frozenset(
+    {"gigachat3", "internlm", "functiongemma", "minicpm5", "apertus", "lfm2"}
+)
 
 
 def chunking_invariant(

@@ -186,6 +186,10 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "minicpmv": ("<|reserved_12|>", "<|reserved_13|>", "<|reserved_14|>", "<|reserved_15|>"),
     # Kimi K3's XTML element markers and its end of message, all special.
     "kimi_k3": ("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"),
+    # Apertus' call block markers (ordinary tokens here, as InternLM2's).
+    "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
+    # LFM2's call markers (ordinary tokens here, as InternLM2's).
+    "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -221,6 +225,8 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "plamo3": frozenset({"<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:tag|>"}),
     "minicpmv": frozenset(FAMILY_TOKENS["minicpmv"]),
     "kimi_k3": frozenset(FAMILY_TOKENS["kimi_k3"]),
+    "apertus": frozenset(),
+    "lfm2": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -249,6 +255,8 @@ _EOS = {
     "plamo3": "<|plamo:tag|>",
     "minicpmv": "<|im_end|>",
     "kimi_k3": "<|end_of_msg|>",
+    "apertus": "<|im_end|>",
+    "lfm2": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -441,6 +449,8 @@ _TEMPLATES = {
     "plamo3": _PLAMO3_TEMPLATE,
     "minicpmv": _CHATML_TEMPLATE,
     "kimi_k3": _K3_TEMPLATE,
+    "apertus": _CHATML_TEMPLATE,
+    "lfm2": _CHATML_TEMPLATE,
 }
 
 

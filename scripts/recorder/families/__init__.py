@@ -8,6 +8,7 @@ from typing import Any
 
 from recorder.common import Config
 from recorder.families import (
+    apertus,
     cohere,
     deepseek,
     dots,
@@ -28,6 +29,7 @@ from recorder.families import (
     k2_horizon,
     kimi,
     kimi_k3,
+    lfm2,
     ling3,
     llama,
     longcat,
@@ -85,6 +87,8 @@ FAMILIES = (
     plamo3,
     minicpm,
     kimi_k3,
+    apertus,
+    lfm2,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
