@@ -470,6 +470,13 @@ CONFIGS: dict[str, Config] = {
         call='<|action_start|><|plugin|>\n{"name": "save_note", "parameters": {"body": "x"}}'
         "<|action_end|>",
     ),
+    "jamba": Config(
+        "jamba",
+        None,
+        call_open='<tool_calls>[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="<tool_calls>[",
+    ),
 }
 
 

@@ -117,6 +117,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
+    "jamba": ("jamba", None, "jamba_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -316,6 +317,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_m3_markers()
     if tool in ("hy_v3", "hy_v4"):
         return qwen3_with_hy_markers()
+    if tool == "jamba":  # its two markers are HY's
+        return qwen3_with_hy_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -380,6 +383,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "dots_call": '<dots_function_call>\n<invoke name="save_note">\n<parameter name="body">',
         "internlm_call": '<|action_start|><|plugin|>\n{"name": "save_note", "parameters": '
         '{"body": "',
+        "jamba_call": '<tool_calls>[{"name": "save_note", "arguments": {"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -1,4 +1,4 @@
-"""Stream generated ERNIE-4.5, Step-3 and InternLM2 outputs through vLLM 0.33.0's parsers
+"""Stream generated ERNIE-4.5, Step-3, InternLM2 and Jamba outputs through vLLM 0.33.0's parsers
 and ours.
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
@@ -20,6 +20,7 @@ counts and the first mismatches; the exit status is 1 on any mismatch.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import random
 import sys
@@ -32,11 +33,12 @@ from vllm.reasoning.ernie45_reasoning_parser import Ernie45ReasoningParser
 from vllm.reasoning.step3_reasoning_parser import Step3ReasoningParser
 from vllm.tool_parsers.ernie45_tool_parser import Ernie45ToolParser
 from vllm.tool_parsers.internlm2_tool_parser import Internlm2ToolParser
+from vllm.tool_parsers.jamba_tool_parser import JambaToolParser
 from vllm.tool_parsers.step3_tool_parser import Step3ToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.families import ernie45, internlm, step3
+from parsers.families import ernie45, internlm, jamba, step3
 from parsers.types import Delta, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 
 TOOLS = [
@@ -143,6 +145,30 @@ INTERNLM = Family(
     ["<|action_start|>", "<|plugin|>", "<|action_end|>"],
     ["\n", " ", "hi", "é", '"', "{", "}", '"name": "f"', ', "arguments": {"a": [1, 2', "]}"],
     [INTERNLM_CALL, INTERNLM_CALL.replace('"Paris"', '"Par'), INTERNLM_CALL.replace("}}", "}")],
+)
+JAMBA_CALLS = [
+    ("get_weather", {"city": "Paris", "n": 3}),
+    ("count", {"x": {"deep": [1, {"y": "z"}], "s": "a, b"}, "flag": True}),
+    ("get_weather", "Paris"),
+    ("count", {}),
+]
+JAMBA = Family(
+    [jamba.START, jamba.END],
+    [
+        *("\n", " ", "hi", "é", '"', "'", "{", "}", "[", "]", ", ", ": ", "1", "2.5", "null"),
+        *('"name": "count"', '"arguments": ', '{"city": "Par', 'is"}', "\\u00e9", "<tool_"),
+        *("calls>", "</tool_", '{"name": "get_weather", "arguments": {"n": [1, 2'),
+    ],
+    [
+        *(
+            jamba.START + json.dumps([{"name": n, "arguments": a}]) + jamba.END
+            for n, a in JAMBA_CALLS
+        ),
+        jamba.START + json.dumps([{"name": n, "arguments": a} for n, a in JAMBA_CALLS[:2]]),
+        jamba.START + json.dumps([{"name": n, "arguments": a} for n, a in JAMBA_CALLS], indent=1),
+        jamba.START + json.dumps([{"name": "count"}, {"name": 5, "arguments": {}}]) + jamba.END,
+        jamba.START + '[{"name":"get_weather","arguments":{"city":"Tōkyō","n":1}}]' + jamba.END,
+    ],
 )
 # A parser that raises: vLLM's server fails the request (ours refuses it, OutputRefused).
 RAISES = "raises"
@@ -286,6 +312,11 @@ def internlm_parsers(family: Family) -> tuple[Any, ...]:
     )
 
 
+def jamba_parsers(family: Family) -> tuple[Any, ...]:
+    stream = jamba.JambaStream(family.vocab[jamba.START], "seed", jamba.JambaState())
+    return JambaToolParser(family.tokenizer()), None, stream, None, jamba.JambaTools(), None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--outputs", type=int, default=3000)
@@ -298,6 +329,7 @@ def main() -> None:
         ("ernie45", ERNIE, ernie_parsers),
         ("step3", STEP3, step3_parsers),
         ("internlm", INTERNLM, internlm_parsers),
+        ("jamba", JAMBA, jamba_parsers),
     ):
         mismatches = [p for _ in range(args.outputs) if (p := check(family, rng, build))]
         print(f"{name}: {args.outputs} outputs, {len(mismatches)} mismatches")

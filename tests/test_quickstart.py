@@ -86,6 +86,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3-instruct": lambda: synthetic_model("olmo3"),
     "dots": lambda: synthetic_model("dots"),
     "internlm": lambda: synthetic_model("internlm2"),
+    "jamba": lambda: synthetic_model("jamba"),
 }
 
 
@@ -184,6 +185,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "olmo3-instruct",  # after olmo3 reasoning vLLM's stream reads no call
         "dots",  # its parser reads no reasoning
         "internlm",  # nor InternLM2
+        "jamba",  # nor Jamba
     }
 
 

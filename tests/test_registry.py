@@ -133,7 +133,6 @@ NOT_YET = {
         "beam",
         "functiongemma",
         "hf",
-        "jamba",
         "k2_horizon",
         "kimi_k3",
         "lfm2",

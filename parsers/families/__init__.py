@@ -27,6 +27,7 @@ from parsers.families import (
     hy,
     inkling,
     internlm,
+    jamba,
     k2_horizon,
     kimi_k2,
     llama3_json,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     hy.FAMILY,
     dots.FAMILY,
     internlm.FAMILY,
+    jamba.FAMILY,
 )
 
 

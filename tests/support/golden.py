@@ -205,6 +205,16 @@ CHUNK_DEPENDENT = {
         f"E6.{scenario}": "internlm-chunk-reading"
         for scenario in ("call_cut_length", "no_arguments", "other_action", "two_calls")
     },
+    # jamba loses the text before <tool_calls> in the marker's chunk, sends the first
+    # arguments up to the chunk's text (none while that text is not in their dump), and
+    # then the middle two readings do not share
+    **{
+        f"T3.{scenario}": "jamba-chunk-reading"
+        for scenario in (
+            "arguments_not_object", "call_cut_length", "compact_json", "content_then_call",
+            "multibyte",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -271,6 +281,7 @@ _SYNTHETIC_BY_CONFIG = {
     "B2": "olmo3",
     "B3": "dots",
     "E6": "internlm2",
+    "T3": "jamba",
 }
 
 

@@ -57,8 +57,8 @@ _MUSE_FRAMED = re.compile(
 
 
 # Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
-# gigachat3-opener-chunk, internlm-chunk-reading).
-_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm"})
+# gigachat3-opener-chunk, internlm-chunk-reading, jamba-chunk-reading).
+_CHUNKED_TOOLS = frozenset({"gigachat3", "internlm", "jamba"})
 
 
 def chunking_invariant(

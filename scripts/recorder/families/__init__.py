@@ -24,6 +24,7 @@ from recorder.families import (
     hunyuan,
     inkling,
     internlm,
+    jamba,
     k2_horizon,
     kimi,
     ling3,
@@ -77,6 +78,7 @@ FAMILIES = (
     hunyuan,
     dots,
     internlm,
+    jamba,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
