@@ -151,6 +151,7 @@ JAMBA_CALLS = [
     ("count", {"x": {"deep": [1, {"y": "z"}], "s": "a, b"}, "flag": True}),
     ("get_weather", "Paris"),
     ("count", {}),
+    ("get_weather", {"city": "Paris is  nice... really!!  ok\u3000 end", "s": ["a b", "c"]}),
 ]
 JAMBA = Family(
     [jamba.START, jamba.END],
@@ -158,6 +159,7 @@ JAMBA = Family(
         *("\n", " ", "hi", "é", '"', "'", "{", "}", "[", "]", ", ", ": ", "1", "2.5", "null"),
         *('"name": "count"', '"arguments": ', '{"city": "Par', 'is"}', "\\u00e9", "<tool_"),
         *("calls>", "</tool_", '{"name": "get_weather", "arguments": {"n": [1, 2'),
+        *("!!", "...", "word ", "  ", "\u3000", "a.b", "é!"),
     ],
     [
         *(
@@ -168,6 +170,8 @@ JAMBA = Family(
         jamba.START + json.dumps([{"name": n, "arguments": a} for n, a in JAMBA_CALLS], indent=1),
         jamba.START + json.dumps([{"name": "count"}, {"name": 5, "arguments": {}}]) + jamba.END,
         jamba.START + '[{"name":"get_weather","arguments":{"city":"Tōkyō","n":1}}]' + jamba.END,
+        # Punctuation that vLLM's common suffix reaches into (a rotated middle).
+        jamba.START + '[{"name": "count", "arguments": {"a": "ab..x.!a! . .a..é.\u3000w "}}]',
     ],
 )
 # A parser that raises: vLLM's server fails the request (ours refuses it, OutputRefused).

@@ -12,7 +12,7 @@ from parsers.families.jamba import END, START, JambaState, JambaStream, extract_
 from parsers.types import Delta
 
 START_ID = 7
-ARGUMENTS = {"body": "word " * 20_000, "n": [1, 2.5, None]}
+ARGUMENTS = {"body": "word " * 20_000, "unit": "celsius"}  # vLLM drops some closers
 CALLS = START + json.dumps([{"name": "save_note", "arguments": ARGUMENTS}]) + END
 
 
@@ -69,12 +69,28 @@ def test_one_shot_reads_as_vllm_does(
     assert found.content == (content if called else output)
 
 
+def test_a_long_string_argument_costs_what_each_chunk_adds() -> None:
+    """Text that only lengthens an open string is not read again (string mode); what
+    follows the string reads the call again, within the budget."""
+    pieces = _pieces("Saving." + CALLS, 4)
+    stream, deltas = _stream(pieces[:-20])
+    assert stream.s.string is not None and stream.s.reread < 2 * len(stream.s.held)
+    deltas += [stream.stream(piece, [1]) for piece in pieces[-20:]]
+    content, names, arguments = _fold(deltas)
+    rest = stream.remaining_arguments()
+    settled = _fold([stream.finish()])[2].get(0, "")
+    assert (content, names) == ("Saving.", ["save_note"])
+    assert json.loads(arguments[0] + rest + settled) == ARGUMENTS
+
+
 def test_a_call_past_the_reread_budget_is_settled_by_the_last_chunk() -> None:
-    stream, deltas = _stream(_pieces("Saving." + CALLS, 4))
+    escaped = {"body": 'say \\"hi\\" ' * 10_000}
+    calls = START + json.dumps([{"name": "save_note", "arguments": escaped}]) + END
+    stream, deltas = _stream(_pieces("Saving." + calls, 4))
     assert stream.s.starved  # 100 KB read again per chunk is past the budget
     content, names, arguments = _fold([*deltas, stream.finish()])
     assert (content, names) == ("Saving.", ["save_note"])
-    assert json.loads(arguments[0]) == ARGUMENTS
+    assert json.loads(arguments[0]) == escaped
 
 
 def test_text_after_the_calls_is_not_read_again() -> None:

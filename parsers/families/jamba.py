@@ -143,6 +143,28 @@ class ArrayScan(Struct):
 
 _WS = " \t\r\n"
 _STRUCTURE = re.compile(r'["\\{}\[\]]')
+# Text that only lengthens an open string as vLLM reads it: no quote, backslash, marker
+# start or control character.
+_NOT_PLAIN = re.compile(r'["\\<\x00-\x1f]')
+_MARK = "\ue000"  # stands for the open string's end in one reading on entry
+# How far back the arguments' dump is kept in string mode: the common suffix vLLM finds
+# may reach into it (a run of punctuation); past that the call is read again.
+_TAIL = 256
+
+
+class StringMode(Struct):
+    """The current call's arguments while its text ends inside one of their strings and
+    only lengthens it: the dump up to the string's visible end (``head``, its last
+    characters ``tail``), what follows it (``closer``), and the string's trailing white
+    space, which partial_json_parser strips until more text follows."""
+
+    head: GrowingText
+    tail: str
+    closer: str
+    space: GrowingText = field(default_factory=GrowingText)
+
+    def dump(self) -> str:
+        return self.head.text() + self.closer
 
 
 class JambaState(Struct, tag="jamba"):
@@ -169,6 +191,7 @@ class JambaState(Struct, tag="jamba"):
     read_truthy: bool = False
     read_expected: str = ""  # its arguments as vLLM's server compares them at the end
     repeat: str = ""  # the array is closed and every step repeats: "none" or "empty"
+    string: StringMode | None = None  # the arguments read as their open string grows
     reread: int = 0
     starved: bool = False
 
@@ -202,10 +225,19 @@ class JambaStream:
             return None
         if s.repeat:
             return self._repeat()
+        if s.string is not None:
+            if s.end < 0 and not _NOT_PLAIN.search(text):
+                delta = self._lengthen(text)
+                if delta is not None:
+                    return delta
+            self._leave_string()
         try:
-            return self._step(text)
+            delta = self._step(text)
         except _SWALLOWED:
             return None
+        if delta is not None and s.named and not _NOT_PLAIN.search(text):
+            self._enter_string()
+        return delta
 
     # ------------------------------------------------------------------ the region
 
@@ -220,6 +252,7 @@ class JambaStream:
             s.region = s.searched = at + len(START)
             s.end, s.end_searched = -1, s.region
             s.scan, s.repeat = ArrayScan(), ""
+            self._leave_string()
         s.searched = max(s.searched, len(held) - len(START) + 1)
         if s.end < 0:
             at = held.find(END, s.end_searched)
@@ -392,6 +425,80 @@ class JambaStream:
         self._settle("empty" if dump == before else "")
         return self._piece(piece)
 
+    # ------------------------------------------------------------------ string mode
+
+    def _enter_string(self) -> None:
+        """After an arguments step whose chunk only lengthened a string the call's text
+        ends in: where that string's end lies in the arguments' dump, from one reading
+        with a mark there (only where the dump holds it once, as the step's dump)."""
+        s = self.s
+        scan = s.scan
+        held_end = len(s.held)
+        if not (
+            s.end < 0
+            and s.read_truthy
+            and s.read_dump is not None
+            and scan.phase == "call"
+            and scan.in_string
+            and not scan.escape
+            and scan.pos == held_end - s.region
+            and s.current < len(scan.starts)
+            and not s.held[held_end - 1].isspace()
+        ):
+            return
+        read = self._read_text()
+        if read is None or not read[1] or _MARK in read[0]:
+            return
+        try:
+            call = partial_json_parser.loads(read[0] + _MARK, _NAMED)[0]
+            marked = _dump(call.get("arguments"))
+        except _SWALLOWED:
+            return
+        if marked[:1] not in ("{", "[") or marked.count(_MARK) != 1:
+            return
+        head, closer = marked.split(_MARK)
+        if head + closer != s.read_dump:
+            return
+        s.string = StringMode(GrowingText([head], len(head)), head[-_TAIL:], closer)
+
+    def _lengthen(self, text: str) -> Delta | None:
+        """A chunk that only lengthens the open string: the middle vLLM's next reading
+        adds, found from the dump's end (None: that end is not kept far enough back)."""
+        s = self.s
+        mode = s.string
+        assert mode is not None
+        visible = text.rstrip()
+        if not visible:
+            mode.space.append(text)
+            return self._sent_piece("")
+        added = mode.space.text() + visible
+        tail = mode.tail
+        grown = tail + added
+        # The common suffix past the closer: equal characters that are not alphanumeric.
+        same = 0
+        while same < len(tail) and grown[-1 - same] == tail[-1 - same]:
+            if grown[-1 - same].isalnum():
+                break
+            same += 1
+        if same == len(tail) and len(tail) < len(mode.head):
+            return None
+        mode.head.append(added)
+        mode.tail = grown[-_TAIL:]
+        mode.space = GrowingText([text[len(visible) :]], len(text) - len(visible))
+        start = len(tail) - same
+        return self._sent_piece(grown[start : start + len(added)])
+
+    def _sent_piece(self, piece: str) -> Delta:
+        self._send(piece)
+        return self._piece(piece)
+
+    def _leave_string(self) -> None:
+        """Back to reading the call: the last reading's dump is the kept one."""
+        s = self.s
+        if s.string is not None:
+            s.read_dump = s.read_expected = s.string.dump()
+            s.string = None
+
     def _next_call(self, length: int, current: Any) -> Delta | None:
         """Start the next call: first what the current one's dump adds to what was sent."""
         s = self.s
@@ -450,6 +557,7 @@ class JambaStream:
         s = self.s
         if s.read < 0 or s.starved:
             return ""
+        self._leave_string()
         sent = s.streamed[s.read].text() if s.read < len(s.streamed) else ""
         if not s.read_expected.startswith(sent):
             return ""
