@@ -24,10 +24,11 @@ vLLM 0.33.0 reads them with a legacy parser, reproduced here:
 vLLM reads the whole array again each chunk. Here the calls before the current one are
 complete JSON objects (a scan of the array checks it once, as it grows), so only the
 current call and what follows it are read again; where the array is anything else, it
-is read whole, as vLLM reads it. Reading again costs the text read: the readings are
-bounded as ``internlm``'s are (``REREAD_PER_CHAR``; docs/parity.md, jamba-reread-budget),
-and once the array is closed and a step reads what the step before it read, later
-chunks repeat that step without reading.
+is read whole, as vLLM reads it. A chunk that only lengthens an open string of the
+arguments is not read at all (``StringMode``), and once the array is closed and a step
+reads what the step before it read, later chunks repeat that step without reading.
+Other readings cost the text read again: they are bounded as ``internlm``'s are
+(``REREAD_PER_CHAR``; docs/parity.md, jamba-reread-budget).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from partial_json_parser.core.options import Allow
 from parsers.family import Family, Request, Tools, reuse
 from parsers.growing_text import GrowingText
 from parsers.ids import opening_call_delta
+from parsers.readers.partialjson import common_length
 from parsers.types import (
     Delta,
     DeltaToolCall,
@@ -110,11 +112,7 @@ def _middle(new: str, old: str) -> str:
     suffix = 0
     while suffix < size and new[-1 - suffix] == old[-1 - suffix] and not new[-1 - suffix].isalnum():
         suffix += 1
-    head = old[: len(old) - suffix]
-    prefix = 0
-    limit = min(len(new), len(head))
-    while prefix < limit and new[prefix] == head[prefix]:
-        prefix += 1
+    prefix = common_length(new, old[: len(old) - suffix])
     diff = new[: len(new) - suffix]
     return diff[prefix:] if prefix <= len(diff) else diff
 
