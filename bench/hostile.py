@@ -533,6 +533,13 @@ CONFIGS: dict[str, Config] = {
         call_open="<|tool_call_start|>[save_note(body=",
         call="<|tool_call_start|>[save_note(body='x', n=[1, {'k': True}])]<|tool_call_end|>",
     ),
+    "jamba": Config(
+        "jamba",
+        None,
+        call_open='<tool_calls>[{"name": "save_note", "arguments": {"body": ',
+        call='{"name": "save_note", "arguments": {"body": "x"}}, ',
+        section="<tool_calls>[",
+    ),
 }
 
 

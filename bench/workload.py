@@ -125,6 +125,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "k2_horizon (tools)": ("k2_horizon", None, "k2_horizon_call"),
     "apertus": ("apertus", None, "apertus_call"),
     "lfm2": ("lfm2", None, "lfm2_call"),
+    "jamba": ("jamba", None, "jamba_call"),
 }
 # PLaMo 3: its requests block, one request's name, its arguments opened to a string.
 PLAMO3_SECTION = "<|plamo:begin_tool_requests:plamo|>"
@@ -366,6 +367,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_plamo3_markers()
     if tool == "kimi_k3":
         return qwen3_with_k3_markers()
+    if tool == "jamba":  # its two markers are HY's
+        return qwen3_with_hy_markers()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 
@@ -437,6 +440,7 @@ def parser_output(tokenizer: Tokenizer, kind: str, tokens: int) -> list[int]:
         "k2_horizon_call": K2H_CALL_OPEN,
         "apertus_call": '<|tools_prefix|>[{"save_note": {"body": "',
         "lfm2_call": "<|tool_call_start|>[save_note(body='",
+        "jamba_call": '<tool_calls>[{"name": "save_note", "arguments": {"body": "',
     }[kind]
     return repeat_to(tokenizer.encode(head), tokenizer.encode(SENTENCE), tokens)
 

@@ -1,12 +1,12 @@
-"""Stream generated ERNIE-4.5, Step-3, InternLM2, FunctionGemma and MiniCPM5 outputs through
-vLLM 0.33.0's parsers and ours.
+"""Stream generated ERNIE-4.5, Step-3, InternLM2, FunctionGemma, MiniCPM5 and Jamba outputs
+through vLLM 0.33.0's parsers and ours.
 
 Run it with the oracle's Python (vLLM 0.33.0 installed), from the repository:
 
     ../oracle-copy/venv/bin/python scripts/check_legacy_parsers.py [--outputs 3000] [--seed 0]
         [--only NAME]
 
-The golden corpus (E1-E4, E6, T1, M4) pins these parsers on a synthetic tokenizer; this compares
+The golden corpus (E1-E4, E6, T1, M4, T3) pins these parsers on a synthetic tokenizer; this compares
 them with vLLM's classes directly on outputs no transcript holds: random runs of the
 families' markers, call markup and text pieces (ERNIE's ``<0x0A>`` newline token
 included), cut into random chunks. Each chunk goes to vLLM's legacy streaming methods
@@ -21,6 +21,7 @@ counts and the first mismatches; the exit status is 1 on any mismatch.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import random
 import sys
@@ -34,12 +35,13 @@ from vllm.reasoning.step3_reasoning_parser import Step3ReasoningParser
 from vllm.tool_parsers.ernie45_tool_parser import Ernie45ToolParser
 from vllm.tool_parsers.functiongemma_tool_parser import FunctionGemmaToolParser
 from vllm.tool_parsers.internlm2_tool_parser import Internlm2ToolParser
+from vllm.tool_parsers.jamba_tool_parser import JambaToolParser
 from vllm.tool_parsers.minicpm5xml_tool_parser import MiniCPM5XMLToolParser
 from vllm.tool_parsers.step3_tool_parser import Step3ToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.families import ernie45, functiongemma, internlm, minicpm5, step3
+from parsers.families import ernie45, functiongemma, internlm, jamba, minicpm5, step3
 from parsers.types import Delta, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 
 TOOLS = [
@@ -210,6 +212,34 @@ MINICPM5 = Family(
         '<function name="get_details_by_phone"><param name="phone">1</param></function>',
     ],
 )
+JAMBA_CALLS = [
+    ("get_weather", {"city": "Paris", "n": 3}),
+    ("count", {"x": {"deep": [1, {"y": "z"}], "s": "a, b"}, "flag": True}),
+    ("get_weather", "Paris"),
+    ("count", {}),
+    ("get_weather", {"city": "Paris is  nice... really!!  ok\u3000 end", "s": ["a b", "c"]}),
+]
+JAMBA = Family(
+    [jamba.START, jamba.END],
+    [
+        *("\n", " ", "hi", "é", '"', "'", "{", "}", "[", "]", ", ", ": ", "1", "2.5", "null"),
+        *('"name": "count"', '"arguments": ', '{"city": "Par', 'is"}', "\\u00e9", "<tool_"),
+        *("calls>", "</tool_", '{"name": "get_weather", "arguments": {"n": [1, 2'),
+        *("!!", "...", "word ", "  ", "\u3000", "a.b", "é!"),
+    ],
+    [
+        *(
+            jamba.START + json.dumps([{"name": n, "arguments": a}]) + jamba.END
+            for n, a in JAMBA_CALLS
+        ),
+        jamba.START + json.dumps([{"name": n, "arguments": a} for n, a in JAMBA_CALLS[:2]]),
+        jamba.START + json.dumps([{"name": n, "arguments": a} for n, a in JAMBA_CALLS], indent=1),
+        jamba.START + json.dumps([{"name": "count"}, {"name": 5, "arguments": {}}]) + jamba.END,
+        jamba.START + '[{"name":"get_weather","arguments":{"city":"Tōkyō","n":1}}]' + jamba.END,
+        # Punctuation that vLLM's common suffix reaches into (a rotated middle).
+        jamba.START + '[{"name": "count", "arguments": {"a": "ab..x.!a! . .a..é.\u3000w "}}]',
+    ],
+)
 # A parser that raises: vLLM's server fails the request (ours refuses it, OutputRefused).
 RAISES = "raises"
 
@@ -375,6 +405,11 @@ def minicpm5_parsers(family: Family) -> tuple[Any, ...]:
     )
 
 
+def jamba_parsers(family: Family) -> tuple[Any, ...]:
+    stream = jamba.JambaStream(family.vocab[jamba.START], "seed", jamba.JambaState())
+    return JambaToolParser(family.tokenizer()), None, stream, None, jamba.JambaTools(), None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--outputs", type=int, default=3000)
@@ -390,6 +425,7 @@ def main() -> None:
         ("internlm", INTERNLM, internlm_parsers),
         ("functiongemma", FUNCTIONGEMMA, functiongemma_parsers),
         ("minicpm5", MINICPM5, minicpm5_parsers),
+        ("jamba", JAMBA, jamba_parsers),
     ):
         if args.only not in (None, name):
             continue

@@ -66,6 +66,7 @@ CONFIGS = (
     "K5",
     "T6",
     "T5",
+    "T3",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -23,8 +23,10 @@ from parsers.engine.tools import coalesce_calls
 from parsers.families.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory
 from parsers.types import DeltaToolCall, OutputRefused, ParseOptions, ToolSpec, Vocabulary
+from tests.support.golden import synthetic_model
 from tests.support.parity import Assembled, chunked, chunking_invariant
 from tests.support.streams import run
+from tests.support.tokenizers import bundled_tokenizer
 
 TOOLS = (
     ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
@@ -491,3 +493,25 @@ def test_coalesced_pieces_keep_the_first_ones_fields_and_all_arguments_in_order(
     ]
     alone = [DeltaToolCall(index=0, arguments="x"), DeltaToolCall(index=1)]
     assert coalesce_calls(alone) is alone
+
+
+@HOSTILE_SETTINGS
+@given(
+    output=st.lists(
+        st.sampled_from(['{"name": "count", "arguments": ', "<tool_calls>", "</tool_calls>"])
+        | st.sampled_from(["[", "]", ", ", *HOSTILE])
+        | st.just(DEEP),
+        min_size=1,
+        max_size=40,
+    ).map(lambda parts: "<tool_calls>[" + "".join(parts)),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+)
+def test_jamba_on_hostile_output_never_raises(output: str, cuts: list[int]) -> None:
+    """vLLM's jamba reading, on its markers' synthetic tokenizer (its stream, like vLLM's,
+    depends on the chunking: no claim but that it reads)."""
+    tokenizer = bundled_tokenizer(str(synthetic_model("jamba")))
+    factory = ParserFactory("jamba", None, True, tokenizer.vocabulary)
+    factory.for_request(options()).parse(output, [], "seed")
+    ids = tokenizer.encode(output)
+    run(tokenizer, factory, options(), [[i] for i in ids], "stop")
+    run(tokenizer, factory, options(), chunked(ids, cuts), "stop")

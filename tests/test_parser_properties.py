@@ -10,6 +10,7 @@ kept out of the invariance claims and listed in docs/parity.md.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 
@@ -21,9 +22,11 @@ from app.session import StreamSession
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import Vocabulary
+from tests.support.golden import synthetic_model
 from tests.support.outputs import args, llama_output, text
 from tests.support.parity import Assembled, chunked, chunking_invariant
 from tests.support.streams import PROMPT, PROPS, factory_for, options, run, stream
+from tests.support.tokenizers import bundled_tokenizer
 
 
 @st.composite
@@ -558,3 +561,51 @@ def test_llama3_json_streams_the_one_shot_calls(output: str, cuts: list[int]) ->
         # last chunk (docs/parity.md, llama3-json-cut-call).
         expected = json.loads(call.arguments)
         assert json.loads(arguments or "{}") == expected or not (arguments or expected)
+
+
+# ------------------------------------------------------------------ jamba
+# vLLM's parser needs Jamba's markers as tokens of the vocabulary: its synthetic tokenizer
+# (Qwen3's vocabulary plus the two markers) stands in for Qwen3's here.
+
+
+@functools.cache
+def jamba_tokenizer() -> Tokenizer:
+    return bundled_tokenizer(str(synthetic_model("jamba")))
+
+
+@st.composite
+def jamba_output(draw: st.DrawFn) -> str:
+    """Text, then maybe one array of calls between Jamba's markers, then maybe text."""
+    out = draw(text)
+    calls = draw(st.lists(args, max_size=3))
+    if calls:
+        body = json.dumps([{"name": n, "arguments": a} for n, a in calls], ensure_ascii=False)
+        out += f"<tool_calls>{body}</tool_calls>" + draw(st.one_of(st.just(""), text))
+    return out
+
+
+@PROPS
+@given(
+    output=jamba_output(),
+    cuts=st.lists(st.integers(0, 400), max_size=30),
+    cut=st.integers(0, 400),
+)
+def test_jamba_snapshots_go_on_and_one_token_chunks_name_every_call(
+    output: str, cuts: list[int], cut: int
+) -> None:
+    """vLLM's jamba stream depends on the chunking (docs/parity.md, jamba-chunk-reading):
+    a restored snapshot goes on as the kept session would, and one token per chunk
+    names the calls one-shot reads, in order."""
+    tokenizer = jamba_tokenizer()
+    factory = factory_for(tokenizer, "jamba", None)
+    ids = tokenizer.encode(output)
+    chunks = chunked(ids, cuts)
+    _, expected = run(tokenizer, factory, options(), chunks, "stop")
+    restored = stream(
+        tokenizer, factory, options(), chunks, "stop", restore_at=cut % (len(chunks) + 1)
+    )
+    assert restored == expected
+    folded, _ = run(tokenizer, factory, options(), [[i] for i in ids], "stop")
+    parsed = factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
+    streamed = [folded.calls[index][0] for index in sorted(folded.calls)]
+    assert streamed == [call.name for call in parsed.tool_calls]

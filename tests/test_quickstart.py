@@ -94,6 +94,7 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "kimi-k3": lambda: synthetic_model("kimi_k3"),
     "apertus": lambda: synthetic_model("apertus"),
     "lfm2": lambda: synthetic_model("lfm2"),
+    "jamba": lambda: synthetic_model("jamba"),
 }
 
 
@@ -206,6 +207,7 @@ def test_every_family_that_reasons_shows_it_and_every_other_says_why() -> None:
         "minicpm5",  # nor MiniCPM5's
         "apertus",  # nor Apertus
         "lfm2",  # nor LFM2
+        "jamba",  # nor Jamba
     }
 
 

@@ -797,4 +797,19 @@ EXAMPLES: dict[str, Example] = {
             "<|tool_call_end|><|im_end|>"
         ),
     ),
+    "jamba": Example(
+        family=(
+            "Jamba (a JSON array of calls between `<tool_calls>` and `</tool_calls>`; "
+            "one step per chunk as vLLM reads them: docs/parity.md)"
+        ),
+        tokenizer=MODEL_DIR,
+        tool_parser="jamba",
+        prompt=QWEN3_PROMPT,
+        # No text before the calls: vLLM's stream drops what shares the marker's chunk.
+        output=(
+            "<tool_calls>"
+            '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]'
+            "</tool_calls><|im_end|>"
+        ),
+    ),
 }

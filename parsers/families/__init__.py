@@ -29,6 +29,7 @@ from parsers.families import (
     hy,
     inkling,
     internlm,
+    jamba,
     k2_horizon,
     kimi_k2,
     kimi_k3,
@@ -102,6 +103,7 @@ FAMILIES: tuple[Family, ...] = (
     kimi_k3.FAMILY,
     apertus.FAMILY,
     lfm2.FAMILY,
+    jamba.FAMILY,
 )
 
 

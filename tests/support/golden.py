@@ -239,6 +239,16 @@ CHUNK_DEPENDENT = {
     # lfm2 reads the list again each chunk and slices its JSON by what was sent: a string
     # whose quotes nest, or a call cut short, sends what its chunks' readings let through
     **{f"T5.{scenario}": "lfm2-chunk-reading" for scenario in ("call_cut_length", "nested_quotes")},
+    # jamba loses the text before <tool_calls> in the marker's chunk, sends the first
+    # arguments up to the chunk's text (none while that text is not in their dump), and
+    # then the middle two readings do not share
+    **{
+        f"T3.{scenario}": "jamba-chunk-reading"
+        for scenario in (
+            "arguments_not_object", "call_cut_length", "compact_json", "content_then_call",
+            "multibyte",
+        )
+    },
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
@@ -318,6 +328,7 @@ _SYNTHETIC_BY_CONFIG = {
     "K5": "kimi_k3",
     "T6": "apertus",
     "T5": "lfm2",
+    "T3": "jamba",
 }
 
 

@@ -82,9 +82,9 @@ def _k3_claimed(output: str, with_reasoning: bool) -> bool:
 
 # Tool parsers that read each chunk on its own as vLLM's do (docs/parity.md,
 # gigachat3-opener-chunk, internlm-chunk-reading, functiongemma-chunk-reading,
-# minicpm5-chunk-reading, apertus-chunk-reading, lfm2-chunk-reading).
+# minicpm5-chunk-reading, apertus-chunk-reading, lfm2-chunk-reading, jamba-chunk-reading).
 _CHUNKED_TOOLS = frozenset(
-    {"gigachat3", "internlm", "functiongemma", "minicpm5", "apertus", "lfm2"}
+    {"gigachat3", "internlm", "functiongemma", "minicpm5", "apertus", "lfm2", "jamba"}
 )
 
 

@@ -190,6 +190,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
     # LFM2's call markers (ordinary tokens here, as InternLM2's).
     "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
+    # Jamba's call markers (ordinary tokens here, as InternLM2's are).
+    "jamba": ("<tool_calls>", "</tool_calls>"),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -227,6 +229,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "kimi_k3": frozenset(FAMILY_TOKENS["kimi_k3"]),
     "apertus": frozenset(),
     "lfm2": frozenset(),
+    "jamba": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -257,6 +260,7 @@ _EOS = {
     "kimi_k3": "<|end_of_msg|>",
     "apertus": "<|im_end|>",
     "lfm2": "<|im_end|>",
+    "jamba": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -451,6 +455,7 @@ _TEMPLATES = {
     "kimi_k3": _K3_TEMPLATE,
     "apertus": _CHATML_TEMPLATE,
     "lfm2": _CHATML_TEMPLATE,
+    "jamba": _CHATML_TEMPLATE,
 }
 
 

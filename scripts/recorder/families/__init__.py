@@ -26,6 +26,7 @@ from recorder.families import (
     hunyuan,
     inkling,
     internlm,
+    jamba,
     k2_horizon,
     kimi,
     kimi_k3,
@@ -89,6 +90,7 @@ FAMILIES = (
     kimi_k3,
     apertus,
     lfm2,
+    jamba,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
