@@ -101,6 +101,7 @@ def functiongemma_output(draw: st.DrawFn) -> str:
     return out + draw(st.one_of(st.just(""), text))
 
 
+@st.composite
 def apertus_output(draw: st.DrawFn) -> str:
     """Text, then at most one Apertus block of calls (``[{name: arguments}, ...]``)."""
     out = draw(text)
@@ -326,6 +327,7 @@ def plamo3_output(draw: st.DrawFn) -> str:
     return out + "<|plamo:end_tool_requests:plamo|>" + draw(st.sampled_from(["", "\n", " x"]))
 
 
+@st.composite
 def minicpmv_output(draw: st.DrawFn) -> str:
     """Reasoning and text with MiniCPM-V's escaped newlines, code, LaTeX and reserved
     markers among the words, then Qwen3-Coder calls."""
