@@ -117,6 +117,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "olmo3 (tools)": ("olmo3", None, "olmo3_call"),
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
+    "hf+hf": ("hf", "hf", "hermes_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -292,6 +293,17 @@ def gpt_oss() -> Tokenizer:
     return load_tokenizer("gpt-oss")
 
 
+@cache
+def qwen3_with_response_template() -> Tokenizer:
+    """Qwen3's vocabulary whose configuration describes Qwen3's markup as a response
+    template (what vLLM's ``hf`` parsers read): the tests' synthetic ``hf`` tokenizer."""
+    from app.bundled import built_once
+    from tests.support.synthetic_tokenizers import write_synthetic_tokenizer
+
+    folder = built_once("bench-hf", 1, lambda out: write_synthetic_tokenizer("hf", out))
+    return load_tokenizer(str(folder))
+
+
 def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
     """The tokenizer a parser configuration is benched with."""
     if tool == "mistral":
@@ -316,6 +328,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_m3_markers()
     if tool in ("hy_v3", "hy_v4"):
         return qwen3_with_hy_markers()
+    if tool == "hf":
+        return qwen3_with_response_template()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 

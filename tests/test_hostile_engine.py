@@ -24,7 +24,7 @@ from parsers.families.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory
 from parsers.types import DeltaToolCall, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 from tests.support.parity import Assembled, chunked, chunking_invariant
-from tests.support.streams import run
+from tests.support.streams import run, with_response_template
 
 TOOLS = (
     ToolSpec("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
@@ -169,6 +169,8 @@ CONFIGS = [
     ("olmo3", "olmo3"),
     (None, "dots"),
     (None, "internlm"),
+    ("hf", "hf"),
+    ("hf", None),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
@@ -191,7 +193,7 @@ def options(**kwargs: Any) -> ParseOptions:
 def test_hostile_output_parses_and_any_chunking_assembles_the_same(
     tokenizer: Tokenizer, reasoning: str | None, tool: str | None, output: str, cuts: list[int]
 ) -> None:
-    factory = ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
+    factory = ParserFactory(tool, reasoning, True, with_response_template(tokenizer.vocabulary))
     # A refusal is vLLM's own answer (its parser raises: a 400), never a crash.
     with contextlib.suppress(OutputRefused):
         factory.for_request(options()).parse(output, [], "seed")

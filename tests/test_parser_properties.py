@@ -304,6 +304,8 @@ CONFIGS = {
     "olmo3": (("olmo3", None), olmo3_output()),
     "dots": (("dots", None), dots_output()),
     "internlm": (("internlm", None), internlm_output()),
+    "hf+hf": (("hf", "hf"), hermes_output(reasoning=True)),
+    "hf (tools)": (("hf", None), hermes_output(reasoning=False)),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -86,6 +86,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "olmo3-instruct": lambda: synthetic_model("olmo3"),
     "dots": lambda: synthetic_model("dots"),
     "internlm": lambda: synthetic_model("internlm2"),
+    # Qwen3's vocabulary with Qwen3's markup described in its response_template.
+    "hf": lambda: synthetic_model("hf"),
 }
 
 
@@ -154,12 +156,14 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
     assert json.loads(call) == ARGUMENTS
     assert output.count("finish_reason: tool_calls\n") == 1
     # A pythonic call is sent whole once its list parses, a Granite 4.0, ERNIE or dots
-    # call at its end, a Muse call once its closing tag is in.
+    # call at its end, a Muse call once its closing tag is in, a response template's call
+    # when its region closes.
     whole = "pythonic" in example.tool_parser or example.tool_parser in (
         "granite4",
         "ernie45",
         "muse",
         "dots",
+        "hf",
     )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 

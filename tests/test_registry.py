@@ -132,7 +132,6 @@ NOT_YET = {
         "apertus",
         "beam",
         "functiongemma",
-        "hf",
         "jamba",
         "k2_horizon",
         "kimi_k3",
@@ -140,7 +139,7 @@ NOT_YET = {
         "minicpm5",
         "plamo3",
     },
-    "reasoning_parsers": {"beam", "hf", "kimi_k3", "minicpmv", "plamo3"},
+    "reasoning_parsers": {"beam", "kimi_k3", "minicpmv", "plamo3"},
 }
 
 

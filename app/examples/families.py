@@ -690,4 +690,12 @@ EXAMPLES: dict[str, Example] = {
             "<|action_end|><|im_end|>"
         ),
     ),
+    "hf": Example(
+        family="Models read by their tokenizer's `response_template` (`tokenizer_config.json`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="hf",
+        tool_parser="hf",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}</think>\n\n{ANSWER}\n{HERMES_CALL}",
+    ),
 }

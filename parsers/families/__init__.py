@@ -23,6 +23,7 @@ from parsers.families import (
     granite_thinking,
     harmony,
     hermes,
+    hf,
     hunyuan_a13b,
     hy,
     inkling,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     hy.FAMILY,
     dots.FAMILY,
     internlm.FAMILY,
+    hf.FAMILY,
 )
 
 

@@ -271,6 +271,7 @@ _SYNTHETIC_BY_CONFIG = {
     "B2": "olmo3",
     "B3": "dots",
     "E6": "internlm2",
+    **dict.fromkeys(("X1", "X2"), "hf"),
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from tokenizers import AddedToken
 from tokenizers import Tokenizer as RustTokenizer
@@ -159,6 +160,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     # InternLM2's action markers (ordinary tokens here: vLLM keeps special ones in the text
     # whenever its parser reads calls, and the text is what the parser reads).
     "internlm2": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
+    # A model read by its response template (vLLM's ``hf``): Qwen3's markers, all its own.
+    "hf": (),
 }
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
@@ -190,6 +193,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "hy": frozenset(),
     "dots": frozenset(),
     "internlm2": frozenset(),
+    "hf": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -214,6 +218,7 @@ _EOS = {
     "hy": "<|im_end|>",
     "dots": "<|im_end|>",
     "internlm2": "<|im_end|>",
+    "hf": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -378,7 +383,30 @@ _TEMPLATES = {
     "hy": _CHATML_TEMPLATE,
     "dots": _CHATML_TEMPLATE,
     "internlm2": _CHATML_TEMPLATE,
+    "hf": _CHATML_TEMPLATE,
 }
+# Qwen3's markup as a response template (transformers describes Qwen3 models so): what
+# vLLM's ``hf`` and ``beam`` parsers read from a tokenizer's configuration.
+QWEN3_RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>",
+            "close": "</tool_call>",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {
+            "close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>)",
+            "content": "text",
+        },
+    },
+}
+# The response template each family's tokenizer configuration carries, if any.
+_RESPONSE_TEMPLATES: dict[str, dict[str, Any]] = {"hf": QWEN3_RESPONSE_TEMPLATE}
 
 
 def _without(path: Path, dropped: frozenset[str]) -> RustTokenizer:
@@ -406,6 +434,8 @@ def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
     config["extra_special_tokens"] = extra + [t for t in FAMILY_TOKENS[family] if t in special]
     config["eos_token"] = _EOS[family]
     config["chat_template"] = _TEMPLATES[family]
+    if family in _RESPONSE_TEMPLATES:
+        config["response_template"] = _RESPONSE_TEMPLATES[family]
     (folder / "tokenizer_config.json").write_text(
         json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8"
     )

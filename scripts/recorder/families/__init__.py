@@ -20,6 +20,7 @@ from recorder.families import (
     granite_array,
     granite_fc,
     granite_thinking,
+    hf,
     holo2,
     hunyuan,
     inkling,
@@ -77,6 +78,7 @@ FAMILIES = (
     hunyuan,
     dots,
     internlm,
+    hf,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
