@@ -476,6 +476,12 @@ CONFIGS: dict[str, Config] = {
         call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
         call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
     ),
+    "beam+beam": Config(
+        "beam",
+        "beam",
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
 }
 
 

@@ -118,6 +118,7 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "dots": ("dots", None, "dots_call"),
     "internlm": ("internlm", None, "internlm_call"),
     "hf+hf": ("hf", "hf", "hermes_call"),
+    "beam+beam": ("beam", "beam", "hermes_call"),
 }
 # Cohere Command: an action block's first call, its string ``body`` left open.
 COHERE_CALL_OPEN = (
@@ -328,7 +329,7 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_m3_markers()
     if tool in ("hy_v3", "hy_v4"):
         return qwen3_with_hy_markers()
-    if tool == "hf":
+    if tool in ("hf", "beam"):
         return qwen3_with_response_template()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 

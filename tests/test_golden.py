@@ -58,6 +58,7 @@ CONFIGS = (
     *("B1", "B2", "B3"),
     "E6",
     *("X1", "X2"),
+    *("X3", "X4"),
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -1,5 +1,6 @@
-"""vLLM's ``hf`` parsers (the tokenizer configuration's response template): what the shared
-harnesses and the golden corpus (X1, X2: Qwen3's markup) do not cover.
+"""vLLM's ``hf`` and ``beam`` parsers (the tokenizer configuration's response template):
+what the shared harnesses and the golden corpus (X1, X2: Qwen3's markup; X3, X4: Gemma
+4's) do not cover.
 
 Start-up refusals, a template with named captures and a JSON dialect (Gemma 4's markup
 as a response template) read alike in any chunking, the prompt's part of the message,
@@ -202,3 +203,21 @@ def test_registry_builds_it_from_the_vocabulary() -> None:
     stream = factory.stream_for_request(options, "seed")
     deltas = [stream.step(t, [0], None, [1])[0] for t in ("a</th", "ink>b")]
     assert _fold(deltas) == ("a", "b", [])
+
+
+def test_beam_reads_as_hf_and_combines_only_with_itself() -> None:
+    vocab = _vocab(GEMMA4)
+    options = ParseOptions(tools=(WEATHER,), tool_choice="auto")
+    _, output, expected = GEMMA4_CASES[0]
+    for name in ("hf", "beam"):
+        parsed = ParserFactory(name, name, True, vocab).for_request(options).parse(output, [], "s")
+        assert (parsed.reasoning, parsed.content) == expected[:2]
+        assert [(c.name, c.arguments) for c in parsed.tool_calls] == expected[2]
+    with pytest.raises(ParserConfigError, match="cannot be combined"):
+        ParserFactory("hf", "beam", True, vocab)
+    no_calls = {
+        **GEMMA4,
+        "fields": {k: v for k, v in GEMMA4["fields"].items() if k != "tool_calls"},
+    }
+    with pytest.raises(ParserConfigError, match="--tool-call-parser beam requires"):
+        ParserFactory("beam", None, True, _vocab(no_calls))

@@ -171,6 +171,7 @@ CONFIGS = [
     (None, "internlm"),
     ("hf", "hf"),
     ("hf", None),
+    ("beam", "beam"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,

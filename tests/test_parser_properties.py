@@ -306,6 +306,7 @@ CONFIGS = {
     "internlm": (("internlm", None), internlm_output()),
     "hf+hf": (("hf", "hf"), hermes_output(reasoning=True)),
     "hf (tools)": (("hf", None), hermes_output(reasoning=False)),
+    "beam+beam": (("beam", "beam"), hermes_output(reasoning=True)),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -88,6 +88,8 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "internlm": lambda: synthetic_model("internlm2"),
     # Qwen3's vocabulary with Qwen3's markup described in its response_template.
     "hf": lambda: synthetic_model("hf"),
+    # Beam's quick start writes Qwen3's markup: the hf stand-in's template describes it.
+    "beam": lambda: synthetic_model("hf"),
 }
 
 
@@ -164,6 +166,7 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
         "muse",
         "dots",
         "hf",
+        "beam",
     )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 

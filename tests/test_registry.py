@@ -130,7 +130,6 @@ VLLM_NAMES = json.loads((GOLDEN_DIR / "vllm-parser-names.json").read_text())
 NOT_YET = {
     "tool_parsers": {
         "apertus",
-        "beam",
         "functiongemma",
         "jamba",
         "k2_horizon",
@@ -139,7 +138,7 @@ NOT_YET = {
         "minicpm5",
         "plamo3",
     },
-    "reasoning_parsers": {"beam", "kimi_k3", "minicpmv", "plamo3"},
+    "reasoning_parsers": {"kimi_k3", "minicpmv", "plamo3"},
 }
 
 

@@ -698,4 +698,12 @@ EXAMPLES: dict[str, Example] = {
         prompt=f"{QWEN3_PROMPT}<think>\n",
         output=f"{REASONING}</think>\n\n{ANSWER}\n{HERMES_CALL}",
     ),
+    "beam": Example(
+        family="Beam (read by its tokenizer's `response_template`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="beam",
+        tool_parser="beam",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}</think>\n\n{ANSWER}\n{HERMES_CALL}",
+    ),
 }

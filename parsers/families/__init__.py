@@ -8,6 +8,7 @@ import operator
 from typing import Any
 
 from parsers.families import (
+    beam,
     cohere_command,
     deepseek,
     dots,
@@ -90,6 +91,7 @@ FAMILIES: tuple[Family, ...] = (
     dots.FAMILY,
     internlm.FAMILY,
     hf.FAMILY,
+    beam.FAMILY,
 )
 
 

@@ -272,6 +272,7 @@ _SYNTHETIC_BY_CONFIG = {
     "B3": "dots",
     "E6": "internlm2",
     **dict.fromkeys(("X1", "X2"), "hf"),
+    **dict.fromkeys(("X3", "X4"), "beam"),
 }
 
 

@@ -163,6 +163,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     # A model read by its response template (vLLM's ``hf``): Qwen3's markers, all its own.
     "hf": (),
 }
+# Beam read by its response template: Gemma 4's markers (its turns, channel and calls).
+FAMILY_TOKENS["beam"] = FAMILY_TOKENS["gemma4"]
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
 FAMILY_DROPS: dict[str, frozenset[str]] = {"olmo3": frozenset({"<think>", "</think>"})}
@@ -194,6 +196,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "dots": frozenset(),
     "internlm2": frozenset(),
     "hf": frozenset(),
+    "beam": frozenset(FAMILY_TOKENS["gemma4"]),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -219,6 +222,7 @@ _EOS = {
     "dots": "<|im_end|>",
     "internlm2": "<|im_end|>",
     "hf": "<|im_end|>",
+    "beam": "<turn|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -384,6 +388,7 @@ _TEMPLATES = {
     "dots": _CHATML_TEMPLATE,
     "internlm2": _CHATML_TEMPLATE,
     "hf": _CHATML_TEMPLATE,
+    "beam": _GEMMA4_TEMPLATE,
 }
 # Qwen3's markup as a response template (transformers describes Qwen3 models so): what
 # vLLM's ``hf`` and ``beam`` parsers read from a tokenizer's configuration.
@@ -405,8 +410,32 @@ QWEN3_RESPONSE_TEMPLATE: dict[str, Any] = {
         },
     },
 }
+# Gemma 4's markup as a response template (as transformers describes Gemma 4 models):
+# named captures in the call opener and a JSON dialect (bare keys, <|"|> strings).
+GEMMA4_RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": ["<|turn>model\n", "<tool_response|>"],
+    "fields": {
+        "thinking": {"open": "<|channel>thought\n", "close": "<channel|>", "content": "text"},
+        "tool_calls": {
+            "open_pattern": r"<\|tool_call>call:(?P<name>\w+)",
+            "close": "<tool_call|>",
+            "repeats": True,
+            "content": "json",
+            "content_args": {"unquoted_keys": True, "string_delims": [['<|"|>', '<|"|>']]},
+            "transform": {
+                "type": "function",
+                "function": {"name": "{name}", "arguments": "{content}"},
+            },
+        },
+        "content": {"close": ["<turn|>", "<|tool_response>", "<eos>"], "content": "text"},
+    },
+}
 # The response template each family's tokenizer configuration carries, if any.
-_RESPONSE_TEMPLATES: dict[str, dict[str, Any]] = {"hf": QWEN3_RESPONSE_TEMPLATE}
+_RESPONSE_TEMPLATES: dict[str, dict[str, Any]] = {
+    "hf": QWEN3_RESPONSE_TEMPLATE,
+    "beam": GEMMA4_RESPONSE_TEMPLATE,
+}
 
 
 def _without(path: Path, dropped: frozenset[str]) -> RustTokenizer:

@@ -8,6 +8,7 @@ from typing import Any
 
 from recorder.common import Config
 from recorder.families import (
+    beam,
     cohere,
     deepseek,
     dots,
@@ -79,6 +80,7 @@ FAMILIES = (
     dots,
     internlm,
     hf,
+    beam,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
