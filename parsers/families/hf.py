@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from msgspec import Struct, field
 
+from parsers import budget
 from parsers.families.response_template import (
     CONTENT,
     THINKING,
@@ -31,6 +32,10 @@ from parsers.families.template_values import tool_calls
 from parsers.family import Family, ParserUnavailable, Whole, reuse
 from parsers.ids import chat_tool_call_id
 from parsers.types import Delta, DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+
+# Characters read between two looks at the server's budget (parsers/budget.py checks
+# once per budget.SLICE of them).
+_SLICE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +105,11 @@ class TemplateStream:
         if self.s.finished:
             return None
         pieces = _Pieces()
-        self._route(self.reader.feed(text), pieces)
+        # A slice at a time, so the server's budget can stop a long output between them
+        # (the reader holds what a slice leaves open: slicing changes no result).
+        slices = [text[i : i + _SLICE] for i in range(0, len(text), _SLICE)]
+        for piece in budget.paced(slices):
+            self._route(self.reader.feed(piece), pieces)
         if finished:
             self.s.finished = True
             if self.reader.read_output:
