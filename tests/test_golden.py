@@ -59,6 +59,7 @@ CONFIGS = (
     "E6",
     *("X1", "X2"),
     *("X3", "X4"),
+    "X5",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

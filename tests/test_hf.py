@@ -23,7 +23,10 @@ from parsers.families.template_patterns import PatternError, compile_pattern
 from parsers.family import ParserUnavailable
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
-from tests.support.synthetic_tokenizers import QWEN3_RESPONSE_TEMPLATE
+from tests.support.synthetic_tokenizers import (
+    QWEN3_RESPONSE_TEMPLATE,
+    QWEN35_RESPONSE_TEMPLATE,
+)
 
 # Gemma 4's markup as transformers describes it for Gemma 4 models.
 GEMMA4: dict[str, Any] = {
@@ -92,7 +95,8 @@ def test_each_side_needs_its_field() -> None:
     ("change", "message"),
     [
         ({"start_anchor_pattern": "x"}, "cannot specify both"),
-        ({"fields": {"tool_calls": {"open": "<a>", "content": "xml-inline"}}}, "not read"),
+        ({"fields": {"tool_calls": {"open": "<a>", "content": "kv-lines"}}}, "not read"),
+        ({"fields": {"tool_calls": {"open": "<a>", "content": "xml-inline"}}}, "tag_pattern"),
         ({"fields": {"tool_calls": {"open_pattern": "(?=<a>)<a>"}}}, "group kind"),
         ({"fields": {"tool_calls": {"open_pattern": "<a>{2}"}}}, "counted repeat"),
         ({"fields": {"tool_calls": {"open_pattern": r"\s*"}}}, "matches the empty string"),
@@ -172,8 +176,8 @@ def test_a_snapshot_continues_mid_delimiter() -> None:
         assert _fold(deltas) == whole == ("plan", "", [("get_weather", '{"days": 4}')])
 
 
-def _seconds(output: str, chunk: int) -> float:
-    stream = _stream(QWEN3_RESPONSE_TEMPLATE, "<|im_start|>assistant\n")
+def _seconds(output: str, chunk: int, template: dict[str, Any] = QWEN3_RESPONSE_TEMPLATE) -> float:
+    stream = _stream(template, "<|im_start|>assistant\n")
     pieces = [output[i : i + chunk] for i in range(0, len(output), chunk)]
     start = time.process_time()
     for piece in pieces:
@@ -221,3 +225,14 @@ def test_beam_reads_as_hf_and_combines_only_with_itself() -> None:
     }
     with pytest.raises(ParserConfigError, match="--tool-call-parser beam requires"):
         ParserFactory("beam", None, True, _vocab(no_calls))
+
+
+@pytest.mark.parametrize("unit", ["<parameter=a>x", "<parameter=a>\n</parameter", "<tool_call> "])
+def test_xml_inline_calls_cost_what_they_read(unit: str) -> None:
+    """Qwen3.5's calls: parameters that never close, read once when the call does."""
+    head = "<tool_call>\n<function=get_weather>\n"
+    small, large = (
+        _seconds(head + unit * n + "</function></tool_call>", 7, QWEN35_RESPONSE_TEMPLATE)
+        for n in (1_000, 4_000)
+    )
+    assert large < 8 * max(small, 0.005)

@@ -204,6 +204,6 @@ FAMILY = Family(
         prepare=prepare_template,
         build=build_stream,
         check=_check,
-        golden=("X1", "X2"),
+        golden=("X1", "X2", "X5"),
     ),
 )

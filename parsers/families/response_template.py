@@ -8,8 +8,8 @@ the same, and also refuses what this server does not read, each with a message t
 says which field and why (``ParserUnavailable``):
 
 - ``start_anchor_pattern`` (a literal ``start_anchor`` is read);
-- content kinds other than ``text`` and ``json`` (``xml-inline``, ``kv-lines``,
-  ``int``, ``float``, ``bool``);
+- content kinds other than ``text``, ``json`` and ``xml-inline`` (``kv-lines``, ``int``,
+  ``float``, ``bool``), and an ``xml-inline`` value parser other than ``text`` or ``json``;
 - patterns outside the regular subset of parsers/families/template_patterns.py;
 - a field's closer that ends with a start anchor (vLLM completes such a closer at the
   end of the output; no template we know of has one).
@@ -52,7 +52,8 @@ _FIELD_KEYS = frozenset(
     }
 )
 _KNOWN_CONTENT = frozenset({"text", "int", "float", "bool", "json", "xml-inline", "kv-lines"})
-_READ_CONTENT = frozenset({"text", "json"})
+_READ_CONTENT = frozenset({"text", "json", "xml-inline"})
+_XML_ARGS = frozenset({"tag_pattern", "value_parser", "merge_duplicates"})
 _JSON_ARGS = frozenset({"unquoted_keys", "string_delims", "allow_non_json", "strip"})
 
 
@@ -68,6 +69,8 @@ class Field:
     content_args: Mapping[str, Any]
     transform: Any
     transform_each: bool
+    # ``xml-inline``: the compiled ``tag_pattern`` each key and value is read with.
+    tag: Pattern | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +234,31 @@ def _field(name: str, raw: object) -> Field:
             for d in delims
         ):
             raise ValueError(f"{scope}: string_delims must be [[open, close], ...] of strings")
-    return Field(name, opener, closer, content, args, transform, transform_each)
+    tag = _xml_tag(scope, args) if content == "xml-inline" else None
+    return Field(name, opener, closer, content, args, transform, transform_each, tag)
+
+
+def _xml_tag(scope: str, args: dict[str, Any]) -> Pattern:
+    """An ``xml-inline`` field's tag pattern, with a ``key`` group, and its value parser."""
+    if unknown := set(args) - _XML_ARGS:
+        raise ValueError(f"{scope}: xml-inline content_args {sorted(unknown)} are not read")
+    source = args.get("tag_pattern")
+    if not isinstance(source, str):
+        raise ValueError(f"{scope}: xml-inline: 'tag_pattern' content_arg is required")
+    try:
+        tag = compile_pattern(source)
+    except PatternError as exc:
+        raise ValueError(f"{scope}: tag_pattern {exc}") from None
+    if "key" not in tag.groups:
+        raise ValueError(f"{scope}: xml-inline: tag_pattern must have a named group 'key'")
+    parser = args.get("value_parser")
+    if parser is not None and (
+        not isinstance(parser, dict)
+        or parser.get("name", "text") not in ("text", "json")
+        or not isinstance(parser.get("args", {}), dict)
+    ):
+        raise ValueError(f"{scope}: xml-inline value_parser other than text or json is not read")
+    return tag
 
 
 def _check_transform(scope: str, transform: object) -> None:

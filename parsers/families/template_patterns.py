@@ -10,9 +10,9 @@ gives (leftmost, then the first alternative, greedy loops).
 
 The patterns read are the regular subset templates use: literals and escapes, classes
 (``[...]``, ``\\s \\w \\d`` and their negations, ``.``), groups ``(?:...)`` and named
-``(?P<name>...)``, alternation, and ``* + ?``. Anything else (anchors, lookaround,
-back-references, counted or lazy repeats) is refused at start-up, as is a pattern that
-matches the empty string.
+``(?P<name>...)``, alternation, and ``* + ?`` (greedy or lazy). Anything else (anchors,
+lookaround, back-references, counted or possessive repeats) is refused at start-up, as is
+a pattern that matches the empty string.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from msgspec import Struct, field
 
-_CLASS_ESCAPES = {"s": " \t\n\r\f\v", "d": "0123456789"}
 _CHAR_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "v": "\v"}
 
 
@@ -115,7 +114,7 @@ def compile_pattern(source: str) -> Pattern:
 
 
 # Syntax tree: ("lit", CharSet) | ("cat", [nodes]) | ("alt", [nodes])
-# | ("rep", node, min, greedy-max(None=inf)) | ("group", name|None, node)
+# | ("rep", node, min, max (None: unbounded), greedy) | ("group", name|None, node)
 Node = tuple[object, ...]
 
 
@@ -152,13 +151,14 @@ class _Parser:
                 raise self._refuse("a counted repeat")
             return atom
         self.at += 1
-        if self._peek() in ("?", "+"):
-            raise self._refuse("a lazy or possessive repeat")
+        greedy = self._peek() != "?"
+        if not greedy:
+            self.at += 1
         if self._peek() in ("*", "+", "?", "{"):
-            raise self._refuse("a repeated repeat")
+            raise self._refuse("a possessive or repeated repeat")
         low = 1 if ch == "+" else 0
         high = 1 if ch == "?" else None
-        return ("rep", atom, low, high)
+        return ("rep", atom, low, high, greedy)
 
     def atom(self) -> Node:
         ch = self.source[self.at]
@@ -289,15 +289,18 @@ class _Builder:
             close = self._add(Instruction("save", (after,), slot=slot + 1))
             body = self.emit(node[2], close)  # type: ignore[arg-type]
             return self._add(Instruction("save", (body,), slot=slot))
-        # ("rep", atom, low, high)
+        # ("rep", atom, low, high, greedy): a greedy repeat tries the atom first.
         atom: Node = node[1]  # type: ignore[assignment]
-        low, high = node[2], node[3]
+        low, high, greedy = node[2], node[3], node[4]
+
+        def choice(body: int) -> Instruction:
+            return Instruction("split", (body, after) if greedy else (after, body))
+
         if high == 1:  # x?
-            body = self.emit(atom, after)
-            return self._add(Instruction("split", (body, after)))
+            return self._add(choice(self.emit(atom, after)))
         loop = self._add(None)  # the split that repeats, filled once the body exists
         body = self.emit(atom, loop)
-        self.program[loop] = Instruction("split", (body, after))
+        self.program[loop] = choice(body)
         return body if low == 1 else loop
 
     def finish(self, start: int) -> tuple[Instruction, ...]:
@@ -469,3 +472,19 @@ class Scanner:
             if lo >= 0 and hi >= 0:
                 out[name] = text[lo - base : hi - base]
         return out
+
+
+def search_all(pattern: Pattern, text: str) -> list[tuple[Found, dict[str, str]]]:
+    """Every match in ``text``, left to right without overlap (``finditer``), with its
+    groups that took part."""
+    matches = []
+    at = 0
+    while at < len(text):
+        scanner = Scanner(pattern, start_scan(at))
+        scanner.read(text, 0, len(text), len(text))
+        found = scanner.s.found
+        if found is None:
+            break
+        matches.append((found, scanner.captures(text, 0)))
+        at = found.end
+    return matches

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from parsers.families.response_template import Field, placeholder
+from parsers.families.template_patterns import Pattern, search_all
 
 _SENTINEL_OPEN, _SENTINEL_CLOSE = "\x01", "\x02"
 # A bare identifier key after ``{`` or ``,`` (one class, then a literal: linear).
@@ -51,8 +52,39 @@ def region_value(body: str, field: Field, captures: dict[str, str]) -> Any:
 def _content(body: str, field: Field) -> Any:
     args = field.content_args
     if field.content == "text":
-        return body.strip() if args.get("strip", True) else body
+        return _text(body, args)
+    if field.tag is not None:
+        return _xml_inline(body, field.tag, args)
     return _json(body, args)
+
+
+def _text(text: str, args: Any) -> str:
+    return text.strip() if args.get("strip", True) else text
+
+
+def _xml_inline(text: str, tag: Pattern, args: Any) -> dict[str, Any]:
+    """Each tag's key and value (parsed by the value parser), a repeated key's values
+    kept as a list with ``merge_duplicates`` (else the last wins)."""
+    parser = args.get("value_parser")
+    merge = args.get("merge_duplicates", False)
+    has_value = "value" in tag.groups
+    out: dict[str, Any] = {}
+    for _, groups in search_all(tag, text):
+        key = groups.get("key")
+        if key is None:
+            raise Malformed("xml-inline: the tag_pattern's 'key' group took no part")
+        raw = groups.get("value") if has_value else ""
+        value: Any = raw
+        if parser is not None and raw is not None:
+            name, parser_args = parser.get("name", "text"), parser.get("args", {})
+            value = _text(raw, parser_args) if name == "text" else _json(raw, parser_args)
+        if key in out and merge:
+            if not isinstance(out[key], list):
+                out[key] = [out[key]]
+            out[key].append(value)
+        else:
+            out[key] = value
+    return out
 
 
 def _json(text: str, args: Any) -> Any:
@@ -71,7 +103,7 @@ def _json(text: str, args: Any) -> Any:
         return json.loads(working)
     except (json.JSONDecodeError, RecursionError):
         if args.get("allow_non_json"):
-            return text.strip() if args.get("strip", True) else text
+            return _text(text, args)
         raise Malformed("json parser could not parse region as JSON") from None
 
 

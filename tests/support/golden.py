@@ -273,6 +273,7 @@ _SYNTHETIC_BY_CONFIG = {
     "E6": "internlm2",
     **dict.fromkeys(("X1", "X2"), "hf"),
     **dict.fromkeys(("X3", "X4"), "beam"),
+    "X5": "hf_xml",
 }
 
 

@@ -165,6 +165,8 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
 }
 # Beam read by its response template: Gemma 4's markers (its turns, channel and calls).
 FAMILY_TOKENS["beam"] = FAMILY_TOKENS["gemma4"]
+# Qwen3.5's markup read by its response template (vLLM's ``hf``): Qwen3's markers.
+FAMILY_TOKENS["hf_xml"] = ()
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
 FAMILY_DROPS: dict[str, frozenset[str]] = {"olmo3": frozenset({"<think>", "</think>"})}
@@ -197,6 +199,7 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "internlm2": frozenset(),
     "hf": frozenset(),
     "beam": frozenset(FAMILY_TOKENS["gemma4"]),
+    "hf_xml": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -223,6 +226,7 @@ _EOS = {
     "internlm2": "<|im_end|>",
     "hf": "<|im_end|>",
     "beam": "<turn|>",
+    "hf_xml": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -389,6 +393,7 @@ _TEMPLATES = {
     "internlm2": _CHATML_TEMPLATE,
     "hf": _CHATML_TEMPLATE,
     "beam": _GEMMA4_TEMPLATE,
+    "hf_xml": _CHATML_TEMPLATE,
 }
 # Qwen3's markup as a response template (transformers describes Qwen3 models so): what
 # vLLM's ``hf`` and ``beam`` parsers read from a tokenizer's configuration.
@@ -431,10 +436,34 @@ GEMMA4_RESPONSE_TEMPLATE: dict[str, Any] = {
         "content": {"close": ["<turn|>", "<|tool_response>", "<eos>"], "content": "text"},
     },
 }
+# Qwen3.5's markup as a response template (transformers describes Qwen3.5 models so):
+# calls named by the opener's group, their parameters read by an xml-inline tag pattern.
+QWEN35_RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>\s*<function=(?P<name>[^>\n]+)>",
+            "close_pattern": r"</function>\s*</tool_call>",
+            "repeats": True,
+            "content": "xml-inline",
+            "content_args": {
+                "tag_pattern": r"<parameter=(?P<key>[^>\n]+)>\s*(?P<value>.*?)\s*</parameter>",
+            },
+            "transform": {
+                "type": "function",
+                "function": {"name": "{name}", "arguments": "{content}"},
+            },
+        },
+        "content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)", "content": "text"},
+    },
+}
 # The response template each family's tokenizer configuration carries, if any.
 _RESPONSE_TEMPLATES: dict[str, dict[str, Any]] = {
     "hf": QWEN3_RESPONSE_TEMPLATE,
     "beam": GEMMA4_RESPONSE_TEMPLATE,
+    "hf_xml": QWEN35_RESPONSE_TEMPLATE,
 }
 
 

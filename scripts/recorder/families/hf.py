@@ -81,7 +81,37 @@ def hf_tool_scenarios() -> list[Scenario]:
     return served_as(HF, engine_family_scenarios("ernie", HF) + extra)
 
 
-SYNTHETIC: dict[str, dict[str, Any] | None] = {HF: None}
+HF_XML = "hf_xml"  # the same, its response template Qwen3.5's (calls read as xml-inline)
+
+
+def hf_xml_scenarios() -> list[Scenario]:
+    """The engine-family list in Qwen3.5's XML calls (typed by the schema from strings),
+    plus a parameter repeated, one with a value over several lines, and a call with none."""
+    chat = _served(HF_XML)
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    extra = [
+        Scenario(
+            "repeated_and_multiline_parameters",
+            "a parameter given twice (the last wins) and a value over lines",
+            chat(weather, **tools),
+            [
+                f"{PLAN}</think>\n\n<tool_call>\n<function=get_weather>\n"
+                "<parameter=city>\nParis\n</parameter>\n<parameter=city>\nLyon,\nFrance\n"
+                "</parameter>\n<parameter=days>\n 2 \n</parameter>\n</function>\n</tool_call>"
+            ],
+        ),
+        Scenario(
+            "call_without_parameters",
+            "a call with no parameters, then text",
+            chat(weather, **tools),
+            [f"{PLAN}</think>\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>\nok"],
+        ),
+    ]
+    return served_as(HF_XML, engine_family_scenarios("qwen3_xml", HF_XML) + extra)
+
+
+SYNTHETIC: dict[str, dict[str, Any] | None] = {HF: None, HF_XML: None}
 
 
 CONFIGS = [
@@ -94,4 +124,5 @@ CONFIGS = [
         eos=QWEN3_EOS,
         served=HF,
     ),
+    Config("X5", _parsers("hf", "hf"), HF_XML, hf_xml_scenarios(), eos=QWEN3_EOS, served=HF_XML),
 ]
