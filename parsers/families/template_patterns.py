@@ -40,8 +40,12 @@ class CharSet:
     negated: bool = False
 
     def accepts(self, ch: str) -> bool:
-        hit = ch in self.chars or any(_kind(kind, ch) for kind in self.kinds)
-        return hit != self.negated
+        if ch in self.chars:
+            return not self.negated
+        for kind in self.kinds:
+            if _kind(kind, ch):
+                return not self.negated
+        return self.negated
 
 
 def _kind(kind: str, ch: str) -> bool:
