@@ -22,6 +22,7 @@ from parsers.families.response_template import read_template
 from parsers.families.template_patterns import PatternError, compile_pattern
 from parsers.family import ParserUnavailable
 from parsers.registry import ParserConfigError, ParserFactory
+from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
 from tests.support.synthetic_tokenizers import (
     QWEN3_RESPONSE_TEMPLATE,
@@ -236,3 +237,17 @@ def test_xml_inline_calls_cost_what_they_read(unit: str) -> None:
         for n in (1_000, 4_000)
     )
     assert large < 8 * max(small, 0.005)
+
+
+def test_a_restored_stream_keeps_what_it_made_of_the_prompt() -> None:
+    """The prompt is read once per stream: a stream restored from its snapshot reads on
+    inside the reasoning the prompt opened, without reading the prompt again."""
+    vocab = dataclasses.replace(_vocab(QWEN3_RESPONSE_TEMPLATE), decode=lambda ids: "<think>\n")
+    factory = ParserFactory("hf", "hf", True, vocab)
+    options = ParseOptions(tools=(WEATHER,), tool_choice="auto")
+    first = factory.stream_for_request(options, "seed")
+    deltas = [first.step("plan <thi", [0], None, [1])[0]]
+    state = msgspec.msgpack.decode(first.snapshot(), type=ChatStreamState)
+    second = factory.stream_for_request(options, "seed", state)
+    deltas.append(second.step("nk></think>answer", [0], "stop", [1])[0])
+    assert _fold(deltas) == ("plan <think>", "answer", [])
