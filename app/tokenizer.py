@@ -43,6 +43,14 @@ BUNDLED: dict[str, Callable[[], Path]] = {
 }
 
 
+def _response_template(hf: Any) -> dict[str, Any] | None:
+    """The tokenizer configuration's ``response_template``, where vLLM looks for it."""
+    template = getattr(hf, "response_template", None)
+    if not isinstance(template, dict):
+        template = (getattr(hf, "init_kwargs", None) or {}).get("response_template")
+    return template if isinstance(template, dict) else None
+
+
 class TokenizerLoadError(Exception):
     """The tokenizer or model directory cannot be found or used."""
 
@@ -69,7 +77,12 @@ class Tokenizer:
         self.special_ids: frozenset[int] = frozenset(hf.all_special_ids)
         self._token_texts: dict[int, str] = {}
         self.vocabulary = Vocabulary(
-            token_ids, frozenset(hf.all_special_tokens), self.token_text, self._encode
+            token_ids,
+            frozenset(hf.all_special_tokens),
+            self.token_text,
+            encode=self._encode,
+            decode=self.decode_prompt,
+            response_template=_response_template(hf),
         )
         decoder = backend.decoder
         self._join = decoder.decode if decoder is not None else " ".join
@@ -153,6 +166,15 @@ class Tokenizer:
         """
         known = [t for t in token_ids if 0 <= t < self.vocab_size]
         text: str = self._hf.decode(known)
+        return text
+
+    def decode_prompt(self, token_ids: Sequence[int]) -> str:
+        """Ids decoded together with special tokens kept and no clean-up, as vLLM's
+        response-template parser decodes a prompt."""
+        known = [t for t in token_ids if 0 <= t < self.vocab_size]
+        text: str = self._hf.decode(
+            known, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
         return text
 
     def token_text(self, token_id: int) -> str:

@@ -540,6 +540,18 @@ CONFIGS: dict[str, Config] = {
         call='{"name": "save_note", "arguments": {"body": "x"}}, ',
         section="<tool_calls>[",
     ),
+    "hf+hf": Config(
+        "hf",
+        "hf",
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
+    "beam+beam": Config(
+        "beam",
+        "beam",
+        call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
+        call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
+    ),
 }
 
 

@@ -18,6 +18,7 @@ is the same on both sides; it uses only what both trees have.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import sys
 import time
@@ -41,7 +42,6 @@ from bench.workload import (
     tokenizer_for,
 )
 from parsers.registry import TOOL_PARSERS, ParserFactory
-from parsers.types import Vocabulary
 
 try:
     from app.chunk_path import carried_state
@@ -109,7 +109,7 @@ def factory(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> Pa
         tokens = {**vocab.token_ids}
         for offset, token in enumerate(lent):
             tokens[token] = tokenizer.vocab_size + offset
-        vocab = Vocabulary(tokens, vocab.special_tokens, vocab.token_text)
+        vocab = dataclasses.replace(vocab, token_ids=tokens)
     return ParserFactory(tool, reasoning, True, vocab)
 
 

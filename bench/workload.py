@@ -126,6 +126,8 @@ PARSER_CONFIGS: dict[str, tuple[str | None, str | None, str]] = {
     "apertus": ("apertus", None, "apertus_call"),
     "lfm2": ("lfm2", None, "lfm2_call"),
     "jamba": ("jamba", None, "jamba_call"),
+    "hf+hf": ("hf", "hf", "hermes_call"),
+    "beam+beam": ("beam", "beam", "hermes_call"),
 }
 # PLaMo 3: its requests block, one request's name, its arguments opened to a string.
 PLAMO3_SECTION = "<|plamo:begin_tool_requests:plamo|>"
@@ -339,6 +341,16 @@ def qwen3_with_plamo3_markers() -> Tokenizer:
     )
 
 
+def qwen3_with_response_template() -> Tokenizer:
+    """Qwen3's vocabulary whose configuration describes Qwen3's markup as a response
+    template (what vLLM's ``hf`` parsers read): the tests' synthetic ``hf`` tokenizer."""
+    from app.bundled import built_once
+    from tests.support.synthetic_tokenizers import write_synthetic_tokenizer
+
+    folder = built_once("bench-hf", 1, lambda out: write_synthetic_tokenizer("hf", out))
+    return load_tokenizer(str(folder))
+
+
 def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
     """The tokenizer a parser configuration is benched with."""
     if tool == "mistral":
@@ -369,6 +381,8 @@ def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:
         return qwen3_with_k3_markers()
     if tool == "jamba":  # its two markers are HY's
         return qwen3_with_hy_markers()
+    if tool in ("hf", "beam"):
+        return qwen3_with_response_template()
     return qwen3_with_deepseek_markers() if tool in DEEPSEEK_TOOLS else qwen3()
 
 

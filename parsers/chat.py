@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from parsers.family import WholeWithRequest
 from parsers.ids import chat_tool_call_id
 from parsers.rewrite import Rewrites
 from parsers.types import ExtractedToolCalls, FunctionCall, ParsedMessage, ParseOptions
@@ -92,6 +93,8 @@ class ChatParser:
     ) -> ParsedMessage:
         """Split a whole output; tool-call ids derive from ``id_seed``."""
         if self.harmony is not None:
+            if isinstance(self.harmony, WholeWithRequest) and prompt_token_ids is not None:
+                self.harmony.continue_prompt(prompt_token_ids)
             return self._assemble(*self.harmony.parse(text, token_ids), id_seed)
         reasoning: str | None = None
         content: str | None = text

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from parsers.types import Delta, FunctionCall, ParseOptions, Vocabulary
 
@@ -28,6 +28,7 @@ __all__ = [
     "Tools",
     "Whole",
     "WholeStream",
+    "WholeWithRequest",
     "reuse",
 ]
 
@@ -121,6 +122,19 @@ class WholeStream(Protocol):
     ) -> tuple[str | None, str | None, list[FunctionCall]]: ...
 
 
+@runtime_checkable
+class WholeWithRequest(Protocol):
+    """A format read whole whose reading depends on the request and the prompt (a
+    response template's: the tools' schemas and ``tool_choice`` decide how calls read,
+    and the prompt may leave a region open). ``use_request`` is told the request once
+    the parser is built; ``continue_prompt`` the prompt, once per stream (a restored
+    stream keeps what it made of it)."""
+
+    def use_request(self, options: ParseOptions) -> None: ...
+
+    def continue_prompt(self, prompt_token_ids: Sequence[int]) -> None: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Whole(Generic[G]):
     """A format one parser reads whole, reasoning, content and calls alike (gpt-oss's
@@ -128,7 +142,9 @@ class Whole(Generic[G]):
     other. ``prepare`` gets the name that picks the dialect (the reasoning side's when
     both are set, as vLLM picks); ``build`` takes what it gave, whether the reasoning
     and the tool side are on, the id seed and the state kept (``ChatStreamState.harmony``,
-    named for the first such format)."""
+    named for the first such format). ``check`` (optional) refuses, with
+    ``ParserUnavailable``, a side the prepared format cannot serve, told which sides
+    the server turned on."""
 
     reasoning: tuple[str, ...]
     tools: tuple[str, ...]
@@ -137,6 +153,7 @@ class Whole(Generic[G]):
     prepare: Callable[[str, Vocabulary], G]
     build: Callable[[G, bool, bool, str, object], tuple[WholeStream, Any]]
     golden: tuple[str, ...]
+    check: Callable[[G, bool, bool], None] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,15 @@ from typing import Any
 
 from parsers.chat import ChatParser, ReasoningParser, ToolParser
 from parsers.families import FAMILIES
-from parsers.family import Family, ParserUnavailable, Reasoning, Request, Tools, Whole
+from parsers.family import (
+    Family,
+    ParserUnavailable,
+    Reasoning,
+    Request,
+    Tools,
+    Whole,
+    WholeWithRequest,
+)
 from parsers.stream import ChatStream, ChatStreamState, ReasoningStream, ToolStream
 from parsers.types import ParseOptions, Vocabulary
 
@@ -178,6 +186,11 @@ def _whole_side(
     kind, entry = owner
     assert isinstance(entry.parser, Whole)
     made = _prepare(_FLAGS[kind], entry, vocab)
+    if entry.parser.check is not None:
+        try:
+            entry.parser.check(made, reasoning is not None, tools is not None)
+        except ParserUnavailable as exc:
+            raise ParserConfigError(str(exc)) from None
     return _WholeSide(entry.parser, made, reasoning is not None, tools is not None)
 
 
@@ -232,6 +245,8 @@ class ParserFactory:
         whole = self._whole
         if whole is not None:
             harmony, _ = whole.parser.build(whole.made, whole.reasoning, whole.tools, "", None)
+            if isinstance(harmony, WholeWithRequest):
+                harmony.use_request(options)
             return ChatParser(options, None, None, engine_based=False, harmony=harmony)
         with_reasoning = self._reasoning is not None
         reasoning: ReasoningParser | None = None
@@ -255,6 +270,8 @@ class ParserFactory:
             harmony, state.harmony = whole.parser.build(
                 whole.made, whole.reasoning, whole.tools, id_seed, state.harmony
             )
+            if isinstance(harmony, WholeWithRequest):
+                harmony.use_request(options)
             return ChatStream(
                 options,
                 None,

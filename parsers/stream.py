@@ -17,7 +17,7 @@ import msgspec
 from msgspec import Struct
 
 from parsers.families import REASONING_STATES, TOOL_STATES, WHOLE_STATES
-from parsers.family import WholeStream
+from parsers.family import WholeStream, WholeWithRequest
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.rewrite import Rewrites
 from parsers.types import Delta, ParseOptions
@@ -179,9 +179,14 @@ class ChatStream:
         prompt_token_ids: Sequence[int] | None,
         finished: bool,
     ) -> Delta | None:
-        if self.harmony is not None:
-            return self._hide_reasoning(self.harmony.step(text, token_ids, finished))
         state = self.state
+        if self.harmony is not None:
+            harmony = self.harmony
+            prompt = None if state.prompt_checked else prompt_token_ids
+            if isinstance(harmony, WholeWithRequest) and prompt is not None:
+                state.prompt_checked = True
+                harmony.continue_prompt(prompt)
+            return self._hide_reasoning(harmony.step(text, token_ids, finished))
         reasoning = self.reasoning
         if not state.prompt_checked and prompt_token_ids is not None:
             state.prompt_checked = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,19 +107,28 @@ def _no_text(token_id: int) -> str:
     return ""
 
 
+def _no_decode(token_ids: Sequence[int]) -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """The tokenizer facts parsers need: token ids, the special tokens, token texts.
 
-    ``token_text`` decodes one id on its own, special tokens kept. ``encode`` turns text
-    into ids (no special tokens added), for a family whose markers are several tokens
-    and which vLLM compares by ids (PLaMo 3); None where the tokenizer cannot.
+    ``token_text`` decodes one id on its own, special tokens kept; ``decode`` decodes
+    ids together (a prompt), special tokens kept. ``encode`` turns text into ids (no
+    special tokens added), for a family whose markers are several tokens and which vLLM
+    compares by ids (PLaMo 3); None where the tokenizer cannot. ``response_template``:
+    the tokenizer configuration's description of the output markup (vLLM's ``hf`` and
+    ``beam`` parsers read it), when it has one.
     """
 
     token_ids: Mapping[str, int]
     special_tokens: frozenset[str] = field(default_factory=frozenset)
     token_text: Callable[[int], str] = _no_text
     encode: Callable[[str], list[int]] | None = None
+    decode: Callable[[Sequence[int]], str] = _no_decode
+    response_template: Mapping[str, Any] | None = None
 
     def id_of(self, token: str) -> int | None:
         return self.token_ids.get(token)

@@ -67,6 +67,9 @@ CONFIGS = (
     "T6",
     "T5",
     "T3",
+    *("X1", "X2"),
+    *("X3", "X4"),
+    "X5",
 )
 WITHOUT_PARSERS = ("C7", "D7")
 

@@ -25,7 +25,7 @@ from parsers.registry import ParserFactory
 from parsers.types import DeltaToolCall, OutputRefused, ParseOptions, ToolSpec, Vocabulary
 from tests.support.golden import synthetic_model
 from tests.support.parity import Assembled, chunked, chunking_invariant
-from tests.support.streams import run
+from tests.support.streams import run, with_response_template
 from tests.support.tokenizers import bundled_tokenizer
 
 TOOLS = (
@@ -212,6 +212,9 @@ CONFIGS = [
     (None, "k2_horizon"),
     (None, "apertus"),
     (None, "lfm2"),
+    ("hf", "hf"),
+    ("hf", None),
+    ("beam", "beam"),
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
@@ -234,7 +237,7 @@ def options(**kwargs: Any) -> ParseOptions:
 def test_hostile_output_parses_and_any_chunking_assembles_the_same(
     tokenizer: Tokenizer, reasoning: str | None, tool: str | None, output: str, cuts: list[int]
 ) -> None:
-    factory = ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
+    factory = ParserFactory(tool, reasoning, True, with_response_template(tokenizer.vocabulary))
     # A refusal is vLLM's own answer (its parser raises: a 400), never a crash.
     with contextlib.suppress(OutputRefused):
         factory.for_request(options()).parse(output, [], "seed")

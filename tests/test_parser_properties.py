@@ -436,6 +436,9 @@ CONFIGS = {
     "k2_horizon (tools)": (("k2_horizon", None), k2_horizon_output()),
     "apertus": (("apertus", None), apertus_output()),
     "lfm2": (("lfm2", None), lfm2_output()),
+    "hf+hf": (("hf", "hf"), hermes_output(reasoning=True)),
+    "hf (tools)": (("hf", None), hermes_output(reasoning=False)),
+    "beam+beam": (("beam", "beam"), hermes_output(reasoning=True)),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

@@ -95,6 +95,10 @@ STAND_INS: dict[str, Callable[[], object]] = {
     "apertus": lambda: synthetic_model("apertus"),
     "lfm2": lambda: synthetic_model("lfm2"),
     "jamba": lambda: synthetic_model("jamba"),
+    # Qwen3's vocabulary with Qwen3's markup described in its response_template.
+    "hf": lambda: synthetic_model("hf"),
+    # Beam's quick start writes Qwen3's markup: the hf stand-in's template describes it.
+    "beam": lambda: synthetic_model("hf"),
 }
 
 
@@ -171,7 +175,8 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
         assert json.loads(call) == ARGUMENTS
     assert output.count("finish_reason: tool_calls\n") == 1
     # A pythonic call is sent whole once its list parses, a Granite 4.0, ERNIE or dots
-    # call at its end, a Muse call once its closing tag is in.
+    # call at its end, a Muse call once its closing tag is in, a response template's call
+    # when its region closes.
     whole = "pythonic" in example.tool_parser or example.tool_parser in (
         "granite4",
         "ernie45",
@@ -179,6 +184,8 @@ def test_a_quick_start_prints_the_reasoning_the_answer_and_the_call(name: str) -
         "dots",
         "kimi_k3",
         "k2_horizon",
+        "hf",
+        "beam",
     )
     assert output.count("\ntool call 0: ") >= (1 if whole else 2)
 

@@ -126,11 +126,6 @@ def test_a_family_reads_whole_output_combines_with_nothing_else() -> None:
 
 # vLLM 0.33.0's registered names (scripts/record_parser_names.py, run with the oracle).
 VLLM_NAMES = json.loads((GOLDEN_DIR / "vllm-parser-names.json").read_text())
-# vLLM's names this server does not parse yet: the list only shrinks.
-NOT_YET = {
-    "tool_parsers": {"beam", "hf"},
-    "reasoning_parsers": {"beam", "hf"},
-}
 
 
 @pytest.mark.parametrize(
@@ -143,8 +138,8 @@ NOT_YET = {
 def test_every_name_vllm_registers_is_served(
     kind: str, served: dict[str, object], counted: int
 ) -> None:
-    """The names are vLLM's as its registries list them, every one but those not yet
-    served, and the listing's count of vLLM's names is theirs."""
+    """The names are exactly vLLM's as its registries list them (every one is served),
+    and the listing's count of vLLM's names is theirs."""
     assert VLLM_NAMES["vllm"] == "0.33.0"
     assert len(VLLM_NAMES[kind]) == counted
-    assert sorted(served) == sorted(set(VLLM_NAMES[kind]) - NOT_YET[kind])
+    assert sorted(served) == sorted(VLLM_NAMES[kind])

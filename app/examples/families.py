@@ -812,4 +812,20 @@ EXAMPLES: dict[str, Example] = {
             "</tool_calls><|im_end|>"
         ),
     ),
+    "hf": Example(
+        family="Models read by their tokenizer's `response_template` (`tokenizer_config.json`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="hf",
+        tool_parser="hf",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}</think>\n\n{ANSWER}\n{HERMES_CALL}",
+    ),
+    "beam": Example(
+        family="Beam (read by its tokenizer's `response_template`)",
+        tokenizer=MODEL_DIR,
+        reasoning_parser="beam",
+        tool_parser="beam",
+        prompt=f"{QWEN3_PROMPT}<think>\n",
+        output=f"{REASONING}</think>\n\n{ANSWER}\n{HERMES_CALL}",
+    ),
 }

@@ -9,6 +9,7 @@ from typing import Any
 
 from parsers.families import (
     apertus,
+    beam,
     cohere_command,
     deepseek,
     dots,
@@ -25,6 +26,7 @@ from parsers.families import (
     granite_thinking,
     harmony,
     hermes,
+    hf,
     hunyuan_a13b,
     hy,
     inkling,
@@ -104,6 +106,8 @@ FAMILIES: tuple[Family, ...] = (
     apertus.FAMILY,
     lfm2.FAMILY,
     jamba.FAMILY,
+    hf.FAMILY,
+    beam.FAMILY,
 )
 
 

@@ -54,6 +54,12 @@ class Recorder:
         # does not depend on them.
         render = {k: v for k, v in chat_request.items() if k != "stream_options"}
         status, body = post_json(self.url, RENDER, render)
+        if status == 400 and body.get("error", {}).get("param") == "tool_choice":
+            # A parser that cannot force calls at render time (vLLM's ``hf``) refuses a
+            # required or named tool_choice there; derender reads the output all the
+            # same, and the prompt does not depend on tool_choice.
+            render["tool_choice"] = "auto"
+            status, body = post_json(self.url, RENDER, render)
         if status != 200:
             raise RuntimeError(f"render failed: {status} {body}")
         return body["request_id"], body["token_ids"]

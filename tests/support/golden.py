@@ -329,6 +329,9 @@ _SYNTHETIC_BY_CONFIG = {
     "T6": "apertus",
     "T5": "lfm2",
     "T3": "jamba",
+    **dict.fromkeys(("X1", "X2"), "hf"),
+    **dict.fromkeys(("X3", "X4"), "beam"),
+    "X5": "hf_xml",
 }
 
 

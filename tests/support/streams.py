@@ -4,6 +4,7 @@ folds them."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -12,8 +13,9 @@ from app.session import StreamSession
 from app.state_json import HistoryJson, LiftedHistory
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
-from parsers.types import Delta, ParseOptions, ToolSpec
+from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
 from tests.support.parity import Assembled
+from tests.support.synthetic_tokenizers import QWEN3_RESPONSE_TEMPLATE
 
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 # The tools the generated outputs call (tests/support/outputs.py).
@@ -35,8 +37,16 @@ def options(**kwargs: Any) -> ParseOptions:
     return ParseOptions(tools=TOOLS, tool_choice="auto", **kwargs)
 
 
+def with_response_template(vocab: Vocabulary) -> Vocabulary:
+    """The vocabulary with Qwen3's markup as its response template when it has none (the
+    tests' Qwen3 tokenizer stands for a checkpoint whose configuration describes it)."""
+    if vocab.response_template is not None:
+        return vocab
+    return dataclasses.replace(vocab, response_template=QWEN3_RESPONSE_TEMPLATE)
+
+
 def factory_for(tokenizer: Tokenizer, tool: str | None, reasoning: str | None) -> ParserFactory:
-    return ParserFactory(tool, reasoning, True, tokenizer.vocabulary)
+    return ParserFactory(tool, reasoning, True, with_response_template(tokenizer.vocabulary))
 
 
 def stream(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from tokenizers import AddedToken
 from tokenizers import Tokenizer as RustTokenizer
@@ -192,7 +193,13 @@ FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
     "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
     # Jamba's call markers (ordinary tokens here, as InternLM2's are).
     "jamba": ("<tool_calls>", "</tool_calls>"),
+    # A model read by its response template (vLLM's ``hf``): Qwen3's markers, all its own.
+    "hf": (),
 }
+# Beam read by its response template: Gemma 4's markers (its turns, channel and calls).
+FAMILY_TOKENS["beam"] = FAMILY_TOKENS["gemma4"]
+# Qwen3.5's markup read by its response template (vLLM's ``hf``): Qwen3's markers.
+FAMILY_TOKENS["hf_xml"] = ()
 # Qwen3's added tokens a family's vocabulary lacks: they are dropped, so the text reads
 # in ordinary tokens (Olmo 3 spells <think> as "<", "think", ">").
 FAMILY_DROPS: dict[str, frozenset[str]] = {"olmo3": frozenset({"<think>", "</think>"})}
@@ -230,6 +237,9 @@ FAMILY_SPECIAL: dict[str, frozenset[str]] = {
     "apertus": frozenset(),
     "lfm2": frozenset(),
     "jamba": frozenset(),
+    "hf": frozenset(),
+    "beam": frozenset(FAMILY_TOKENS["gemma4"]),
+    "hf_xml": frozenset(),
 }
 _EOS = {
     "kimi_k2": "<|im_end|>",
@@ -261,6 +271,9 @@ _EOS = {
     "apertus": "<|im_end|>",
     "lfm2": "<|im_end|>",
     "jamba": "<|im_end|>",
+    "hf": "<|im_end|>",
+    "beam": "<turn|>",
+    "hf_xml": "<|im_end|>",
 }
 
 _KIMI_TEMPLATE = (
@@ -456,6 +469,79 @@ _TEMPLATES = {
     "apertus": _CHATML_TEMPLATE,
     "lfm2": _CHATML_TEMPLATE,
     "jamba": _CHATML_TEMPLATE,
+    "hf": _CHATML_TEMPLATE,
+    "beam": _GEMMA4_TEMPLATE,
+    "hf_xml": _CHATML_TEMPLATE,
+}
+# Qwen3's markup as a response template (transformers describes Qwen3 models so): what
+# vLLM's ``hf`` and ``beam`` parsers read from a tokenizer's configuration.
+QWEN3_RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>",
+            "close": "</tool_call>",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {
+            "close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>)",
+            "content": "text",
+        },
+    },
+}
+# Gemma 4's markup as a response template (as transformers describes Gemma 4 models):
+# named captures in the call opener and a JSON dialect (bare keys, <|"|> strings).
+GEMMA4_RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": ["<|turn>model\n", "<tool_response|>"],
+    "fields": {
+        "thinking": {"open": "<|channel>thought\n", "close": "<channel|>", "content": "text"},
+        "tool_calls": {
+            "open_pattern": r"<\|tool_call>call:(?P<name>\w+)",
+            "close": "<tool_call|>",
+            "repeats": True,
+            "content": "json",
+            "content_args": {"unquoted_keys": True, "string_delims": [['<|"|>', '<|"|>']]},
+            "transform": {
+                "type": "function",
+                "function": {"name": "{name}", "arguments": "{content}"},
+            },
+        },
+        "content": {"close": ["<turn|>", "<|tool_response>", "<eos>"], "content": "text"},
+    },
+}
+# Qwen3.5's markup as a response template (transformers describes Qwen3.5 models so):
+# calls named by the opener's group, their parameters read by an xml-inline tag pattern.
+QWEN35_RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>\s*<function=(?P<name>[^>\n]+)>",
+            "close_pattern": r"</function>\s*</tool_call>",
+            "repeats": True,
+            "content": "xml-inline",
+            "content_args": {
+                "tag_pattern": r"<parameter=(?P<key>[^>\n]+)>\s*(?P<value>.*?)\s*</parameter>",
+            },
+            "transform": {
+                "type": "function",
+                "function": {"name": "{name}", "arguments": "{content}"},
+            },
+        },
+        "content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)", "content": "text"},
+    },
+}
+# The response template each family's tokenizer configuration carries, if any.
+_RESPONSE_TEMPLATES: dict[str, dict[str, Any]] = {
+    "hf": QWEN3_RESPONSE_TEMPLATE,
+    "beam": GEMMA4_RESPONSE_TEMPLATE,
+    "hf_xml": QWEN35_RESPONSE_TEMPLATE,
 }
 
 
@@ -484,6 +570,8 @@ def write_synthetic_tokenizer(family: str, folder: Path) -> Path:
     config["extra_special_tokens"] = extra + [t for t in FAMILY_TOKENS[family] if t in special]
     config["eos_token"] = _EOS[family]
     config["chat_template"] = _TEMPLATES[family]
+    if family in _RESPONSE_TEMPLATES:
+        config["response_template"] = _RESPONSE_TEMPLATES[family]
     (folder / "tokenizer_config.json").write_text(
         json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8"
     )

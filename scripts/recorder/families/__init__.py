@@ -9,6 +9,7 @@ from typing import Any
 from recorder.common import Config
 from recorder.families import (
     apertus,
+    beam,
     cohere,
     deepseek,
     dots,
@@ -22,6 +23,7 @@ from recorder.families import (
     granite_array,
     granite_fc,
     granite_thinking,
+    hf,
     holo2,
     hunyuan,
     inkling,
@@ -91,6 +93,8 @@ FAMILIES = (
     apertus,
     lfm2,
     jamba,
+    hf,
+    beam,
 )
 CONFIGS: dict[str, Config] = {
     config.name: config for family in FAMILIES for config in family.CONFIGS
