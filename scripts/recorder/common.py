@@ -302,6 +302,37 @@ def plain_scenarios(calls: Callable[[list[tuple[str, Any]]], str] = v31_calls) -
     ]
 
 
+def output_scenarios(call: str, multibyte: str) -> list[Scenario]:
+    """What every tool family records the same way in its own call spelling (``call``:
+    one call to get_weather; ``multibyte``: a call with CJK and emoji in its string
+    argument): multi-byte text, ``n=2`` with logprobs, a usage-only chunk."""
+    tools = {"tools": TOOLS}
+    weather = [SYSTEM, ASK_WEATHER]
+    return [
+        Scenario(
+            "multibyte",
+            "CJK and emoji in content and a string argument",
+            _chat([ASK_JA], **tools),
+            [f"東京の天気を調べます 🌤️{multibyte}"],
+        ),
+        Scenario(
+            "n2_logprobs",
+            "n=2 with logprobs: one choice answers, the other calls a tool",
+            _chat(weather, **tools, n=2, logprobs=True, top_logprobs=2),
+            ["Sunny.", call],
+            logprobs=2,
+        ),
+        Scenario(
+            "usage_chunk",
+            "stream_options.include_usage: a usage-only final chunk",
+            _chat(weather, **tools, stream_options={"include_usage": True}),
+            [call],
+            usage_chunk=True,
+            one_shot=False,
+        ),
+    ]
+
+
 def engine_family_scenarios(fmt: str, served: str) -> list[Scenario]:
     """Kimi K2 and GLM (synthetic tokenizers): the tool scenarios plus what these
     formats add: an explicit ``<think>``, a tool the request lacks, text after the calls."""

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from recorder.common import (
-    ASK_JA,
     ASK_SUM,
     ASK_WEATHER,
     NAMED_TIME,
@@ -20,6 +19,7 @@ from recorder.common import (
     Scenario,
     _chat,
     _parsers,
+    output_scenarios,
     served_as,
 )
 
@@ -115,27 +115,7 @@ def _scenarios() -> list[Scenario]:
             [f"Let me check.{call[:-30]}"],
             finish="length",
         ),
-        Scenario(
-            "multibyte",
-            "CJK and emoji in content and a string argument",
-            _chat([ASK_JA], **tools),
-            [f"東京の天気を調べます 🌤️{ja}"],
-        ),
-        Scenario(
-            "n2_logprobs",
-            "n=2 with logprobs: one choice answers, the other calls a tool",
-            _chat(weather, **tools, n=2, logprobs=True, top_logprobs=2),
-            ["Sunny.", call],
-            logprobs=2,
-        ),
-        Scenario(
-            "usage_chunk",
-            "stream_options.include_usage: a usage-only final chunk",
-            _chat(weather, **tools, stream_options={"include_usage": True}),
-            [call],
-            usage_chunk=True,
-            one_shot=False,
-        ),
+        *output_scenarios(call, ja),
     ]
 
 
