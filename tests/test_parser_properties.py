@@ -10,6 +10,7 @@ kept out of the invariance claims and listed in docs/parity.md.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -485,7 +486,36 @@ def test_any_chunking_assembles_the_same_message(
         return  # vLLM's own stream depends on the chunking here (docs/parity.md)
     for cuts in (cuts_a, cuts_b, [10**6]):
         folded, _ = run(tokenizer, factory, options(), chunked(ids, cuts), finish)
-        assert folded == baseline, (config, output, cuts)
+        expected = baseline
+        if finish == "length" and tool == "step5":
+            folded, expected = _held_whitespace_lost(folded, baseline)
+        assert folded == expected, (config, output, cuts)
+
+
+def _held_whitespace_lost(a: Assembled, b: Assembled) -> tuple[Assembled, Assembled]:
+    """Two Step-5 streams cut by ``length``, whitespace-only content sent by one and not
+    the other left out of both: Step-5 keeps such content before its calls but holds it
+    until a chunk sends no call piece, so whether it is sent before the stream ends inside
+    a call depends on where the chunks fell, as in vLLM (docs/parity.md,
+    engine-held-content-at-cut)."""
+    if (a.content and b.content) or (a.content + b.content).strip():
+        return a, b
+    return dataclasses.replace(a, content=""), dataclasses.replace(b, content="")
+
+
+def test_step5_whitespace_before_calls_is_lost_when_held_to_a_cut(tokenizer: Tokenizer) -> None:
+    """vLLM 0.33.0's step5 + step5 stream of this output (checked with its parsers): the
+    ``\\n\\n`` after ``</think>`` goes out one token per chunk, but not when it ends the
+    chunk of ``</think>`` and the rest comes in one chunk that leaves the last call's
+    closing ``"}`` to the end (docs/parity.md, engine-held-content-at-cut)."""
+    factory = factory_for(tokenizer, "step5", "step5")
+    call = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    ids = tokenizer.encode(f" x\n</think>\n\n{call}</function>\n</tool_call>{call}</function")
+    head = len(tokenizer.encode(" x\n</think>\n\n"))
+    one_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "length")
+    two_chunks, _ = run(tokenizer, factory, options(), [ids[:head], ids[head:]], "length")
+    assert (one_token.content, two_chunks.content) == ("\n\n", "")
+    assert one_token.calls == two_chunks.calls
 
 
 @PROPS
