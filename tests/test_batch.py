@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from app.batch import TURN_SECONDS, answered
 from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
+from app.metrics import Metrics
 from tests.support.apps import AppFactory
 from tests.support.replies import without_created
 
@@ -230,17 +231,17 @@ def test_a_long_frame_lets_the_event_loop_turn_between_entries() -> None:
             turns += 1
             await asyncio.sleep(0)
 
-    async def busy(entry: bytes) -> bytes:
+    async def busy(entry: bytes) -> tuple[bytes, int]:
         until = time.perf_counter() + TURN_SECONDS
         while time.perf_counter() < until:
             pass
-        return entry
+        return entry, 200
 
     async def main() -> tuple[bytes, int]:
         task = asyncio.create_task(other())
         await asyncio.sleep(0)
         before = turns
-        reply = await answered([Raw(b"1")] * 20, busy)
+        reply = await answered([Raw(b"1")] * 20, busy, Metrics(), "chat")
         task.cancel()
         return reply, turns - before
 
