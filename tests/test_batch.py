@@ -92,6 +92,22 @@ def test_a_frame_on_a_connection_answers_each_stream_as_the_full_protocol(
     assert got == expected
 
 
+def test_entries_continued_on_a_worker_thread_answer_as_inline_ones(
+    make_app: AppFactory,
+) -> None:
+    """With ``--inline-tokens 0`` every continued chunk takes the worker-thread path."""
+    with TestClient(make_app(PARSED)) as inline:
+        expected = _expected(inline)
+    http = TestClient(make_app([*PARSED, "--inline-tokens", "0"]))
+    got: dict[str, list[bytes]] = {name: [] for name in NAMES}
+    with http, http.websocket_connect(CHAT_PATH + "/ws") as socket:
+        for step in range(len(CHUNKS)):
+            socket.send_text(_frame([_entry(name, step) for name in NAMES]))
+            for reply in json.loads(socket.receive_text())["batch"]:
+                got[reply["request_id"]].append(_chunk_bytes(json.dumps(reply).encode()))
+    assert got == expected
+
+
 def test_a_bad_entry_answers_for_itself_and_single_messages_still_work(
     make_app: AppFactory,
 ) -> None:
