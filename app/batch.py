@@ -26,6 +26,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from app.errors import BadRequest, BodyTooLarge
+from app.metrics import Metrics
 from app.settings import Settings
 
 BATCH_SUFFIX = "/batch"
@@ -33,6 +34,12 @@ BATCH_SUFFIX = "/batch"
 # dozen chunks (a chunk's answer costs tens of microseconds), a small share of the
 # delay /health may see.
 TURN_SECONDS = 0.001
+
+# An entry's encoded reply and its status (200, or its error's code).
+Answer = tuple[bytes, int]
+# The transport's single-chunk path for an entry: its answer at once (a chunk that
+# continues a held stream inline), or one to await.
+EntryAnswer = Callable[[bytes], Answer | Awaitable[Answer]]
 
 _NULL = Raw(b"null")
 _OPEN, _SEPARATOR, _CLOSE = b'{"batch":[', b",", b"]}"
@@ -82,15 +89,24 @@ def frame_entries(body: bytes, settings: Settings) -> list[Raw] | None:
     return entries
 
 
-async def answered(entries: list[Raw], answer: Callable[[bytes], Awaitable[bytes]]) -> bytes:
+async def answered(
+    entries: list[Raw], answer: EntryAnswer, metrics: Metrics, endpoint: str
+) -> bytes:
     """A frame's reply: each entry answered in order by ``answer`` (the transport's
-    single-chunk path, which answers a failure with the entry's error reply), the event
-    loop yielded between entries once a turn's worth of work is done."""
+    single-chunk path, which answers a failure with the entry's error reply), at once
+    or awaited, the event loop yielded between entries once a turn's worth of work is
+    done. Its entries are counted by status and the frame timed once (``endpoint``,
+    mode ``batch``)."""
     replies = []
-    turn = time.perf_counter()
+    statuses: dict[int, int] = {}
+    started = turn = time.perf_counter()
     for entry in entries:
-        replies.append(await answer(bytes(entry)))
+        given = answer(bytes(entry))
+        reply, status = given if isinstance(given, tuple) else await given
+        replies.append(reply)
+        statuses[status] = statuses.get(status, 0) + 1
         if time.perf_counter() - turn >= TURN_SECONDS:
             await anyio.sleep(0)
             turn = time.perf_counter()
+    metrics.observe_frame(endpoint, statuses, time.perf_counter() - started)
     return _OPEN + _SEPARATOR.join(replies) + _CLOSE

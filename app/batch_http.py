@@ -11,15 +11,16 @@ re-sends that chunk in full. Each entry's reply names its stream, as on a WebSoc
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable
 
 import msgspec
 from msgspec import Raw, Struct
 from starlette.responses import Response
 
-from app.batch import answered, frame_entries
+from app.batch import Answer, answered, frame_entries
 from app.body import Received, received, too_large
+from app.compact import is_compact
+from app.compact_path import CompactChunks
 from app.errors import BadRequest
 from app.failures import failure
 from app.protocol import ErrorBody, encoder
@@ -48,27 +49,40 @@ _error = msgspec.json.Decoder(ErrorBody)
 
 
 class BatchEndpoint:
-    """A route's batch POST: each entry through the route's own handler, in order."""
+    """A route's batch POST: each entry through the route's own handler, in order; with
+    ``compact`` (a parsed chat route), an entry carrying a compact state is answered by
+    it directly, its reply never a response to read back."""
 
-    def __init__(self, service: DerenderService, endpoint: str, handle: Handler) -> None:
+    def __init__(
+        self,
+        service: DerenderService,
+        endpoint: str,
+        handle: Handler,
+        compact: CompactChunks | None = None,
+    ) -> None:
         self.service = service
         self.endpoint = endpoint
         self.handle = handle
+        self.compact = compact
 
     async def __call__(self, body: bytes) -> Response:
         entries = frame_entries(body, self.service.settings)
         if entries is None:
             raise BadRequest(NOT_A_FRAME, "batch")
-        return Response(await answered(entries, self._entry), media_type="application/json")
+        reply = await answered(entries, self._entry, self.service.metrics, self.endpoint)
+        return Response(reply, media_type="application/json")
 
-    async def _entry(self, body: bytes) -> bytes:
-        """One entry's reply, counted and timed as a request of mode ``batch``."""
-        started = time.perf_counter()
+    async def _entry(self, body: bytes) -> Answer:
+        """One entry's reply and status, as a compact POST of its route answers it."""
         try:
             limit = self.service.settings.max_request_bytes
             if len(body) > limit:
                 raise too_large(limit)
             request = received(body, self.endpoint, None, compact=True)
+            if self.compact is not None and is_compact(request.view.stream_state):
+                replied = await self.compact.replied(request)
+                key, state = replied.key, Raw(replied.stream_state)
+                return encoder.encode(SocketReply(*key, replied.chunk, state)), 200
             if not request.view.stream:  # an entry is a streamed chunk, said or not
                 view = msgspec.structs.replace(request.view, stream=True)
                 request = dataclasses.replace(request, view=view)
@@ -85,6 +99,4 @@ class BatchEndpoint:
         else:
             error_info = _error.decode(content).error
             reply = encoder.encode(SocketError(request_id, index, error_info))
-        elapsed = time.perf_counter() - started
-        self.service.metrics.observe(self.endpoint, "batch", status, elapsed)
-        return reply
+        return reply, status

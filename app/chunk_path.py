@@ -303,6 +303,16 @@ class ParsedChunks:
         duplicate replays instead of sharing it. Unless this chunk ends the stream
         or fails, the store keeps it for the next chunk.
         """
+        reply, carried = await self.respond_parts(request, model, found, compact)
+        response = json_response(ChatStreamReply(reply, Raw(carried)))
+        if request.generate_chunk.choices:
+            response.headers["x-derender-cache"] = found.acquired.source
+        return response
+
+    async def respond_parts(
+        self, request: ChatStreamDerenderRequest, model: str, found: Found, compact: bool
+    ) -> tuple[ChatCompletionChunk, bytes]:
+        """``respond``'s reply chunk and encoded state, before they are a response."""
         chunk = request.generate_chunk
         key, fingerprint = found.key, found.fingerprint
         reply, state, session = await self.derendered(request, model, found)
@@ -319,10 +329,7 @@ class ParsedChunks:
                     else (lambda: kept.state_digest(state))
                 )
                 await self.store.keep(key, fingerprint, session, carried, digest)
-        response = json_response(ChatStreamReply(reply, Raw(carried)))
-        if chunk.choices:
-            response.headers["x-derender-cache"] = found.acquired.source
-        return response
+        return reply, carried
 
     async def derendered(
         self, request: ChatStreamDerenderRequest, model: str, found: Found

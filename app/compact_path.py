@@ -8,16 +8,18 @@ what this chunk found.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from msgspec import Raw
 from starlette.responses import Response
 
 from app.body import Received, decode_body
 from app.chunk_path import Found, ParsedChunks, json_response
 from app.errors import BadRequest, StateRequired
-from app.protocol import ChatStreamReply, CompactChatStreamRequest, encoder
+from app.protocol import ChatCompletionChunk, ChatStreamReply, CompactChatStreamRequest, encoder
 from app.routing import check_stream_id
 from app.session import Fingerprint, StreamSession
-from app.session_store import Acquired, Source
+from app.session_store import Acquired, Source, StreamKey
 from app.validation import (
     check_chunk,
     check_model,
@@ -30,6 +32,16 @@ from cache.sessions import Eviction
 _NULL = b"null"
 
 
+class CompactReply(NamedTuple):
+    """A compact chunk's answer: its stream, reply chunk and encoded state, and where its
+    session came from (None for a usage-only chunk, which takes none)."""
+
+    key: StreamKey
+    chunk: ChatCompletionChunk
+    stream_state: bytes
+    source: Source | None
+
+
 class CompactChunks:
     """Answers compact chunks from the sessions of ``chunks``' store."""
 
@@ -39,6 +51,14 @@ class CompactChunks:
         self.limits = chunks.limits
 
     async def answer(self, received: Received) -> Response:
+        replied = await self.replied(received)
+        response = json_response(ChatStreamReply(replied.chunk, Raw(replied.stream_state)))
+        if replied.source is not None:
+            response.headers["x-derender-cache"] = replied.source
+        return response
+
+    async def replied(self, received: Received) -> CompactReply:
+        """The chunk's reply before it is a response (a batch entry's is not one)."""
         request = decode_body(received.body, CompactChatStreamRequest)
         chunk = request.generate_chunk
         check_stream_id(received.stream_id, chunk.request_id)
@@ -52,7 +72,8 @@ class CompactChunks:
             kept = self.store.cache.peek(key, fingerprint)
             if kept is None or kept[1] != sent:
                 raise StateRequired("no live session of this stream continues its stream_state")
-            return await self._usage(request, model, kept[0], sent)
+            reply = self._usage(request, model, kept[0])
+            return CompactReply(key, reply, sent, None)
         session = self.store.acquire_compact(key, fingerprint, sent)
         if session is None:
             raise StateRequired("no live session of this stream continues its stream_state")
@@ -65,7 +86,8 @@ class CompactChunks:
             raise BadRequest(problem)
         full = session.request_for(chunk, request.model, request.prompt_tokens)
         found = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
-        return await self.chunks.respond(full, model, found, compact=True)
+        reply, carried = await self.chunks.respond_parts(full, model, found, compact=True)
+        return CompactReply(key, reply, carried, Source.HIT)
 
     def _fingerprint(self, received: Received, key: tuple[str, int], sent: bytes) -> Fingerprint:
         """The request's own when it sends its context, else the one of the session kept
@@ -78,9 +100,9 @@ class CompactChunks:
             raise StateRequired("no live session of this stream continues its stream_state")
         return fingerprint
 
-    async def _usage(
-        self, request: CompactChatStreamRequest, model: str, session: StreamSession, sent: bytes
-    ) -> Response:
+    def _usage(
+        self, request: CompactChatStreamRequest, model: str, session: StreamSession
+    ) -> ChatCompletionChunk:
         full = session.request_for(request.generate_chunk, request.model, request.prompt_tokens)
         reply, _ = self.chunks.service.parsed_stream.chunk(full, model, None)
-        return json_response(ChatStreamReply(reply, Raw(sent)))
+        return reply

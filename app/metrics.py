@@ -205,13 +205,30 @@ class Metrics:
     def observe(self, endpoint: str, mode: str, status: int, seconds: float) -> None:
         """Count and time one request. Its labelled series are looked up once per label
         set: ``labels`` cost more than a chunk's bookkeeping (profiled, bench/README.md)."""
+        series = self._series(endpoint, mode, status)
+        series[0].inc()
+        series[1].observe(seconds)
+
+    def _series(self, endpoint: str, mode: str, status: int) -> tuple[Counter, Histogram]:
+        """The request counter and latency histogram of a label set, looked up once."""
         series = self._observed.get((endpoint, mode, status))
         if series is None:
             requests = self.requests.labels(endpoint, mode, str(status))
             latency = self.latency.labels(endpoint, mode)
             series = self._observed[endpoint, mode, status] = (requests, latency)
-        series[0].inc()
-        series[1].observe(seconds)
+        return series
+
+    def observe_frame(self, endpoint: str, statuses: dict[int, int], seconds: float) -> None:
+        """Count a batch frame's entries by status, one increment per status, and time
+        the frame once: its entries are requests of mode ``batch``, its latency the
+        frame's (an entry's own share is not worth two clock reads and a histogram lock
+        per entry, profiled in bench/README.md)."""
+        series = None
+        for status, entries in statuses.items():
+            series = self._series(endpoint, "batch", status)
+            series[0].inc(entries)
+        if series is not None:
+            series[1].observe(seconds)
 
     def observe_render(self, endpoint: str, seconds: float, tokens: int) -> None:
         """Time one successful render and count its prompt tokens."""

@@ -77,12 +77,13 @@ class DerenderApp:
             CHAT_PATH: ("chat", ChatEndpoint(service)),
             COMPLETIONS_PATH: ("completions", CompletionsEndpoint(service)),
         }
-        self._batches = {
-            path + BATCH_SUFFIX: BatchEndpoint(service, endpoint, handle)
-            for path, (endpoint, handle) in self._direct.items()
-        }
         chat = self._direct[CHAT_PATH][1]
         assert isinstance(chat, ChatEndpoint)
+        compact = {CHAT_PATH: chat.compact} if chat.parsed else {}
+        self._batches = {
+            path + BATCH_SUFFIX: BatchEndpoint(service, endpoint, handle, compact.get(path))
+            for path, (endpoint, handle) in self._direct.items()
+        }
         self._lanes: dict[str, Lane] = {
             CHAT_PATH + SOCKET_SUFFIX: (
                 ParsedChatLane(chat.chunks) if chat.parsed else PlainLane(service, False)

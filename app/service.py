@@ -70,10 +70,19 @@ class DerenderService:
     async def run(self, tokens: int, func: Callable[..., T], *args: Any) -> T:
         """Run decoding inline when small, else on the worker pool off the event loop;
         either way within the request's CPU budget."""
+        if self.inline(tokens):
+            return self.run_now(func, *args)
         bounded = functools.partial(run_within, self.settings.max_request_cpu_seconds, func, *args)
-        if tokens <= self.settings.inline_tokens:
-            return bounded()
         return await anyio.to_thread.run_sync(bounded, limiter=self._limiter)
+
+    def inline(self, tokens: int) -> bool:
+        """Whether decoding ``tokens`` is small enough to run on the event loop."""
+        return tokens <= self.settings.inline_tokens
+
+    def run_now(self, func: Callable[..., T], *args: Any) -> T:
+        """Run ``func`` here and now, within the request's CPU budget (for work that
+        ``inline`` says is small)."""
+        return run_within(self.settings.max_request_cpu_seconds, func, *args)
 
     async def run_one_shot(self, body: bytes, answer: Callable[..., bytes], *args: Any) -> bytes:
         """A one-shot request, decoded, checked, derendered and encoded in one call:

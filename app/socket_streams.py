@@ -22,7 +22,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from app.body import Received, decode_body
-from app.chunk_path import Found, ParsedChunks, carried_state
+from app.chunk_path import ParsedChunks, carried_state
 from app.compact import is_compact
 from app.errors import BadRequest, StateRequired
 from app.memsize import deep_size
@@ -36,7 +36,7 @@ from app.protocol import (
 )
 from app.service import DerenderService
 from app.session import StreamSession, kept_chat_request
-from app.session_store import Acquired, Source, StreamKey
+from app.session_store import Source, StreamKey
 from app.validation import (
     check_chunk,
     check_history,
@@ -213,7 +213,9 @@ class Lane(Protocol):
 
     async def open(self, received: Received) -> Answered: ...
 
-    async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered: ...
+    def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
+        """Continue ``stream`` with ``message``; the caller runs it on the event loop or a
+        worker thread by the size of its chunk (``DerenderService.run``)."""
 
 
 def _finished(chunk: GenerateChunk) -> bool:
@@ -252,7 +254,7 @@ class ParsedChatLane:
             held = OpenStream(None, session, context, request.model, request.prompt_tokens)
         return reply, carried, held
 
-    async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
+    def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
         session, context = stream.session, stream.context
         assert session is not None
         chunk = message.generate_chunk
@@ -268,10 +270,8 @@ class ParsedChatLane:
         if problem is not None:
             raise BadRequest(problem)
         request = session.request_for(chunk, requested, prompt_tokens)
-        key = (chunk.request_id, chunk.choices[0].index)
-        # No fingerprint: the session is the connection's, none of the store's to drop.
-        found = Found(key, None, Acquired(session, Source.HIT), delta)
-        reply, state, _ = await self.chunks.derendered(request, model, found)
+        # The session is the connection's, none of the store's to drop if this fails.
+        reply, state = self.chunks.service.parsed_stream.chunk(request, model, session)
         carried = carried_state(state, session, context)
         return reply, carried, None if _finished(chunk) else stream
 
@@ -296,7 +296,7 @@ class PlainLane:
         stream = OpenStream(model=request.model, prompt_tokens=request.prompt_tokens)
         return self._held(reply, state, self._slimmed(request), stream)
 
-    async def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
+    def proceed(self, message: SocketMessage, stream: OpenStream) -> Answered:
         model, prompt_tokens = stream.advanced(message)
         request = msgspec.structs.replace(
             stream.request,
@@ -308,7 +308,7 @@ class PlainLane:
         # is held of it is what the derendering reads, which the checks need not see.
         own = "completion_request" if self.completions else "chat_request"
         checked = self._validated(msgspec.structs.replace(request, **{own: None}), BodyView())
-        return self._held(*await self._derendered(request, checked), request, stream)
+        return self._held(*self._derender(request, checked), request, stream)
 
     def _slimmed(self, request: Any) -> Any:
         """The request without what no later message reads of it: the messages or the
@@ -333,12 +333,15 @@ class PlainLane:
         check_state_ids(request.stream_state, limits)
         return model
 
-    async def _derendered(self, request: Any, model: str) -> tuple[Any, StreamState]:
+    def _derender(self, request: Any, model: str) -> tuple[Any, StreamState]:
         plain = self.service.plain_stream
         derender = plain.completion if self.completions else plain.chat
-        return await self.service.run(
-            chunk_tokens(request.generate_chunk), derender, request, model
-        )
+        result: tuple[Any, StreamState] = derender(request, model)
+        return result
+
+    async def _derendered(self, request: Any, model: str) -> tuple[Any, StreamState]:
+        tokens = chunk_tokens(request.generate_chunk)
+        return await self.service.run(tokens, self._derender, request, model)
 
     @staticmethod
     def _held(reply: Any, state: StreamState, request: Any, stream: OpenStream) -> Answered:

@@ -10,22 +10,30 @@ stays open for the others. The connection closes when the client closes it or af
 
 from __future__ import annotations
 
-import functools
 import time
+from collections.abc import Awaitable
 
 import anyio
 import msgspec
 from msgspec import Struct
 from starlette.types import Message, Receive, Send
 
-from app.batch import answered, frame_entries
+from app.batch import Answer, answered, frame_entries
 from app.body import decode_body, received, too_large
 from app.errors import BadRequest, DerenderError
 from app.failures import failure
 from app.protocol import ErrorInfo, encoder
 from app.service import DerenderService
 from app.session_store import StreamKey
-from app.socket_streams import HeldStreams, Lane, SocketMessage, SocketReply
+from app.socket_streams import (
+    Answered,
+    HeldStreams,
+    Lane,
+    OpenStream,
+    SocketMessage,
+    SocketReply,
+)
+from app.validation import chunk_tokens
 
 SOCKET_SUFFIX = "/ws"
 # The close code the server sends when it goes away (on the idle timeout).
@@ -76,7 +84,6 @@ class SocketConnection:
         self.lane = lane
         self.streams = HeldStreams(service.store.cache)
         self._last_message = time.monotonic()
-        self._answer_entry = functools.partial(self._answer_chunk, mode="batch")
 
     def close(self) -> None:
         """The connection is gone: the streams it held stop counting in the cache."""
@@ -121,36 +128,73 @@ class SocketConnection:
     async def answer(self, body: bytes) -> bytes:
         """One message's reply: a chunk's, or a batch frame's (its entries' replies; an
         error reply naming no stream when the frame is refused whole)."""
+        metrics, endpoint = self.service.metrics, self.lane.endpoint
         try:
             entries = frame_entries(body, self.service.settings)
         except DerenderError as exc:
-            self.service.metrics.observe(self.lane.endpoint, "batch", exc.status, 0.0)
+            metrics.observe(endpoint, "batch", exc.status, 0.0)
             return encoder.encode(SocketError(None, None, exc.body().error))
-        if entries is None:
-            return await self._answer_chunk(body)
-        return await answered(entries, self._answer_entry)
-
-    async def _answer_chunk(self, body: bytes, mode: str = "socket") -> bytes:
-        """One chunk's reply (an error reply for a refused or failed one), counted and
-        timed as a request of ``mode``."""
+        if entries is not None:
+            return await answered(entries, self._answer_chunk, metrics, endpoint)
         started = time.perf_counter()
+        given = self._answer_chunk(body)
+        reply, status = given if isinstance(given, tuple) else await given
+        metrics.observe(endpoint, "socket", status, time.perf_counter() - started)
+        return reply
+
+    def _answer_chunk(self, body: bytes) -> Answer | Awaitable[Answer]:
+        """One chunk's reply (an error reply for a refused or failed one) and status: at
+        once when it continues a held stream with a chunk small enough to derender on
+        the event loop (no await between its message and its reply), else to await."""
         key = None
-        status = 200
         try:
             message = self._read(body)
             key = message.key
-            reply = await self._answer(body, message)
+            stream = self.streams.continued(key, message)
+            if stream is None or not self.service.inline(chunk_tokens(message.generate_chunk)):
+                return self._answer_later(body, message, stream)
+            return self._replied(key, self.service.run_now(self.lane.proceed, message, stream))
         except Exception as exc:
-            key = key or named_stream(body)
-            if key is not None:
-                self.streams.drop(key)
-            error = failure(exc, self.service.metrics, self.lane.endpoint, body)
-            status = error.status
-            request_id, index = key if key is not None else (None, None)
-            reply = encoder.encode(SocketError(request_id, index, error.body().error))
-        elapsed = time.perf_counter() - started
-        self.service.metrics.observe(self.lane.endpoint, mode, status, elapsed)
-        return reply
+            return self._failed(body, key, exc)
+
+    async def _answer_later(
+        self, body: bytes, message: SocketMessage, stream: OpenStream | None
+    ) -> Answer:
+        """A chunk that opens its stream, or a long one continued on a worker thread."""
+        key = message.key
+        try:
+            if stream is not None:
+                tokens = chunk_tokens(message.generate_chunk)
+                return self._replied(
+                    key, await self.service.run(tokens, self.lane.proceed, message, stream)
+                )
+            if (
+                key not in self.streams
+                and len(self.streams) >= self.service.settings.ws_max_streams
+            ):
+                raise BadRequest(
+                    f"this connection already carries {len(self.streams)} open streams "
+                    "(--ws-max-streams): finish one, or open another connection."
+                )
+            view = received(body, self.lane.endpoint, None, compact=True)
+            return self._replied(key, await self.lane.open(view))
+        except Exception as exc:
+            return self._failed(body, key, exc)
+
+    def _replied(self, key: StreamKey, answered: Answered) -> Answer:
+        """The reply of a chunk answered, its stream held for the next one."""
+        reply, carried, held = answered
+        self.streams.put(key, held)
+        return encoder.encode(SocketReply(key[0], key[1], reply, msgspec.Raw(carried))), 200
+
+    def _failed(self, body: bytes, key: StreamKey | None, exc: Exception) -> Answer:
+        """The error reply of a chunk refused or failed; its stream leaves the connection."""
+        key = key or named_stream(body)
+        if key is not None:
+            self.streams.drop(key)
+        error = failure(exc, self.service.metrics, self.lane.endpoint, body)
+        request_id, index = key if key is not None else (None, None)
+        return encoder.encode(SocketError(request_id, index, error.body().error)), error.status
 
     def _read(self, body: bytes) -> SocketMessage:
         """The message, read once; one that cannot be read is refused with the message
@@ -163,25 +207,6 @@ class SocketConnection:
         except (msgspec.DecodeError, RecursionError) as exc:
             decode_body(body, self.lane.kind)  # raises with what to fix
             raise BadRequest(f"invalid message: {exc}") from None
-
-    async def _answer(self, body: bytes, message: SocketMessage) -> bytes:
-        key = message.key
-        stream = self.streams.continued(key, message)
-        if stream is not None:
-            reply, carried, held = await self.lane.proceed(message, stream)
-        else:
-            if (
-                key not in self.streams
-                and len(self.streams) >= self.service.settings.ws_max_streams
-            ):
-                raise BadRequest(
-                    f"this connection already carries {len(self.streams)} open streams "
-                    "(--ws-max-streams): finish one, or open another connection."
-                )
-            view = received(body, self.lane.endpoint, None, compact=True)
-            reply, carried, held = await self.lane.open(view)
-        self.streams.put(key, held)
-        return encoder.encode(SocketReply(key[0], key[1], reply, msgspec.Raw(carried)))
 
 
 def refuse_socket() -> dict[str, object]:

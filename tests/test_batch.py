@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from app.batch import TURN_SECONDS, answered
 from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
+from app.metrics import Metrics
 from tests.support.apps import AppFactory
 from tests.support.replies import without_created
 
@@ -87,6 +88,22 @@ def test_a_frame_on_a_connection_answers_each_stream_as_the_full_protocol(
             replies = json.loads(socket.receive_text())["batch"]
             assert [(r["request_id"], r["index"]) for r in replies] == [(n, 0) for n in NAMES]
             for reply in replies:
+                got[reply["request_id"]].append(_chunk_bytes(json.dumps(reply).encode()))
+    assert got == expected
+
+
+def test_entries_continued_on_a_worker_thread_answer_as_inline_ones(
+    make_app: AppFactory,
+) -> None:
+    """With ``--inline-tokens 0`` every continued chunk takes the worker-thread path."""
+    with TestClient(make_app(PARSED)) as inline:
+        expected = _expected(inline)
+    http = TestClient(make_app([*PARSED, "--inline-tokens", "0"]))
+    got: dict[str, list[bytes]] = {name: [] for name in NAMES}
+    with http, http.websocket_connect(CHAT_PATH + "/ws") as socket:
+        for step in range(len(CHUNKS)):
+            socket.send_text(_frame([_entry(name, step) for name in NAMES]))
+            for reply in json.loads(socket.receive_text())["batch"]:
                 got[reply["request_id"]].append(_chunk_bytes(json.dumps(reply).encode()))
     assert got == expected
 
@@ -230,17 +247,17 @@ def test_a_long_frame_lets_the_event_loop_turn_between_entries() -> None:
             turns += 1
             await asyncio.sleep(0)
 
-    async def busy(entry: bytes) -> bytes:
+    async def busy(entry: bytes) -> tuple[bytes, int]:
         until = time.perf_counter() + TURN_SECONDS
         while time.perf_counter() < until:
             pass
-        return entry
+        return entry, 200
 
     async def main() -> tuple[bytes, int]:
         task = asyncio.create_task(other())
         await asyncio.sleep(0)
         before = turns
-        reply = await answered([Raw(b"1")] * 20, busy)
+        reply = await answered([Raw(b"1")] * 20, busy, Metrics(), "chat")
         task.cancel()
         return reply, turns - before
 
