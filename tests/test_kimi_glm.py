@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,25 @@ def test_kimi_json_hold_releases_a_closing_bracket_with_the_next_character() -> 
     assert hold.feed(" ") == "}] "
     assert hold.feed('"\\"}') == '"\\"}'
     assert hold.release() == ""
+
+
+def _seconds_per_closer(run: int) -> float:
+    """CPU seconds per one-character chunk that lengthens a held run of ``run`` closers."""
+    hold = JsonHold()
+    assert hold.feed("{}" + "]" * run) == "{"
+    began = time.process_time()
+    for _ in range(2_000):
+        assert hold.feed("}") == ""
+    spent = time.process_time() - began
+    assert hold.feed(" ") == "}" + "]" * run + "}" * 2_000 + " "
+    return spent / 2_000
+
+
+def test_kimi_json_hold_costs_each_chunk_what_it_adds() -> None:
+    """A long run of held closers grows a piece at a time, never copied per chunk: at
+    4x the run, a chunk costs about the same (a copy per chunk would cost 4x)."""
+    small, large = (_seconds_per_closer(run) for run in (250_000, 1_000_000))
+    assert large < 2.5 * max(small, 5e-6)
 
 
 def test_kimi_thinking_off_keeps_think_markup_as_content(kimi_tokenizer: Tokenizer) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer
-from parsers.families.pythonic import PythonicTools, starts_with_call_list
+from parsers.families.pythonic import PythonicStream, PythonicTools, starts_with_call_list
 from parsers.types import Delta
 from tests.support.parity import Assembled, chunked
 from tests.support.streams import PROMPT, factory_for, options, run, stream
@@ -279,3 +280,25 @@ def test_a_character_split_across_tokens_keeps_the_chunk_boundaries(
     per_token, _ = run(tokenizer, factory, options(), [[i] for i in ids], "length")
     whole, _ = run(tokenizer, factory, options(), [ids], "length")
     assert whole == per_token
+
+
+def _seconds_per_space(run: int) -> float:
+    """CPU seconds per space of a string's end: ``run`` in one chunk, then one a chunk."""
+    stream = PythonicStream("seed")
+    stream.stream('[f(a="x')
+    began = time.process_time()
+    stream.stream(" " * run)
+    for _ in range(1_000):
+        stream.stream(" ")
+    spent = time.process_time() - began
+    delta = stream.stream('y")]')
+    assert delta is not None and delta.tool_calls
+    assert delta.tool_calls[0].arguments == " " * (run + 1_000) + 'y"}'
+    return spent / (run + 1_000)
+
+
+def test_white_space_held_at_a_strings_end_costs_what_it_adds() -> None:
+    """White space vLLM strips while it ends the text is held a piece at a time, never
+    copied per character or chunk: at 4x the run, a space costs about the same."""
+    small, large = (_seconds_per_space(run) for run in (150_000, 600_000))
+    assert large < 2.5 * max(small, 1e-6)

@@ -145,18 +145,19 @@ def header_id_and_name(header: str) -> tuple[str, str] | None:
 
 class JsonHold(Struct):
     """vLLM's JSON argument buffer: a closing bracket at the object's top level (or
-    below it) is held until another character arrives, strings and escapes tracked."""
+    below it) is held until another character arrives, strings and escapes tracked.
+    Held brackets are kept in the pieces they came in, so a run of them is copied once,
+    when it goes out."""
 
     depth: int = 0
     in_string: bool = False
     escape: bool = False
-    held: str = ""
+    held: list[str] = field(default_factory=list)
 
     def feed(self, text: str) -> str:
-        """What of the held text and ``text`` is released now."""
-        buffer = self.held + text
-        run: int | None = 0 if self.held else None  # where the trailing held closers start
-        for i, ch in enumerate(text, len(self.held)):
+        """What of the held brackets and ``text`` goes out now."""
+        run: int | None = 0 if self.held else None  # where the trailing held run starts
+        for i, ch in enumerate(text):
             held = False
             if self.escape:
                 self.escape = False
@@ -177,13 +178,17 @@ class JsonHold(Struct):
             elif run is None:
                 run = i
         if run is None:
-            self.held = ""
-            return buffer
-        self.held = buffer[run:]
-        return buffer[:run]
+            return self.release() + text
+        if run == 0 and self.held:
+            self.held.append(text)
+            return ""
+        out = self.release() + text[:run]
+        self.held = [text[run:]]
+        return out
 
     def release(self) -> str:
-        held, self.held = self.held, ""
+        held = "".join(self.held)
+        self.held = []
         return held
 
 

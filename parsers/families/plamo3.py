@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from msgspec import Struct, field
+from msgspec import field
 
 from parsers.engine.core import (
     CALL_ARGS,
@@ -59,6 +59,7 @@ from parsers.engine.core import (
 )
 from parsers.engine.tools import BodyTools, CallSlot, EngineToolState, json_name, tool_builders
 from parsers.families.hermes import KeyMatch
+from parsers.families.kimi_k2 import JsonHold
 from parsers.families.qwen3 import Qwen3Reasoning, Qwen3ReasoningState
 from parsers.family import Family, Reasoning, Request, Tools, reuse
 from parsers.readers.schema import coerce_arguments
@@ -283,60 +284,11 @@ class PlamoReasoning(Qwen3Reasoning):
 # ---------------------------------------------------------------------------- tools
 
 
-class ArgsHold(Struct):
-    """vLLM's JSON argument buffer: a closing bracket at the object's top level (or
-    below it) is held until another character arrives, strings and escapes tracked.
-    Held brackets are kept in the pieces they came in, so a run of them is copied once,
-    when it goes out."""
-
-    depth: int = 0
-    in_string: bool = False
-    escape: bool = False
-    held: list[str] = field(default_factory=list)
-
-    def feed(self, text: str) -> str:
-        """What of the held brackets and ``text`` goes out now."""
-        run: int | None = 0 if self.held else None  # where the trailing held run starts
-        for i, ch in enumerate(text):
-            held = False
-            if self.escape:
-                self.escape = False
-            elif self.in_string:
-                if ch == "\\":
-                    self.escape = True
-                elif ch == '"':
-                    self.in_string = False
-            elif ch == '"':
-                self.in_string = True
-            elif ch in "{[":
-                self.depth += 1
-            elif ch in "}]":
-                self.depth = max(self.depth - 1, 0)
-                held = self.depth == 0
-            if not held:
-                run = None
-            elif run is None:
-                run = i
-        if run is None:
-            return self.release() + text
-        if run == 0 and self.held:
-            self.held.append(text)
-            return ""
-        out = self.release() + text[:run]
-        self.held = [text[run:]]
-        return out
-
-    def release(self) -> str:
-        held = "".join(self.held)
-        self.held = []
-        return held
-
-
 class PlamoSlot(CallSlot):
     """One call: its name, argument text (the held bracket apart), what was sent."""
 
     json_name: KeyMatch = field(default_factory=KeyMatch)
-    hold: ArgsHold = field(default_factory=ArgsHold)
+    hold: JsonHold = field(default_factory=JsonHold)
 
 
 class PlamoToolState(EngineToolState[PlamoSlot], tag="plamo3"):

@@ -313,7 +313,7 @@ class PythonicState(Struct, tag="pythonic"):
     quote: str = ""
     raw: bool = False
     escape: str = ""  # an escape sequence in progress
-    held: str = ""  # JSON of a string's end that vLLM's right-strip drops
+    held: list[str] = field(default_factory=list)  # JSON of a string's end vLLM strips
     string_open: bool = False  # a closed string's JSON awaits ``"`` (or concatenation)
     open_tuples: int = 0
     call_name: str = ""
@@ -673,7 +673,7 @@ class PythonicStream:
     def _to_opaque(self) -> None:
         s = self.s
         s.level, s.frames, s.token, s.token_kind, s.quote, s.escape = "opaque", [], "", "", "", ""
-        s.held, s.string_open, s.open_tuples = "", False, 0
+        s.held, s.string_open, s.open_tuples = [], False, 0
 
     def _append(self, json_text: str) -> None:
         s = self.s
@@ -916,10 +916,10 @@ class PythonicStream:
         elif ch in "\r\n":
             s.dead = True  # a line break ends a one-line string: no closing repairs it
         elif ch.isspace():
-            s.held += _json_chars(ch)  # vLLM strips it while it ends the text
+            s.held.append(_json_chars(ch))  # vLLM strips it while it ends the text
         elif ch == ",":
             self._flush_held()
-            s.held = ","  # and drops one comma before that
+            s.held = [","]  # and drops one comma before that
         else:
             self._flush_held()
             self._append(_json_chars(ch))
@@ -927,8 +927,8 @@ class PythonicStream:
     def _flush_held(self) -> None:
         s = self.s
         if s.held:
-            self._append(s.held)
-            s.held = ""
+            self._append("".join(s.held))
+            s.held = []
 
     def _escape(self, ch: str) -> None:
         """The character after a backslash and those of a longer escape sequence."""
