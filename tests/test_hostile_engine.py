@@ -252,6 +252,44 @@ def test_hostile_output_parses_and_any_chunking_assembles_the_same(
 
 
 @pytest.mark.parametrize(
+    ("reasoning", "tool", "output", "one_token", "one_chunk"),
+    [
+        # qwen3-switch-chunk: the switching chunk stays with MiMo's reasoning engine.
+        (
+            "mimo",
+            "mimo",
+            "<tool_call>\n</think>\n<answer>\n",
+            Assembled(),
+            Assembled(content="<tool_call>\n\n<answer>\n"),
+        ),
+        # muse-framing: a second header's `` to`` is sent before its ``=`` is in.
+        (
+            None,
+            "muse",
+            " to=self<|message|> to=self<|message|>",
+            Assembled(reasoning=" to=self"),
+            Assembled(),
+        ),
+    ],
+)
+def test_unclaimed_outputs_depend_on_the_chunking_as_in_vllm(
+    tokenizer: Tokenizer,
+    reasoning: str | None,
+    tool: str,
+    output: str,
+    one_token: Assembled,
+    one_chunk: Assembled,
+) -> None:
+    """vLLM 0.33.0's streams of these outputs (checked with its parsers), one token per
+    chunk and as one chunk; the chunking property leaves them out (docs/parity.md)."""
+    factory = ParserFactory(tool, reasoning, True, with_response_template(tokenizer.vocabulary))
+    ids = tokenizer.encode(output)
+    assert not chunking_invariant(reasoning, output, tool)
+    assert run(tokenizer, factory, options(), [[i] for i in ids], "stop")[0] == one_token
+    assert run(tokenizer, factory, options(), [ids], "stop")[0] == one_chunk
+
+
+@pytest.mark.parametrize(
     "forced", [{"tool_choice": "required"}, {"tool_choice": None, "named_tool": "count"}]
 )
 @HOSTILE_SETTINGS

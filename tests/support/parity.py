@@ -34,6 +34,8 @@ _SWITCHES = {
         "<|plamo:tag|>",
     ),
     "minicpmv": ("</think>", "<tool_call>"),
+    # MiMo: Qwen3's engine under another configuration (docs/parity.md, MiMo).
+    "mimo": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each
@@ -56,9 +58,9 @@ _MORE_STRAY = {
 }
 
 
-# Muse (docs/parity.md, muse-framing): claimed only for outputs framed as the model frames
-# them, each header `` to=NAME<|message|>`` opening the output or after ``<|start|>assistant``
-# right after a closed message.
+# Muse Spark, reasoning or tools alike (docs/parity.md, muse-framing): claimed only for
+# outputs framed as the model frames them, each header `` to=NAME<|message|>`` opening the
+# output or after ``<|start|>assistant`` right after a closed message.
 _MUSE_FRAMED = re.compile(
     r"(?: to=[A-Za-z0-9_.\-]+<\|message\|>[^<]*(?:<(?!\|)[^<]*)*<\|eo[mt]\|>(?=<\|start\|>|$))"
     r"(?:<\|start\|>assistant to=[A-Za-z0-9_.\-]+<\|message\|>[^<]*(?:<(?!\|)[^<]*)*"
@@ -98,7 +100,7 @@ def chunking_invariant(
         or tool_parser in _CHUNKED_TOOLS
     ):
         return False
-    if reasoning_parser == "muse":
+    if "muse" in (reasoning_parser, tool_parser):
         return _MUSE_FRAMED.fullmatch(output) is not None
     if "kimi_k3" in (reasoning_parser, tool_parser):
         return _k3_claimed(output, reasoning_parser == "kimi_k3")
