@@ -124,3 +124,27 @@ def test_a_long_open_call_costs_each_token_once(tokenizer: Tokenizer) -> None:
 
     small, large = cost(100), cost(1600)
     assert large < 3 * small
+
+
+def test_tags_run_into_their_name_split_across_chunks_cost_what_they_add(
+    tokenizer: Tokenizer,
+) -> None:
+    """``<paramname=`` split across chunks in an open call: its space goes back in the
+    text kept without reading the call again from its start."""
+    factory = ParserFactory("minicpm5", None, True, tokenizer.vocabulary)
+    opts = ParseOptions(tools=(FREE,), tool_choice="auto")
+
+    def cost(params: int) -> float:
+        opener = tokenizer.encode('<function name="note">')
+        chunks = [opener]
+        for i in range(params):
+            chunks += [tokenizer.encode("<param"), tokenizer.encode(f'name="k{i}">{i}</param>')]
+        started = time.process_time()
+        folded, _ = run(tokenizer, factory, opts, chunks, "length")
+        assert json.loads(next(iter(folded.calls.values()))[1]) == {
+            f"k{i}": i for i in range(params)
+        }
+        return (time.process_time() - started) / len(chunks)
+
+    small, large = cost(100), cost(400)
+    assert large < 3 * small

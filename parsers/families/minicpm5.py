@@ -65,6 +65,16 @@ def visible(text: str) -> str:
     return after or text
 
 
+def _pending(text: GrowingText) -> str:
+    """The text's end that may be the start of a tag run into its attribute (``<param``,
+    ``<functionname``): a later chunk may give it its space back."""
+    tail = text[max(0, len(text) - 13) :]
+    at = tail.rfind("<")
+    if at >= 0 and any(collapsed.startswith(tail[at:]) for collapsed, _ in _COLLAPSED):
+        return tail[at:]
+    return ""
+
+
 def blocks(text: str) -> list[tuple[int, int]]:
     """Where each block is: ``<function`` to the first ``</function>`` after it."""
     found = []
@@ -259,12 +269,10 @@ class MiniCPM5Stream:
         s = self.s
         body = s.text
         piece = text.replace("\u0120", " ").replace("\u010a", "\n")
-        tail = body[max(0, len(body) - 13) :]
-        lt = tail.rfind("<")
-        if lt >= 0 and piece:
-            pending = tail[lt:]
+        pending = _pending(body)
+        if pending and piece:
             for collapsed, _ in _COLLAPSED:
-                if collapsed.startswith(pending) and (pending + piece).startswith(collapsed):
+                if (pending + piece).startswith(collapsed):
                     piece = body.drop_last(len(pending)) + piece
                     self._rewound(len(body))
                     break
@@ -277,12 +285,19 @@ class MiniCPM5Stream:
 
     def _rewound(self, size: int) -> None:
         """The text was cut back to ``size``: searches past it resume there, and the open
-        block is read again from its start (its scanners may have read past it)."""
+        block is read again from its start only if its scanners read past it (they stop
+        before a possible tag start, so only a block opened there)."""
         s = self.s
         s.search = min(s.search, size)
         s.close_from = min(s.close_from, size)
         if s.open_at >= size:
             s.open_at = -1
+        block = s.block
+        params = block.params
+        if max(block.origin, block.name.pos, block.missing.pos, params.tag.pos) <= size and (
+            params.close_from <= size
+        ):
+            return  # its scanners stopped before the cut (held text is read late)
         self._settle()
         s.block = OpenBlock()
 
@@ -361,7 +376,10 @@ class MiniCPM5Stream:
         if s.block.origin != s.read:
             self._restart_block()
         block = s.block
-        text, end = s.text, len(s.text)
+        text = s.text
+        # A tag start that may still get its space back is read once it is settled:
+        # nothing in it can end a tag or a param.
+        end = len(text) - len(_pending(text))
         if scan_missing(block.missing, text, end):
             return None
         if not next_tag(block.name, text, end, OPEN, tight=False, origin=block.origin):
