@@ -9,10 +9,13 @@ parser configuration works hardest on.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE
 from app.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
 from parsers.families.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
 from parsers.families.glm import (
@@ -341,14 +344,15 @@ def qwen3_with_plamo3_markers() -> Tokenizer:
     )
 
 
+@cache
 def qwen3_with_response_template() -> Tokenizer:
-    """Qwen3's vocabulary whose configuration describes Qwen3's markup as a response
-    template (what vLLM's ``hf`` parsers read): the tests' synthetic ``hf`` tokenizer."""
-    from app.bundled import built_once
-    from tests.support.synthetic_tokenizers import write_synthetic_tokenizer
-
-    folder = built_once("bench-hf", 1, lambda out: write_synthetic_tokenizer("hf", out))
-    return load_tokenizer(str(folder))
+    """Qwen3's vocabulary with Qwen3's markup as its response template (what vLLM's
+    ``hf`` parsers read from a tokenizer's configuration)."""
+    tokenizer = copy.copy(qwen3())
+    tokenizer.vocabulary = dataclasses.replace(
+        tokenizer.vocabulary, response_template=QWEN3_RESPONSE_TEMPLATE
+    )
+    return tokenizer
 
 
 def tokenizer_for(tool: str | None, config: str = "") -> Tokenizer:

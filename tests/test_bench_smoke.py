@@ -47,11 +47,13 @@ def run(tmp_path: Path, *argv: str) -> dict[str, Any]:
 
 def test_micro_smoke(tmp_path: Path) -> None:
     result = run(tmp_path, "micro", "--positions", "300", "--repeats", "1")
-    # By default every configuration the bench offers runs, in the order it lists them.
-    help_text = bench("micro", "--help").stdout
-    offered = re.search(r"--configs \{([^}]*)\}", help_text)
-    assert offered is not None, help_text
-    assert [r["config"] for r in result["runs"]] == offered.group(1).split(",")
+    # By default every configuration the bench offers runs, in the order an unknown name
+    # lists them.
+    refused = bench("micro", "--configs", "no-such-config").stderr
+    offered = re.search(r"invalid choice: 'no-such-config' \(choose from (.*)\)", refused)
+    assert offered is not None, refused
+    names = [name.strip().strip("'") for name in offered.group(1).split("', '")]
+    assert [r["config"] for r in result["runs"]] == names
     for r in result["runs"]:
         assert [p["position"] for p in r["points"]] == [256, 300]
         assert all(p["hit_us"] > 0 and p["replay_ms"] > 0 for p in r["points"])

@@ -17,6 +17,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from app.examples.response_templates import (
+    GEMMA4_RESPONSE_TEMPLATE,
+    QWEN3_RESPONSE_TEMPLATE,
+    QWEN35_RESPONSE_TEMPLATE,
+)
 from parsers.families.hf import Prepared, TemplateStream, TemplateStreamState
 from parsers.families.response_template import read_template
 from parsers.families.template_patterns import PatternError, compile_pattern
@@ -24,31 +29,7 @@ from parsers.family import ParserUnavailable
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.stream import ChatStreamState
 from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
-from tests.support.synthetic_tokenizers import (
-    QWEN3_RESPONSE_TEMPLATE,
-    QWEN35_RESPONSE_TEMPLATE,
-)
 
-# Gemma 4's markup as transformers describes it for Gemma 4 models.
-GEMMA4: dict[str, Any] = {
-    "defaults": {"role": "assistant"},
-    "start_anchor": ["<|turn>model\n", "<tool_response|>"],
-    "fields": {
-        "thinking": {"open": "<|channel>thought\n", "close": "<channel|>", "content": "text"},
-        "tool_calls": {
-            "open_pattern": r"<\|tool_call>call:(?P<name>\w+)",
-            "close": "<tool_call|>",
-            "repeats": True,
-            "content": "json",
-            "content_args": {"unquoted_keys": True, "string_delims": [['<|"|>', '<|"|>']]},
-            "transform": {
-                "type": "function",
-                "function": {"name": "{name}", "arguments": "{content}"},
-            },
-        },
-        "content": {"close": ["<turn|>", "<|tool_response>", "<eos>"], "content": "text"},
-    },
-}
 WEATHER = ToolSpec(
     "get_weather",
     {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}},
@@ -147,11 +128,11 @@ def test_named_captures_and_a_json_dialect_read_alike_in_any_chunking(
     prompt: str, output: str, expected: Any
 ) -> None:
     for size in (1, 2, 5, len(output)):
-        stream = _stream(GEMMA4, prompt)
+        stream = _stream(GEMMA4_RESPONSE_TEMPLATE, prompt)
         pieces = [output[i : i + size] for i in range(0, len(output), size)]
         deltas = [stream.step(p, [], i == len(pieces) - 1) for i, p in enumerate(pieces)]
         assert _fold(deltas) == expected, size
-    parsed = _stream(GEMMA4, prompt).parse(output, [])
+    parsed = _stream(GEMMA4_RESPONSE_TEMPLATE, prompt).parse(output, [])
     reasoning, content, calls = expected
     assert (parsed[0] or "", parsed[1] or "") == (reasoning, content)
     assert [(c.name, c.arguments) for c in parsed[2]] == calls
@@ -211,7 +192,7 @@ def test_registry_builds_it_from_the_vocabulary() -> None:
 
 
 def test_beam_reads_as_hf_and_combines_only_with_itself() -> None:
-    vocab = _vocab(GEMMA4)
+    vocab = _vocab(GEMMA4_RESPONSE_TEMPLATE)
     options = ParseOptions(tools=(WEATHER,), tool_choice="auto")
     _, output, expected = GEMMA4_CASES[0]
     for name in ("hf", "beam"):
@@ -221,8 +202,10 @@ def test_beam_reads_as_hf_and_combines_only_with_itself() -> None:
     with pytest.raises(ParserConfigError, match="cannot be combined"):
         ParserFactory("hf", "beam", True, vocab)
     no_calls = {
-        **GEMMA4,
-        "fields": {k: v for k, v in GEMMA4["fields"].items() if k != "tool_calls"},
+        **GEMMA4_RESPONSE_TEMPLATE,
+        "fields": {
+            k: v for k, v in GEMMA4_RESPONSE_TEMPLATE["fields"].items() if k != "tool_calls"
+        },
     }
     with pytest.raises(ParserConfigError, match="--tool-call-parser beam requires"):
         ParserFactory("beam", None, True, _vocab(no_calls))

@@ -9,13 +9,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
+from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE
 from app.session import StreamSession
 from app.state_json import HistoryJson, LiftedHistory
 from app.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
 from tests.support.parity import Assembled
-from tests.support.synthetic_tokenizers import QWEN3_RESPONSE_TEMPLATE
 
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 # The tools the generated outputs call (tests/support/outputs.py).

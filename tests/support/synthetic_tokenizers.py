@@ -23,6 +23,11 @@ from tokenizers import AddedToken
 from tokenizers import Tokenizer as RustTokenizer
 
 from app.bundled_qwen3 import bundled_qwen3_dir
+from app.examples.response_templates import (
+    GEMMA4_RESPONSE_TEMPLATE,
+    QWEN3_RESPONSE_TEMPLATE,
+    QWEN35_RESPONSE_TEMPLATE,
+)
 
 # Every token a family adds, in id order after Qwen3's.
 FAMILY_TOKENS: dict[str, tuple[str, ...]] = {
@@ -472,70 +477,6 @@ _TEMPLATES = {
     "hf": _CHATML_TEMPLATE,
     "beam": _GEMMA4_TEMPLATE,
     "hf_xml": _CHATML_TEMPLATE,
-}
-# Qwen3's markup as a response template (transformers describes Qwen3 models so): what
-# vLLM's ``hf`` and ``beam`` parsers read from a tokenizer's configuration.
-QWEN3_RESPONSE_TEMPLATE: dict[str, Any] = {
-    "defaults": {"role": "assistant"},
-    "start_anchor": "<|im_start|>assistant\n",
-    "fields": {
-        "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
-        "tool_calls": {
-            "open_pattern": r"\s*<tool_call>",
-            "close": "</tool_call>",
-            "repeats": True,
-            "content": "json",
-            "transform": {"type": "function", "function": "{content}"},
-        },
-        "content": {
-            "close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>)",
-            "content": "text",
-        },
-    },
-}
-# Gemma 4's markup as a response template (as transformers describes Gemma 4 models):
-# named captures in the call opener and a JSON dialect (bare keys, <|"|> strings).
-GEMMA4_RESPONSE_TEMPLATE: dict[str, Any] = {
-    "defaults": {"role": "assistant"},
-    "start_anchor": ["<|turn>model\n", "<tool_response|>"],
-    "fields": {
-        "thinking": {"open": "<|channel>thought\n", "close": "<channel|>", "content": "text"},
-        "tool_calls": {
-            "open_pattern": r"<\|tool_call>call:(?P<name>\w+)",
-            "close": "<tool_call|>",
-            "repeats": True,
-            "content": "json",
-            "content_args": {"unquoted_keys": True, "string_delims": [['<|"|>', '<|"|>']]},
-            "transform": {
-                "type": "function",
-                "function": {"name": "{name}", "arguments": "{content}"},
-            },
-        },
-        "content": {"close": ["<turn|>", "<|tool_response>", "<eos>"], "content": "text"},
-    },
-}
-# Qwen3.5's markup as a response template (transformers describes Qwen3.5 models so):
-# calls named by the opener's group, their parameters read by an xml-inline tag pattern.
-QWEN35_RESPONSE_TEMPLATE: dict[str, Any] = {
-    "defaults": {"role": "assistant"},
-    "start_anchor": "<|im_start|>assistant\n",
-    "fields": {
-        "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
-        "tool_calls": {
-            "open_pattern": r"\s*<tool_call>\s*<function=(?P<name>[^>\n]+)>",
-            "close_pattern": r"</function>\s*</tool_call>",
-            "repeats": True,
-            "content": "xml-inline",
-            "content_args": {
-                "tag_pattern": r"<parameter=(?P<key>[^>\n]+)>\s*(?P<value>.*?)\s*</parameter>",
-            },
-            "transform": {
-                "type": "function",
-                "function": {"name": "{name}", "arguments": "{content}"},
-            },
-        },
-        "content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)", "content": "text"},
-    },
 }
 # The response template each family's tokenizer configuration carries, if any.
 _RESPONSE_TEMPLATES: dict[str, dict[str, Any]] = {
