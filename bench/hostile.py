@@ -559,6 +559,10 @@ def _always(config: Config) -> bool:
     return True
 
 
+def _cohere(config: Config) -> bool:
+    return config.tool is not None and config.tool.startswith("cohere_command")
+
+
 @dataclass(frozen=True)
 class Family:
     """An adversarial output: ``head`` once, then ``unit`` repeated to the length.
@@ -667,6 +671,13 @@ FAMILIES: dict[str, Family] = {
     # with code and LaTeX spans opening and closing.
     "backslash run": Family(_fixed(""), _fixed("\\"), in_tools=False),
     "escapes, code and LaTeX": Family(_fixed(""), _fixed("a\\n`b\\n`$c$\\(d\\)"), in_tools=False),
+    # Cohere Command: held text that grows, a citation open, ending in a closing tag's
+    # start, and junk where an action block's next call should start.
+    "Cohere citation left open": Family(_fixed("<co>"), _fixed("cited text "), applies=_cohere),
+    "Cohere closing-tag start storm": Family(_fixed("<co>"), _fixed("cited </co"), applies=_cohere),
+    "Cohere junk in an action block": Family(
+        _fixed("<|START_ACTION|>["), _fixed('junk "x" {y} '), applies=_cohere
+    ),
 }
 
 
