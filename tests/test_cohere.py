@@ -147,3 +147,12 @@ def test_a_stream_past_the_budget_is_read_whole_at_its_end(shape: str) -> None:
 
 def _content(pieces: list[Pieces]) -> str:
     return "".join(p.content or "" for p in pieces)
+
+
+def test_citations_of_ordinary_length_stream_without_budget() -> None:
+    """Held text within the window costs nothing: many long citations still stream."""
+    text = "".join("Text. <co>" + "cited " * 100 + "</co: 0:[1]>" for _ in range(50))
+    f = CohereFilter("cmd3", CohereState(section="answer"))
+    pieces = [f.write(text[i : i + 4]) for i in range(0, len(text), 4)]
+    assert not f.s.starved and f.s.reread == 0
+    assert len([c for p in pieces for c in p.citations]) == 50

@@ -17,10 +17,11 @@ so the bytes match; the state is plain data, and what is held is only what may s
 change.
 
 Text held across chunks (an open citation, a closing tag cut short, an action block's
-junk) is read again by each chunk; what is read again is allowed ``REREAD_PER_CHAR``
-characters per character of output plus ``REREAD_FREE``, past which the stream keeps
-its chunks unread until the end, which reads them as one write (docs/parity.md,
-cohere-reread-budget).
+junk) is read again by each chunk: up to ``REREAD_WINDOW`` characters of it for free (a
+bounded cost per chunk, so citations of ordinary length never count), beyond that
+within ``REREAD_PER_CHAR`` characters per character of output plus ``REREAD_FREE``,
+past which the stream keeps its chunks unread until the end, which reads them as one
+write (docs/parity.md, cohere-reread-budget).
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ _CALL_ID = re.compile(f'"tool_call_id":{_S}"')
 _NAME = re.compile(f'"tool_name":{_S}"')
 _PARAMETERS_OBJECT = re.compile(f'"parameters":{_S}\\{{{_S}"')
 _PARAMETERS = re.compile(f'"parameters":{_S}')
-# What held text may be read again: per character of output, and from the start.
+# What held text may be read again: per chunk for free, then per character of output
+# and from the start.
+REREAD_WINDOW = 1 << 12
 REREAD_PER_CHAR = 8
 REREAD_FREE = 1 << 16
 _INDENT = 8  # columns of indentation dropped per line of the parameters' text
@@ -113,7 +116,7 @@ class CohereState(Struct, tag="cohere"):
     indent_dropped: int = 0
     line_has_text: bool = False
     written: int = 0  # characters written so far
-    reread: int = 0  # characters of held text read again so far
+    reread: int = 0  # characters of held text read again so far, past the window
     starved: bool = False  # past the re-read budget: chunks wait in ``unread``
     unread: list[str] = []  # chunks after ``held``: white space after white space, or all
 
@@ -227,8 +230,9 @@ class CohereFilter:
         s.written += len(text)
         blank = s.blank and s.section in (ANSWER, THINKING) and not text.strip(_SPACE)
         if not (s.starved or blank):
-            if s.reread + len(s.held) <= REREAD_PER_CHAR * s.written + REREAD_FREE:
-                s.reread += len(s.held)
+            cost = max(0, len(s.held) - REREAD_WINDOW)
+            if s.reread + cost <= REREAD_PER_CHAR * s.written + REREAD_FREE:
+                s.reread += cost
                 unread, s.unread = "".join(s.unread), []
                 return self._write(unread + text)
             s.starved = True
