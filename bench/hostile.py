@@ -9,8 +9,9 @@ with the text before each step shows as time per token growing with the length.
 
 Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
 of the vocabulary's longest tokens (about a hundred characters each, where a copy of
-the text so far per chunk shows at once), and Kimi K2 call markers between long tokens
-inside a call's name. Such a row is ok when its per-token cost at the largest size is
+the text so far per chunk shows at once), Kimi K2 call markers between long tokens
+inside a call's name, and Cohere Command's held text (an open citation, an action block)
+growing by long tokens. Such a row is ok when its per-token cost at the largest size is
 at most 2.5 times that at the smallest, and no single streamed chunk takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
@@ -559,6 +560,10 @@ def _always(config: Config) -> bool:
     return True
 
 
+def _cohere(config: Config) -> bool:
+    return config.tool is not None and config.tool.startswith("cohere_command")
+
+
 @dataclass(frozen=True)
 class Family:
     """An adversarial output: ``head`` once, then ``unit`` repeated to the length.
@@ -736,6 +741,21 @@ LONG_FAMILIES: dict[str, Family] = {
         in_tools=False,
         tail="<|message|>" + SENTENCE + "<|end|><|start|>assistant<|channel|>final<|message|>Hi",
         applies=_harmony,
+    ),
+    # Cohere Command's held text growing by long tokens: a citation left open, its text
+    # ending in a closing tag's start chunk after chunk, junk in an action block.
+    "Cohere long tokens in an open citation": Family(
+        _fixed("<co>"), _fixed(""), unit_ids=longest_tokens, applies=_cohere, modes=("stream",)
+    ),
+    "Cohere closing-tag starts between long tokens": Family(
+        _fixed("<co>"), _fixed(""), unit_ids=_with_long_token("</co"), applies=_cohere
+    ),
+    "Cohere long tokens in an action block": Family(
+        _fixed("<|START_ACTION|>["),
+        _fixed(""),
+        unit_ids=longest_tokens,
+        applies=_cohere,
+        modes=("stream",),
     ),
 }
 

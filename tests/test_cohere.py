@@ -7,9 +7,17 @@ the same text; the golden transcripts H1-H3 pin the rest.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from parsers.families.cohere_reader import CohereFilter, CohereState, Pieces
+from parsers.families.cohere_reader import (
+    REREAD_FREE,
+    REREAD_PER_CHAR,
+    CohereFilter,
+    CohereState,
+    Pieces,
+)
 from parsers.readers.serdejson import SerdeJson, SerdeJsonState
 
 CALL = '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": '
@@ -79,8 +87,72 @@ def test_white_space_and_marker_starts_are_held_not_read_again() -> None:
     f.write("x")
     for _ in range(2000):
         f.write(" ")
-    assert f.s.scanned == len(f.s.held) == 2000 and f.s.blank
+    assert f.s.held == "" and "".join(f.s.unread) == " " * 2000 and f.s.blank
     f.write("<")
     f.write("<")
     assert f.s.scanned == len(f.s.held)
     assert f.write("y").content == " " * 2000 + "<<y"
+
+
+# Held text that grows with the output: an open citation, a closing tag that never ends,
+# an action block whose call never starts.
+GROWING = {
+    "open citation": ("<co>", "cited text and "),
+    "half closing tag": ("<co>", "cited text </co"),
+    "junk in an action block": ("<|START_ACTION|>[", 'junk "x" {y} \\n '),
+}
+
+
+def _cost_per_chunk(head: str, unit: str, chunks: int) -> float:
+    """CPU seconds per chunk streaming ``unit`` ``chunks`` times after ``head``."""
+    best = float("inf")
+    for _ in range(3):
+        f = CohereFilter("cmd3", CohereState(section="answer"))
+        f.write(head)
+        start = time.process_time()
+        for _ in range(chunks):
+            f.write(unit)
+        f.flush()
+        best = min(best, time.process_time() - start)
+    return best / chunks
+
+
+@pytest.mark.parametrize("shape", GROWING)
+def test_held_text_costs_linear_time(shape: str) -> None:
+    """Four times the chunks cost about four times as much: held text is not read
+    again per chunk past the re-read budget (docs/parity.md, cohere-reread-budget)."""
+    head, unit = GROWING[shape]
+    small = _cost_per_chunk(head, unit, 2_000)
+    large = _cost_per_chunk(head, unit, 8_000)
+    assert large < 2.5 * small
+
+
+@pytest.mark.parametrize("shape", ["open citation", "junk in an action block"])
+def test_a_stream_past_the_budget_is_read_whole_at_its_end(shape: str) -> None:
+    """The chunks past the budget are read as one write at the end (text cut after a
+    closing tag's start reads differently by the cut: cohere-held-text)."""
+    head, unit = GROWING[shape]
+    end = "</co: 0:[1]> done." if "co>" in head else "]<|END_ACTION|>"
+    text = head + unit * 10_000 + end
+    f = CohereFilter("cmd3", CohereState(section="answer"))
+    streamed = [f.write(text[i : i + 4]) for i in range(0, len(text), 4)]
+    assert f.s.starved and f.s.reread <= REREAD_PER_CHAR * len(text) + REREAD_FREE
+    streamed.append(f.flush())
+    whole = read(text)
+    assert _content(streamed) == _content(whole)
+    assert [c.text for p in streamed for c in p.citations] == [
+        c.text for p in whole for c in p.citations
+    ]
+
+
+def _content(pieces: list[Pieces]) -> str:
+    return "".join(p.content or "" for p in pieces)
+
+
+def test_citations_of_ordinary_length_stream_without_budget() -> None:
+    """Held text within the window costs nothing: many long citations still stream."""
+    text = "".join("Text. <co>" + "cited " * 100 + "</co: 0:[1]>" for _ in range(50))
+    f = CohereFilter("cmd3", CohereState(section="answer"))
+    pieces = [f.write(text[i : i + 4]) for i in range(0, len(text), 4)]
+    assert not f.s.starved and f.s.reread == 0
+    assert len([c for p in pieces for c in p.citations]) == 50

@@ -15,6 +15,13 @@ columns of indentation per line. What reaches a marker still held is dropped wit
 These quirks are the package's (vLLM streams and parses one-shot through it), kept here
 so the bytes match; the state is plain data, and what is held is only what may still
 change.
+
+Text held across chunks (an open citation, a closing tag cut short, an action block's
+junk) is read again by each chunk: up to ``REREAD_WINDOW`` characters of it for free (a
+bounded cost per chunk, so citations of ordinary length never count), beyond that
+within ``REREAD_PER_CHAR`` characters per character of output plus ``REREAD_FREE``,
+past which the stream keeps its chunks unread until the end, which reads them as one
+write (docs/parity.md, cohere-reread-budget).
 """
 
 from __future__ import annotations
@@ -76,6 +83,11 @@ _CALL_ID = re.compile(f'"tool_call_id":{_S}"')
 _NAME = re.compile(f'"tool_name":{_S}"')
 _PARAMETERS_OBJECT = re.compile(f'"parameters":{_S}\\{{{_S}"')
 _PARAMETERS = re.compile(f'"parameters":{_S}')
+# What held text may be read again: per chunk for free, then per character of output
+# and from the start.
+REREAD_WINDOW = 1 << 12
+REREAD_PER_CHAR = 8
+REREAD_FREE = 1 << 16
 _INDENT = 8  # columns of indentation dropped per line of the parameters' text
 
 # Where the action reader is.
@@ -103,6 +115,10 @@ class CohereState(Struct, tag="cohere"):
     parameters: SerdeJsonState | None = None
     indent_dropped: int = 0
     line_has_text: bool = False
+    written: int = 0  # characters written so far
+    reread: int = 0  # characters of held text read again so far, past the window
+    starved: bool = False  # past the re-read budget: chunks wait in ``unread``
+    unread: list[str] = []  # chunks after ``held``: white space after white space, or all
 
 
 @dataclass
@@ -209,14 +225,25 @@ class CohereFilter:
 
     def write(self, text: str) -> Pieces:
         s = self.s
-        out = Pieces()
         if s.done:
-            return out
-        if s.blank and s.section in (ANSWER, THINKING) and not text.strip(_SPACE):
-            # White space after white space: held until text shows it was not the end.
-            s.held += text
-            s.scanned = len(s.held)
-            return out
+            return Pieces()
+        s.written += len(text)
+        blank = s.blank and s.section in (ANSWER, THINKING) and not text.strip(_SPACE)
+        if not (s.starved or blank):
+            cost = max(0, len(s.held) - REREAD_WINDOW)
+            if s.reread + cost <= REREAD_PER_CHAR * s.written + REREAD_FREE:
+                s.reread += cost
+                unread, s.unread = "".join(s.unread), []
+                return self._write(unread + text)
+            s.starved = True
+        # White space after white space is held until text shows it was not the end;
+        # past the budget everything is. Either waits unread, not copied per chunk.
+        s.unread.append(text)
+        return Pieces()
+
+    def _write(self, text: str) -> Pieces:
+        s = self.s
+        out = Pieces()
         s.held += text
         while True:
             found, at = self._next_marker(s.held, max(0, s.scanned - self.longest + 1))
@@ -239,6 +266,9 @@ class CohereFilter:
     def flush(self) -> Pieces:
         s = self.s
         out = Pieces()
+        if s.unread:
+            unread, s.unread = "".join(s.unread), []
+            out = self._write(unread)
         s.done = True
         if s.held:
             held, s.held = s.held, ""
