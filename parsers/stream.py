@@ -134,6 +134,8 @@ class ChatStream:
         self.tools = tools
         # A family's rewrite of every delta, applied last (MiniCPM-V's newlines).
         self.rewrite = reasoning if isinstance(reasoning, Rewrites) else None
+        # A format read whole that reads the prompt (asked once: a protocol check is slow).
+        self.reads_prompt = harmony if isinstance(harmony, WholeWithRequest) else None
         self.engine_based = engine_based
         self.keep_tool_calls = keep_tool_calls
         self.state = state
@@ -181,12 +183,12 @@ class ChatStream:
     ) -> Delta | None:
         state = self.state
         if self.harmony is not None:
-            harmony = self.harmony
+            reads_prompt = self.reads_prompt
             prompt = None if state.prompt_checked else prompt_token_ids
-            if isinstance(harmony, WholeWithRequest) and prompt is not None:
+            if reads_prompt is not None and prompt is not None:
                 state.prompt_checked = True
-                harmony.continue_prompt(prompt)
-            return self._hide_reasoning(harmony.step(text, token_ids, finished))
+                reads_prompt.continue_prompt(prompt)
+            return self._hide_reasoning(self.harmony.step(text, token_ids, finished))
         reasoning = self.reasoning
         if not state.prompt_checked and prompt_token_ids is not None:
             state.prompt_checked = True
