@@ -37,6 +37,9 @@ CDATA = ("<![CDATA[", "]]>")
 _QUOTES = "'\""
 # The Python values a literal may read as that JSON cannot write: the call then fails.
 DUMP_ERRORS = (TypeError, ValueError, RecursionError, OverflowError)
+# What ``json.loads`` and ``ast.literal_eval`` raise on text that is not a value (the
+# latter's documented list); anything else is a failure of ours, not the model's text.
+LITERAL_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
 
 
 # ------------------------------------------------------------------ the request's tools
@@ -84,7 +87,7 @@ def parsed(text: str) -> tuple[Any, bool]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SyntaxWarning)
                 return ast.literal_eval(text), True
-    except Exception:  # whatever the literal reader raises, the text stays text
+    except LITERAL_ERRORS:  # not a literal either: the text stays text
         return text, False
 
 
@@ -424,7 +427,7 @@ def read_block(block: str, tools: ToolMaps) -> Block | None:
     try:
         name, refused = _xml_params(block, tools, arguments)
         ok = bool(name)
-    except Exception:  # not XML (or a value JSON cannot write): read by the patterns
+    except (ET.ParseError, *DUMP_ERRORS):  # not XML, or a value JSON cannot write
         ok = False
     if not ok:
         try:
