@@ -34,8 +34,9 @@ _SWITCHES = {
         "<|plamo:tag|>",
     ),
     "minicpmv": ("</think>", "<tool_call>"),
-    # MiMo: Qwen3's engine under another configuration (docs/parity.md, MiMo).
+    # MiMo and Step-3.5: Qwen3's engine under another configuration (docs/parity.md).
     "mimo": ("</think>", "<tool_call>"),
+    "step3p5": ("</think>", "<tool_call>"),
 }
 _STRAY = ("<think>", "</think>", "<|im_end|>")
 # Reasoning read as text chunk by chunk (docs/parity.md, olmo3-text-markers), or each
