@@ -185,10 +185,11 @@ def _lstrip_len(text: str) -> int:
     return start
 
 
-def _held_prefix(text: str, markers: tuple[str, ...]) -> int:
-    """Where the longest end of ``text`` that begins some marker starts (-1: none)."""
+def _held_prefix(text: str, markers: tuple[str, ...], start: int) -> int:
+    """Where the longest end of ``text[start:]`` that begins some marker starts (-1:
+    none)."""
     longest = max(len(m) for m in markers) - 1
-    start = max(0, len(text) - longest)
+    start = max(start, len(text) - longest)
     while True:
         at = text.find("<", start)
         if at == -1:
@@ -199,17 +200,63 @@ def _held_prefix(text: str, markers: tuple[str, ...]) -> int:
         start = at + 1
 
 
-def _unescaped_quote(text: str) -> int:
-    """The first ``"`` not escaped by an odd run of backslashes (-1: none)."""
-    at = text.find('"')
+def _unescaped_quote(text: str, start: int) -> int:
+    """The first ``"`` from ``start`` not escaped by an odd run of backslashes that
+    also starts there or after (-1: none)."""
+    at = text.find('"', start)
     while at != -1:
         slashes = 0
-        while slashes < at and text[at - 1 - slashes] == "\\":
+        while at - slashes > start and text[at - 1 - slashes] == "\\":
             slashes += 1
         if slashes % 2 == 0:
             return at
         at = text.find('"', at + 1)
     return -1
+
+
+class _NextMatch:
+    """Where ``pattern`` next matches in ``text`` from a position that only moves on:
+    a match found ahead is kept, so asking again before it costs nothing (the pattern
+    has no anchor or look-behind, so where a match starts does not depend on where the
+    search did)."""
+
+    def __init__(self, pattern: re.Pattern[str], text: str) -> None:
+        self.pattern = pattern
+        self.text = text
+        self.searched = -1  # the position last searched from
+        self.found = -1  # where the match found from there starts (-1: none)
+
+    def at(self, start: int) -> int:
+        if self.searched == -1 or (self.found != -1 and self.found < start):
+            match = self.pattern.search(self.text, start)
+            self.searched = start
+            self.found = match.start() if match is not None else -1
+        return self.found
+
+
+class _MarkerFinder:
+    """The first whole marker from a position that only moves on, in one text: each
+    marker's next place is found once and kept until the position passes it, so many
+    markers in one write cost the text's length per marker, not per marker found."""
+
+    def __init__(self, text: str, markers: tuple[str, ...]) -> None:
+        self.text = text
+        self.markers = markers
+        self.next = [-2] * len(markers)  # each marker's next place (-1: none, -2: unknown)
+
+    def first(self, start: int) -> tuple[str | None, int]:
+        """The first marker starting at ``start`` or after (the first listed of those
+        starting at one place) and where it starts; (None, -1) when there is none."""
+        first: str | None = None
+        first_at = -1
+        for index, marker in enumerate(self.markers):
+            at = self.next[index]
+            if at == -2 or (at != -1 and at < start):
+                at = self.text.find(marker, start)
+                self.next[index] = at
+            if at != -1 and (first_at == -1 or at < first_at):
+                first, first_at = marker, at
+        return first, first_at
 
 
 class CohereFilter:
@@ -244,21 +291,23 @@ class CohereFilter:
     def _write(self, text: str) -> Pieces:
         s = self.s
         out = Pieces()
-        s.held += text
+        held = s.held + text
+        finder = _MarkerFinder(held, self.marker_list)
+        at_least = max(0, s.scanned - self.longest + 1)  # where a whole marker may start
+        read = 0  # how much of ``held`` is done with
         while True:
-            found, at = self._next_marker(s.held, max(0, s.scanned - self.longest + 1))
-            s.scanned = 0
+            found, at = finder.first(at_least)
             if found is None:
                 # A marker may be starting at the end: all of it waits for the next write.
-                if at == -1 and s.held:
-                    taken = self._read(s.section, s.held, final=False, out=out)
-                    s.held = s.held[taken:]
+                if _held_prefix(held, self.marker_list, read) == -1 and read < len(held):
+                    read += self._read(s.section, held[read:], final=False, out=out)
                 break
-            if at:
+            if at > read:
                 # What precedes a marker is read as an output's end: held text goes out.
-                self._read(s.section, s.held[:at], final=True, out=out)
-            s.held = s.held[at + len(found) :]
+                self._read(s.section, held[read:at], final=True, out=out)
+            read = at_least = at + len(found)
             self._enter(self.markers[found])
+        s.held = held[read:]
         s.scanned = len(s.held)  # no marker in it: the next write looks only past it
         s.blank = not s.held.strip(_SPACE)
         return out
@@ -274,19 +323,6 @@ class CohereFilter:
             held, s.held = s.held, ""
             self._read(s.section, held, final=True, out=out)
         return out
-
-    def _next_marker(self, text: str, start: int) -> tuple[str | None, int]:
-        """The first whole marker (none starts before ``start``) and where it starts;
-        else (None, where a marker may be starting at the end, or -1)."""
-        first: str | None = None
-        first_at = -1
-        for marker in self.marker_list:
-            at = text.find(marker, start)
-            if at != -1 and (first_at == -1 or at < first_at):
-                first, first_at = marker, at
-        if first is not None:
-            return first, first_at
-        return None, _held_prefix(text, self.marker_list)
 
     def _enter(self, section: str) -> None:
         s = self.s
@@ -333,118 +369,131 @@ class CohereFilter:
     def _citations(self, text: str, section: str, out: Pieces) -> tuple[str | None, int, bool]:
         """The text to send of ``text`` with citation tags taken out (the citations onto
         ``out``), how much of it is done with, and whether a whole citation was read;
-        None: wait for more."""
+        None: wait for more. It reads on from a cursor (``taken``): the package reads
+        the rest after each citation as a new text, and ``cite_at`` counts from the
+        cursor, but a copy of the rest per citation would cost their count times the
+        text's length."""
         s = self.s
         said: list[str] = []
         taken = 0
         cited = False
         while True:
-            open_at, open_end = _marker_at(text, CITE_OPEN) if "<" in text else (-1, -1)
+            open_at, open_end = _marker_at(text, CITE_OPEN, taken)
             if open_at == -1:
-                said.append(text)
-                s.text_index += len(text)
-                return "".join(said), taken + len(text), cited
+                said.append(text[taken:])
+                s.text_index += len(text) - taken
+                return "".join(said), len(text), cited
             if open_end == -1:
                 return _joined(said, cited), taken, cited
-            close_at, close_end = _close_at(text)
+            close_at, close_end = _close_at(text, taken)
             if close_at == -1 or close_end == -1:
-                partial, used = self._open_citation(open_at, open_end, close_at, text)
+                partial, used = self._open_citation(text, taken, open_at, open_end, close_at)
                 if partial:
                     said.append(partial)
-                    return "".join(said), taken + used, cited
+                    return "".join(said), used, cited
                 return _joined(said, cited), taken, cited
             if open_end > close_at:
                 return _joined(said, cited), taken, cited
             quoted = text[open_end + 1 : close_at]
-            piece = text[:open_at] + quoted
-            start = s.text_index + open_at
+            piece = text[taken:open_at] + quoted
+            start = s.text_index + open_at - taken
             out.citations.append(Cited(start, start + len(quoted), quoted, section == THINKING))
             s.text_index += len(piece)
             if s.cite_at != -1:
-                piece = text[s.cite_at : close_at] if s.cite_at < close_at else ""
+                sent = taken + s.cite_at
+                piece = text[sent:close_at] if sent < close_at else ""
             s.cite_at = -1
             said.append(piece)
             cited = True
-            taken += close_end + 1
-            text = text[close_end + 1 :]
+            taken = close_end + 1
 
     def _open_citation(
-        self, open_at: int, open_end: int, close_at: int, text: str
+        self, text: str, taken: int, open_at: int, open_end: int, close_at: int
     ) -> tuple[str, int]:
-        """A citation still open: the text before it and what of its own text is new."""
+        """A citation still open in what of ``text`` follows ``taken``: the text before
+        it and what of its own text is new; and how much of ``text`` is done with."""
         s = self.s
-        before = text[:open_at]
+        before = text[taken:open_at]
         s.text_index += len(before)
         if s.cite_at != -1:
-            if s.cite_at >= len(text):
-                return before, len(before)
-            start = s.cite_at
+            if taken + s.cite_at >= len(text):
+                return before, open_at
+            start = taken + s.cite_at
         else:
             start = open_end + 1
-        s.cite_at = len(text) - len(before)
-        end = close_at if close_at > 0 else len(text)
+        s.cite_at = len(text) - open_at
+        end = close_at if close_at > taken else len(text)
         if start >= end:
-            return before, len(before)
-        return before + text[start:end], len(before)
+            return before, open_at
+        return before + text[start:end], open_at
 
     # ------------------------------------------------------------------ actions
 
     def _actions(self, text: str, out: Pieces) -> int:
-        """Read an action block's calls from ``text``; how much of it is done with."""
+        """Read an action block's calls from ``text``; how much of it is done with.
+
+        Each move reads on from where the last one stopped (the package reads the rest
+        as a new text, which a copy per move would make cost the count of calls times
+        the text's length). A text ending in a backslash is not read at all."""
+        if text.endswith("\\"):
+            return 0
+        objects = _NextMatch(_PARAMETERS_OBJECT, text)
         taken = 0
-        while text and not text.endswith("\\"):
-            step = self._action_step(text, out)
+        while taken < len(text):
+            step = self._action_step(text, taken, objects, out)
             if step < 0:
                 break
-            taken += step
-            text = text[step:]
+            taken = step
         return taken
 
-    def _action_step(self, text: str, out: Pieces) -> int:
-        """One move of the action reader over ``text``: how far it read (-1: wait)."""
+    def _action_step(self, text: str, at: int, objects: _NextMatch, out: Pieces) -> int:
+        """One move of the action reader over ``text`` from ``at``: where it stopped
+        (-1: wait). ``objects`` finds the next parameters that open an object."""
         s = self.s
-        at = s.call_at
-        if at in (BEFORE_CALL, BEFORE_NAME):
-            key = _CALL_ID if at == BEFORE_CALL else _NAME
-            found = key.search(text)
+        where = s.call_at
+        if where in (BEFORE_CALL, BEFORE_NAME):
+            key = _CALL_ID if where == BEFORE_CALL else _NAME
+            found = key.search(text, at)
             if found is None:
                 return -1
-            s.call_at = IN_ID if at == BEFORE_CALL else IN_NAME
+            s.call_at = IN_ID if where == BEFORE_CALL else IN_NAME
             return found.end()
-        if at in (IN_ID, IN_NAME):
-            quote = _unescaped_quote(text)
+        if where in (IN_ID, IN_NAME):
+            quote = _unescaped_quote(text, at)
             if quote == -1:
                 return -1
-            if at == IN_ID:
-                out.call(s.call_index, id=text[:quote])
+            if where == IN_ID:
+                out.call(s.call_index, id=text[at:quote])
                 s.call_at = BEFORE_NAME
             else:
-                out.call(s.call_index, name=text[:quote])
+                out.call(s.call_index, name=text[at:quote])
                 s.call_at = BEFORE_PARAMETERS
             return quote + 1
-        if at == BEFORE_PARAMETERS:
-            if _PARAMETERS_OBJECT.search(text) is not None:
-                found = _PARAMETERS.search(text)
+        if where == BEFORE_PARAMETERS:
+            # Parameters opening an object anywhere ahead, even in a later call, send
+            # the reader into the first parameters ahead (the package's rule).
+            if objects.at(at) != -1:
+                found = _PARAMETERS.search(text, at)
                 assert found is not None
                 s.call_at = IN_PARAMETERS
                 s.parameters = SerdeJsonState()
                 return found.end()
-            brace = text.find("}")
+            brace = text.find("}", at)
             if brace == -1:
                 return -1
             self._next_call()
             return brace
-        return self._parameters(text, out)
+        return self._parameters(text, at, out)
 
-    def _parameters(self, text: str, out: Pieces) -> int:
-        """The parameters' raw text up to where it first is one JSON value."""
+    def _parameters(self, text: str, at: int, out: Pieces) -> int:
+        """The parameters' raw text from ``at`` up to where it first is one JSON value."""
         s = self.s
         assert s.parameters is not None
-        end = SerdeJson(s.parameters).first_end(text)
+        end = SerdeJson(s.parameters).first_end(text, at)
         if end == -1:
-            self._raw_arguments(text, out)
+            self._raw_arguments(text[at:], out)
             return len(text)
-        self._raw_arguments(text[:end], out)
+        self._raw_arguments(text[at:end], out)
         self._next_call()
         return end
 
@@ -478,21 +527,23 @@ def _joined(said: list[str], cited: bool) -> str | None:
     return "".join(said) if said or cited else None
 
 
-def _marker_at(text: str, marker: str) -> tuple[int, int]:
-    """Where ``marker`` starts and its last character is (-1 for the latter when only its
-    beginning ends ``text``; both -1 when neither)."""
-    at = text.find(marker)
+def _marker_at(text: str, marker: str, start: int) -> tuple[int, int]:
+    """Where ``marker`` first starts from ``start`` and where its last character is (-1
+    for the latter when only its beginning ends ``text[start:]``; both -1 when
+    neither)."""
+    at = text.find(marker, start)
     if at != -1:
         return at, at + len(marker) - 1
     for size in range(len(marker) - 1, 0, -1):
-        if text.endswith(marker[:size]):
+        if text.endswith(marker[:size], start):
             return len(text) - size, -1
     return -1, -1
 
 
-def _close_at(text: str) -> tuple[int, int]:
-    """Where a citation's closing tag starts and where its ``>`` is (-1 when not yet)."""
-    at, _ = _marker_at(text, CITE_CLOSE)
+def _close_at(text: str, start: int) -> tuple[int, int]:
+    """Where a citation's closing tag first starts from ``start`` and where its ``>``
+    is (-1 when not yet)."""
+    at, _ = _marker_at(text, CITE_CLOSE, start)
     if at == -1:
         return -1, -1
     if not text.startswith(CITE_CLOSE, at):

@@ -45,13 +45,14 @@ class SerdeJson:
         self.s = state
         self.scanner = JsonScanner(state.scan)
 
-    def first_end(self, text: str) -> int:
-        """Feed ``text`` up to where all fed so far is one JSON value; that length of
-        ``text``, or -1 (all of it fed) when it is not yet (or never will be)."""
-        for at, char in enumerate(text):
+    def first_end(self, text: str, start: int = 0) -> int:
+        """Feed ``text`` from ``start`` up to where all fed so far is one JSON value;
+        where in ``text`` that is, or -1 (all of it fed) when it is not yet (or never
+        will be). A start spares the caller a copy of the rest of its text."""
+        for at in range(start, len(text)):
             if self.s.failed:
                 return -1
-            self._feed(char)
+            self._feed(text[at])
             if self._complete():
                 return at + 1
         return -1
