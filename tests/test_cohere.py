@@ -156,3 +156,48 @@ def test_citations_of_ordinary_length_stream_without_budget() -> None:
     pieces = [f.write(text[i : i + 4]) for i in range(0, len(text), 4)]
     assert not f.s.starved and f.s.reread == 0
     assert len([c for p in pieces for c in p.citations]) == 50
+
+
+# One write holding many units: citations, calls (parameters that open an object, and
+# ones that do not) and section markers. A character wider than a byte makes a copy of
+# the text after each unit dearer, so such a copy shows at these sizes.
+WIDE = "\U0001f600"
+MANY = {
+    "citations": ("", f"Text <co>{('cited ' + WIDE + ' ') * 8}</co: 0:[1]> "),
+    "calls": (
+        "<|START_ACTION|>[",
+        f'{{"tool_call_id": "0", "tool_name": "f", "parameters": {{"a": "{WIDE}"}}}}, ',
+    ),
+    "calls with scalar parameters": (
+        "<|START_ACTION|>[",
+        f'{{"tool_call_id": "{WIDE}", "tool_name": "f", "parameters": 1}}, ',
+    ),
+    "section markers": ("", f"<|START_THINKING|>{WIDE}<|END_THINKING|>"),
+}
+
+
+def _one_write(head: str, unit: str, units: int) -> tuple[float, Pieces]:
+    """CPU seconds per unit reading ``head`` and ``units`` units as one write and the
+    end, and what the write gave."""
+    text = head + unit * units
+    best = float("inf")
+    for _ in range(3):
+        f = CohereFilter("cmd3", CohereState(section="answer"))
+        start = time.process_time()
+        pieces = f.write(text)
+        f.flush()
+        best = min(best, time.process_time() - start)
+    return best / units, pieces
+
+
+@pytest.mark.parametrize("shape", MANY)
+def test_one_write_of_many_units_costs_linear_time(shape: str) -> None:
+    """Eight times the units in one write (a one-shot output, or one large chunk) cost
+    about eight times as much: each is read on from a cursor, not from a copy of the
+    text after the one before."""
+    head, unit = MANY[shape]
+    small, pieces = _one_write(head, unit, 1_000)
+    large, _ = _one_write(head, unit, 8_000)
+    assert len(pieces.citations) == (1_000 if shape == "citations" else 0)
+    assert len(pieces.calls) == (1_000 if "calls" in shape else 0)
+    assert large < 2.5 * small
