@@ -10,9 +10,10 @@ with the text before each step shows as time per token growing with the length.
 Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
 of the vocabulary's longest tokens (about a hundred characters each, where a copy of
 the text so far per chunk shows at once), Kimi K2 call markers between long tokens
-inside a call's name, and Cohere Command's held text (an open citation, an action block)
-growing by long tokens. Such a row is ok when its per-token cost at the largest size is
-at most 2.5 times that at the smallest, and no single streamed chunk takes over 50 ms.
+inside a call's name, Cohere Command's held text (an open citation, an action block)
+growing by long tokens, and Cohere citations, calls and sections of long tokens. Such a
+row is ok when its per-token cost at the largest size is at most 2.5 times that at the
+smallest, and no single streamed chunk takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
@@ -715,6 +716,17 @@ def _with_long_token(markers: str) -> Callable[[Tokenizer], list[int]]:
     return lambda tokenizer: tokenizer.encode(markers) + longest_tokens(tokenizer, 1)
 
 
+def _before_long_tokens(markers: str) -> Callable[[Tokenizer], list[int]]:
+    """``markers``' ids, then the vocabulary's longest tokens that are plain text."""
+    return lambda tokenizer: tokenizer.encode(markers) + longest_tokens(tokenizer)
+
+
+# Cohere Command: a call's string value closed, the next call's opened (as after
+# ``COHERE_CALL_OPEN``).
+_COHERE_NEXT_CALL = (
+    '"}},\n    {"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": "'
+)
+
 # Kimi K2's call openers and closers inside a call's name (a call opens only after the
 # section's opener or a closed call, so each marker after the first is name text).
 LONG_FAMILIES: dict[str, Family] = {
@@ -756,6 +768,24 @@ LONG_FAMILIES: dict[str, Family] = {
         unit_ids=longest_tokens,
         applies=_cohere,
         modes=("stream",),
+    ),
+    # Cohere Command: many citations, calls and sections, each of the long tokens, read
+    # one-shot too (where one write reads them all).
+    "Cohere long tokens in many citations": Family(
+        _fixed("<co>"),
+        _fixed(""),
+        unit_ids=_before_long_tokens("</co: 0:[1]> <co>"),
+        applies=_cohere,
+    ),
+    "Cohere long tokens in many calls": Family(
+        _in_call('"'), _fixed(""), unit_ids=_before_long_tokens(_COHERE_NEXT_CALL), applies=_cohere
+    ),
+    "Cohere long tokens between section markers": Family(
+        _fixed("<|START_THINKING|>"),
+        _fixed(""),
+        unit_ids=_before_long_tokens("<|END_THINKING|><|START_THINKING|>"),
+        in_tools=False,
+        applies=_cohere,
     ),
 }
 
