@@ -159,8 +159,9 @@ def test_citations_of_ordinary_length_stream_without_budget() -> None:
 
 
 # One write holding many units: citations, calls (parameters that open an object, and
-# ones that do not) and section markers. A character wider than a byte makes a copy of
-# the text after each unit dearer, so such a copy shows at these sizes.
+# ones that do not) and sections. A character wider than a byte makes a copy per unit
+# (of the text after it, or of what was read before it) dearer, so one shows at these
+# sizes.
 WIDE = "\U0001f600"
 MANY = {
     "citations": ("", f"Text <co>{('cited ' + WIDE + ' ') * 8}</co: 0:[1]> "),
@@ -172,7 +173,7 @@ MANY = {
         "<|START_ACTION|>[",
         f'{{"tool_call_id": "{WIDE}", "tool_name": "f", "parameters": 1}}, ',
     ),
-    "section markers": ("", f"<|START_THINKING|>{WIDE}<|END_THINKING|>"),
+    "sections": ("", f"<|START_THINKING|>{('thought ' + WIDE + ' ') * 8}<|END_THINKING|>"),
 }
 
 
@@ -194,7 +195,7 @@ def _one_write(head: str, unit: str, units: int) -> tuple[float, Pieces]:
 def test_one_write_of_many_units_costs_linear_time(shape: str) -> None:
     """Eight times the units in one write (a one-shot output, or one large chunk) cost
     about eight times as much: each is read on from a cursor, not from a copy of the
-    text after the one before."""
+    text after the one before, and the text read is joined once, not grown per unit."""
     head, unit = MANY[shape]
     small, pieces = _one_write(head, unit, 1_000)
     large, _ = _one_write(head, unit, 8_000)

@@ -145,18 +145,25 @@ class Cited:
 class Pieces:
     """What one write gives: text per kind, call pieces merged by call."""
 
-    content: str | None = None
-    reasoning: str | None = None
     calls: dict[int, CallPiece] = field(default_factory=dict)
     citations: list[Cited] = field(default_factory=list)
+    # Text per kind as read, joined when asked: a string grown per piece would copy all
+    # of it again for each section or citation of one write.
+    content_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
+
+    @property
+    def content(self) -> str | None:
+        return "".join(self.content_parts) if self.content_parts else None
+
+    @property
+    def reasoning(self) -> str | None:
+        return "".join(self.reasoning_parts) if self.reasoning_parts else None
 
     def text(self, section: str, text: str) -> None:
-        if not text:
-            return
-        if section == THINKING:
-            self.reasoning = (self.reasoning or "") + text
-        else:
-            self.content = (self.content or "") + text
+        if text:
+            parts = self.reasoning_parts if section == THINKING else self.content_parts
+            parts.append(text)
 
     def call(self, index: int, *, id: str = "", name: str = "", arguments: str = "") -> None:
         if not (id or name or arguments):
