@@ -21,7 +21,9 @@ junk) is read again by each chunk: up to ``REREAD_WINDOW`` characters of it for 
 bounded cost per chunk, so citations of ordinary length never count), beyond that
 within ``REREAD_PER_CHAR`` characters per character of output plus ``REREAD_FREE``,
 past which the stream keeps its chunks unread until the end, which reads them as one
-write (docs/parity.md, cohere-reread-budget).
+write (docs/parity.md, cohere-reread-budget). Within one write the filter reads on from
+a cursor where the package reads the rest as a new text (after a marker, a citation, a
+step of the action reader), so a write costs its length, however many of those it holds.
 """
 
 from __future__ import annotations
@@ -230,13 +232,14 @@ class _NextMatch:
     def __init__(self, pattern: re.Pattern[str], text: str) -> None:
         self.pattern = pattern
         self.text = text
-        self.searched = -1  # the position last searched from
-        self.found = -1  # where the match found from there starts (-1: none)
+        self.searched = False
+        self.found = -1  # where the last match found starts (-1: none from there on)
 
     def at(self, start: int) -> int:
-        if self.searched == -1 or (self.found != -1 and self.found < start):
+        """Where the first match from ``start`` starts (-1: none)."""
+        if not self.searched or (self.found != -1 and self.found < start):
             match = self.pattern.search(self.text, start)
-            self.searched = start
+            self.searched = True
             self.found = match.start() if match is not None else -1
         return self.found
 
@@ -244,7 +247,8 @@ class _NextMatch:
 class _MarkerFinder:
     """The first whole marker from a position that only moves on, in one text: each
     marker's next place is found once and kept until the position passes it, so many
-    markers in one write cost the text's length per marker, not per marker found."""
+    markers in one write cost the text's length once per kind of marker, not once per
+    marker found."""
 
     def __init__(self, text: str, markers: tuple[str, ...]) -> None:
         self.text = text
