@@ -15,7 +15,7 @@ import pytest
 
 from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE, QWEN35_RESPONSE_TEMPLATE
 from app.tokenizer import Tokenizer
-from bench.hostile import longest_tokens
+from bench.hostile import continuation_pair_id, longest_tokens
 from parsers.families.deepseek import (
     CALL_BEGIN,
     CALL_FINISH,
@@ -103,16 +103,10 @@ def deepseek_fence(long_text: str) -> Callable[[], Step]:
 def harmony_invalid_bytes(long_text: str) -> Callable[[], Step]:
     """A message's text of bytes that form no character: each token shows one U+FFFD
     and the rest of its bytes wait."""
-    vocab = bundled_tokenizer("gpt-oss").vocabulary
-    framing = HarmonyGrammar(vocab).framing
-    # Two lone continuation bytes (0xA1-0xBF but 0xAD are byte-level pieces as they are):
-    # one shows, one more waits per token.
-    token = next(
-        i
-        for piece, i in vocab.token_ids.items()
-        if len(piece) == 2 and all("\xa1" <= c <= "\xbf" and c != "\xad" for c in piece)
-    )
-    assert len(framing.token_bytes(token) or b"") == 2
+    tokenizer = bundled_tokenizer("gpt-oss")
+    framing = HarmonyGrammar(tokenizer.vocabulary).framing
+    # Two lone continuation bytes: one shows, one more waits per token.
+    token = continuation_pair_id(tokenizer)
 
     def start() -> Step:
         reader = HarmonyReader(framing, ReaderState(phase=CONTENT))
