@@ -10,8 +10,9 @@ with the text before each step shows as time per token growing with the length.
 Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
 of the vocabulary's longest tokens (about a hundred characters each, where a copy of
 the text so far per chunk shows at once), Kimi K2 call markers between long tokens
-inside a call's name, and Cohere Command's held text (an open citation, an action block)
-growing by long tokens. Such a row is ok when its per-token cost at the largest size is
+inside a call's name, Cohere Command's held text (an open citation, an action block)
+growing by long tokens, and other held text waiting for markup that never comes (a
+call's name, DeepSeek V3's possible closing fence, Harmony bytes that form no character). Such a row is ok when its per-token cost at the largest size is
 at most 2.5 times that at the smallest, and no single streamed chunk takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
