@@ -11,9 +11,11 @@ Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument 
 of the vocabulary's longest tokens (about a hundred characters each, where a copy of
 the text so far per chunk shows at once), Kimi K2 call markers between long tokens
 inside a call's name, Cohere Command's held text (an open citation, an action block)
-growing by long tokens, and Cohere citations, calls and sections of long tokens. Such a
-row is ok when its per-token cost at the largest size is at most 2.5 times that at the
-smallest, and no single streamed chunk takes over 50 ms.
+growing by long tokens, Cohere citations, calls and sections of long tokens, and other
+held text waiting for markup that never comes (a call's name, DeepSeek V3's possible
+closing fence, Harmony bytes that form no character). Such a row is ok when its per-token
+cost at the largest size is at most 2.5 times that at the smallest, and no single
+streamed chunk takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
@@ -48,7 +50,7 @@ from app.protocol import (
     GenerateStreamChoice,
 )
 from app.session import StreamSession
-from app.tokenizer import Tokenizer
+from app.tokenizer import Tokenizer, piece_bytes
 from bench.micro import Derender, derenderer
 from bench.plots import LOWER_IS_BETTER, plt  # with the backend chosen
 from bench.report import machine, progress, table, write
@@ -727,6 +729,33 @@ _COHERE_NEXT_CALL = (
     '"}},\n    {"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": "'
 )
 
+
+def _tool(name: str) -> Callable[[Config], bool]:
+    return lambda config: config.tool == name
+
+
+def _longest_run_of(chars: str) -> Callable[[Tokenizer], list[int]]:
+    """The vocabulary's longest token made only of ``chars``."""
+
+    def unit(tokenizer: Tokenizer) -> list[int]:
+        texts = ((tokenizer.token_text(i), i) for i in range(tokenizer.vocab_size))
+        return [
+            max((t for t in texts if t[0] and set(t[0]) <= set(chars)), key=lambda t: len(t[0]))[1]
+        ]
+
+    return unit
+
+
+def continuation_pair_id(tokenizer: Tokenizer) -> int:
+    """A token of two UTF-8 continuation bytes: no text can hold it alone."""
+    return next(
+        i
+        for i in range(tokenizer.vocab_size)
+        if len(raw := piece_bytes(tokenizer.piece(i) or "")) == 2
+        and all(0x80 <= b < 0xC0 for b in raw)
+    )
+
+
 # Kimi K2's call openers and closers inside a call's name (a call opens only after the
 # section's opener or a closed call, so each marker after the first is name text).
 LONG_FAMILIES: dict[str, Family] = {
@@ -786,6 +815,39 @@ LONG_FAMILIES: dict[str, Family] = {
         unit_ids=_before_long_tokens("<|END_THINKING|><|START_THINKING|>"),
         in_tools=False,
         applies=_cohere,
+    ),
+    # Held text that waits for markup that never comes, growing by long tokens: a call's
+    # name (Hermes, DeepSeek V3), DeepSeek V3's arguments ending in what may be the
+    # closing fence, and Harmony message bytes that form no character (one shows as
+    # U+FFFD per token, the rest wait).
+    "Hermes long tokens in a call's name": Family(
+        _fixed('<tool_call>\n{"name": "'),
+        _fixed(""),
+        unit_ids=longest_tokens,
+        applies=_tool("hermes"),
+        modes=("stream",),
+    ),
+    "DeepSeek V3 long tokens in a call's name": Family(
+        _fixed(f"{CALLS_BEGIN}{CALL_BEGIN}function{SEP}"),
+        _fixed(""),
+        unit_ids=longest_tokens,
+        applies=_tool("deepseek_v3"),
+        modes=("stream",),
+    ),
+    "DeepSeek V3 fence-like runs in a call": Family(
+        _in_call('"x"}'),
+        _fixed(""),
+        unit_ids=_longest_run_of("\n`"),
+        applies=_tool("deepseek_v3"),
+        modes=("stream",),
+    ),
+    "Harmony lone continuation bytes in a message": Family(
+        _fixed("<|channel|>final<|message|>"),
+        _fixed(""),
+        in_tools=False,
+        unit_ids=lambda tokenizer: [continuation_pair_id(tokenizer)],
+        applies=_harmony,
+        modes=("stream",),
     ),
 }
 

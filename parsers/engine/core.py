@@ -406,7 +406,9 @@ class MarkerEngine:
         """
         s = self.s
         deferred = s.deferred
-        remaining = s.deferred_text + text
+        # The only reference: += grows the carried text in place, not copied per chunk.
+        remaining, s.deferred_text = s.deferred_text, ""
+        remaining += text
         items: list[Piece] = []
         start = 0
         for k, (terminal, marker) in enumerate(deferred):

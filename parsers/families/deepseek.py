@@ -325,7 +325,7 @@ class DeepSeekToolStream:
                 self._open()
             elif event.kind == CALL_NAME:
                 if not self.fenced:
-                    self.s.name += event.value
+                    self._grow_name(event.value)
             elif event.kind == NAME_END:
                 self._name_ended(calls)
             elif event.kind == CALL_ARGS:
@@ -340,6 +340,13 @@ class DeepSeekToolStream:
     def _open(self) -> None:
         s = self.s
         s.name, s.index, s.phase, s.fence, s.held = "", -1, _DEAD, "", ""
+
+    def _grow_name(self, text: str) -> None:
+        """A name line that never ends grows in place, not copied per chunk."""
+        s = self.s
+        name, s.name = s.name, ""  # the only reference: += grows it in place
+        name += text
+        s.name = name
 
     def _name_ended(self, calls: list[DeltaToolCall]) -> None:
         if self.fenced:
@@ -379,7 +386,7 @@ class DeepSeekToolStream:
         while text and s.phase in (_NAME, _FENCE):
             if s.phase == _NAME:
                 line, newline, text = text.partition("\n")
-                s.name += line
+                self._grow_name(line)
                 if not newline:
                     return
                 self._announce(calls)
@@ -400,7 +407,9 @@ class DeepSeekToolStream:
                 self._send(s.held + text[:solid], calls)
                 s.held = text[solid:]
             else:
-                s.held += text
+                held, s.held = s.held, ""  # the only reference: += grows it in place
+                held += text
+                s.held = held
 
     def _close(self, calls: list[DeltaToolCall]) -> None:
         s = self.s

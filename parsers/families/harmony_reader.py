@@ -35,6 +35,8 @@ _HEADERS_KEPT = 256
 _HEADER_TOKENS_KEPT = 64
 # A header no tokens make: what the header cache answers for one it does not hold.
 _UNKNOWN = MessageHeader("", None, None, None)
+# Bytes of a message's held text decoded at once (more than the longest character).
+_DECODE_WINDOW = 256
 
 
 class Framing:
@@ -95,6 +97,33 @@ class Framing:
             return None
 
 
+def _shown(held: bytearray) -> str:
+    """What the package shows of ``held`` now, taken from its front: the whole characters
+    up to the first invalid sequence and one U+FFFD for it (the bytes after it wait), or
+    every whole character.
+
+    Read a window at a time: invalid bytes can pile up one token faster than one a token
+    is shown, and the pile is neither copied nor read again per token. A window starts at
+    a character's start and holds at least a character's length, so it finds the errors
+    (and their ends) that decoding all of ``held`` would.
+    """
+    shown: list[str] = []
+    start = 0
+    while True:
+        window = held[start : start + _DECODE_WINDOW]
+        try:
+            text, used = codecs.utf_8_decode(window, "strict", False)
+        except UnicodeDecodeError as error:
+            shown += (window[: error.start].decode(), "\ufffd")
+            del held[: start + error.end]
+            return "".join(shown)
+        shown.append(text)
+        if start + len(window) == len(held):
+            del held[: start + used]
+            return "".join(shown)
+        start += used
+
+
 class ReaderState(Struct):
     """The reader between tokens. ``started``: past the first message (ended or
     refused), so a header opens with ``<|start|>``; ``given_role``: the role the package
@@ -108,7 +137,7 @@ class ReaderState(Struct):
     given_role: bool = True
     tokens: list[int] = field(default_factory=list)
     header: MessageHeader | None = None
-    held: bytes = b""
+    held: bytearray = field(default_factory=bytearray)
     broken: bool = False
 
 
@@ -193,14 +222,8 @@ class HarmonyReader:
             s.broken = True
             self.delta = ""
             return
-        held = s.held + raw
-        try:
-            text, used = codecs.utf_8_decode(held, "strict", False)
-        except UnicodeDecodeError as error:
-            text = held[: error.start].decode() + "\ufffd"
-            s.held = held[error.end :]
-        else:
-            s.held = held[used:]
+        s.held += raw
+        text = _shown(s.held)
         self.delta = text
         if self.keep_text:
             self._text.append(text)
@@ -222,7 +245,7 @@ class HarmonyReader:
         s = self.s
         s.tokens.clear()
         s.header = None
-        s.held = b""
+        s.held.clear()
         s.broken = False
         s.phase = EXPECT_START
         s.started = True

@@ -276,8 +276,10 @@ class HermesStream:
             if s.mode == "region":
                 region = s.regions[-1]
                 searched = max(0, len(region.text) - len(tool_end) + 1)
-                region.text += text
-                end = region.text.find(tool_end, searched)
+                held, region.text = region.text, ""  # the only reference: += grows it in place
+                held += text
+                region.text = held
+                end = held.find(tool_end, searched)
                 if end < 0:
                     return content
                 text = region.text[end + len(tool_end) :]

@@ -305,16 +305,20 @@ class HyToolStream:
             self._cut(end + len(CALL_END))
             s.call = None
             return piece
+        # The arguments so far are the head, the open entry's start and its escaped
+        # value: only what is past ``sent`` is copied, never the value whole.
         entry = self._open_entry(call, limit)
-        snapshot_end = len(call.head) + len(entry)
+        parts = (call.head, entry, call.escaped if entry else "")
+        snapshot_end = sum(len(part) for part in parts)
         if snapshot_end <= call.sent:
             return None
-        if call.sent >= len(call.head):
-            piece = entry[call.sent - len(call.head) :]
-        else:
-            piece = call.head[call.sent :] + entry
+        pieces, skip = [], call.sent
+        for part in parts:
+            if skip < len(part):
+                pieces.append(part[skip:])
+            skip = max(0, skip - len(part))
         call.sent = snapshot_end
-        return piece
+        return "".join(pieces)
 
     def _read_pairs(self, call: HyCall, limit: int) -> None:
         """Complete the pairs that end before ``limit``; a key's first value stays.
@@ -378,8 +382,9 @@ class HyToolStream:
         return False
 
     def _open_entry(self, call: HyCall, limit: int) -> str:
-        """The open string value's entry as vLLM writes it (no closing quote): the
-        first ``</arg_key>`` after the open key, the first ``<arg_value>`` after that."""
+        """The open string value's entry as vLLM writes it (no closing quote), up to its
+        value (``call.escaped``, brought up to date here): the first ``</arg_key>`` after
+        the open key, the first ``<arg_value>`` after that."""
         buffer = self.s.buffer
         if call.key_at < 0:
             return ""
@@ -403,11 +408,12 @@ class HyToolStream:
         if self.holds_tag:
             keep -= _tag_overlap(buffer[max(call.value_at, limit - 11) : limit], VALUE_END)
         if keep > call.escaped_to:
-            call.escaped += self.escape(buffer[call.escaped_to : keep])
-            call.escaped_to = keep
+            escaped, call.escaped = call.escaped, ""  # the only reference: += grows it in place
+            escaped += self.escape(buffer[call.escaped_to : keep])
+            call.escaped, call.escaped_to = escaped, keep
         key = buffer[call.key_at + len(KEY) : call.key_end].strip()
         lead = ", " if call.keys else ""
-        return f'{lead}{json.dumps(key, ensure_ascii=False)}: "{call.escaped}'
+        return f'{lead}{json.dumps(key, ensure_ascii=False)}: "'
 
 
 # ------------------------------------------------------------------ HY-V3

@@ -85,14 +85,14 @@ class RegionReader:
         tail = prefix[last:] if last >= 0 else prefix
         if not tail:
             return
-        self.s.text += tail
+        self._append(tail)
         self._process([], eos=False)
         self.s.prompt_end = self.end
         self._trim()
 
     def feed(self, text: str) -> list[Event]:
         events: list[Event] = []
-        self.s.text += text
+        self._append(text)
         self._process(events, eos=False)
         self._trim()
         return events
@@ -107,6 +107,13 @@ class RegionReader:
     def read_output(self) -> bool:
         """Whether any output text has been read past the prompt's."""
         return self.end > self.s.prompt_end
+
+    def _append(self, text: str) -> None:
+        """Held text that waits on a delimiter grows in place, not copied per chunk."""
+        s = self.s
+        held, s.text = s.text, ""  # the only reference: += grows it in place
+        held += text
+        s.text = held
 
     def _trim(self) -> None:
         """Drop text before the reading position: nothing reads it again."""
