@@ -22,6 +22,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.growing_text import GrowingText
 from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
 
@@ -176,7 +177,9 @@ class PoolsideTools:
 
 
 class PoolsideToolState(Struct, tag="poolside_v1_tools"):
-    held: str = ""  # text read but not yet done with
+    # Text read but not yet done with: it grows while the reader waits for a tag (a
+    # name, key or value that does not end), so it is kept as parts, not recopied.
+    held: GrowingText = field(default_factory=GrowingText)
     searched: int = 0  # how much of ``held`` holds none of the tags the reader waits for
     in_call: bool = False
     name_sent: bool = False
@@ -222,7 +225,7 @@ class PoolsideToolStream:
         if not self.options.tools or self.options.tool_choice == "none":
             return Delta(content=text) if text else None
         s = self.s
-        s.held += text
+        s.held.append(text)
         content: list[str] = []
         pieces: dict[int, DeltaToolCall] = {}
         while self._step(content, pieces):
@@ -234,12 +237,17 @@ class PoolsideToolStream:
 
     def _take(self, size: int) -> None:
         s = self.s
-        s.held = s.held[size:]
+        rest = s.held[size:]
+        s.held = GrowingText([rest] if rest else [], len(rest))
         s.searched = 0
 
     def _find(self, tag: str) -> int:
         s = self.s
         return s.held.find(tag, max(0, s.searched - _LONGEST))
+
+    def _tag_start(self, tag: str) -> int:
+        """How many of the held text's last characters begin ``tag``."""
+        return _tag_start(self.s.held[-len(tag) :], tag)
 
     def _wait(self) -> bool:
         """Nothing more until text arrives: what is held holds none of the awaited tags."""
@@ -263,7 +271,7 @@ class PoolsideToolStream:
         s = self.s
         start = s.held.find(CALL)
         if start == -1:
-            keep = _tag_start(s.held, CALL)
+            keep = self._tag_start(CALL)
             if len(s.held) > keep:
                 content.append(s.held[: len(s.held) - keep])
             self._take(len(s.held) - keep)
@@ -306,7 +314,7 @@ class PoolsideToolStream:
             self._take(end + len(VALUE_END))
             s.in_string, s.key = False, None
             return True
-        safe = len(s.held) - _tag_start(s.held, VALUE_END)
+        safe = len(s.held) - self._tag_start(VALUE_END)
         if safe > 0:
             escaped = _escaped(s.held[:safe])
             self._take(safe)
