@@ -236,18 +236,17 @@ class PoolsideToolStream:
         return Delta(content="".join(content) if content else None, tool_calls=calls)
 
     def _take(self, size: int) -> None:
+        self._keep(self.s.held[size:])
+
+    def _keep(self, rest: str) -> None:
+        """Hold ``rest`` alone: what was held before it is done with."""
         s = self.s
-        rest = s.held[size:]
-        s.held = GrowingText([rest] if rest else [], len(rest))
+        s.held = GrowingText([rest], len(rest)) if rest else GrowingText()
         s.searched = 0
 
     def _find(self, tag: str) -> int:
         s = self.s
         return s.held.find(tag, max(0, s.searched - _LONGEST))
-
-    def _tag_start(self, tag: str) -> int:
-        """How many of the held text's last characters begin ``tag``."""
-        return _tag_start(self.s.held[-len(tag) :], tag)
 
     def _wait(self) -> bool:
         """Nothing more until text arrives: what is held holds none of the awaited tags."""
@@ -269,16 +268,17 @@ class PoolsideToolStream:
 
     def _outside(self, content: list[str]) -> bool:
         s = self.s
-        start = s.held.find(CALL)
+        held = s.held.text()  # a tag's start and this chunk at most: read joined
+        start = held.find(CALL)
         if start == -1:
-            keep = self._tag_start(CALL)
-            if len(s.held) > keep:
-                content.append(s.held[: len(s.held) - keep])
-            self._take(len(s.held) - keep)
+            keep = _tag_start(held, CALL)
+            if len(held) > keep:
+                content.append(held[: len(held) - keep])
+            self._keep(held[len(held) - keep :])
             return False
         if start:
-            content.append(s.held[:start])
-        self._take(start + len(CALL))
+            content.append(held[:start])
+        self._keep(held[start + len(CALL) :])
         s.in_call, s.name_sent, s.name, s.key, s.in_string = True, False, "", None, False
         s.args.append("")
         s.started.append(False)
@@ -308,16 +308,17 @@ class PoolsideToolStream:
 
     def _string(self, pieces: dict[int, DeltaToolCall]) -> bool:
         s = self.s
-        end = self._find(VALUE_END)
+        held = s.held.text()  # a tag's start and this chunk at most: read joined
+        end = held.find(VALUE_END, max(0, s.searched - _LONGEST))
         if end != -1:
-            self._arguments(pieces, _escaped(s.held[:end]) + '"')
-            self._take(end + len(VALUE_END))
+            self._arguments(pieces, _escaped(held[:end]) + '"')
+            self._keep(held[end + len(VALUE_END) :])
             s.in_string, s.key = False, None
             return True
-        safe = len(s.held) - self._tag_start(VALUE_END)
+        safe = len(held) - _tag_start(held, VALUE_END)
         if safe > 0:
-            escaped = _escaped(s.held[:safe])
-            self._take(safe)
+            escaped = _escaped(held[:safe])
+            self._keep(held[safe:])
             if escaped:
                 self._arguments(pieces, escaped)
         return False
