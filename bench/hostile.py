@@ -7,15 +7,15 @@ through the server's derenderer in-process: one-shot (the whole output in one ca
 and streamed one token per chunk with the session kept. A parser whose cost grows
 with the text before each step shows as time per token growing with the length.
 
-Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
-of the vocabulary's longest tokens (about a hundred characters each, where a copy of
-the text so far per chunk shows at once), Kimi K2 call markers between long tokens
-inside a call's name, Cohere Command's held text (an open citation, an action block)
-growing by long tokens, Cohere citations, calls and sections of long tokens, and other
-held text waiting for markup that never comes (a call's name, DeepSeek V3's possible
-closing fence, Harmony bytes that form no character). Such a row is ok when its per-token
-cost at the largest size is at most 2.5 times that at the smallest, and no single
-streamed chunk takes over 50 ms.
+Families of long tokens run apart, at 1,024 to 32,768 tokens: text that a parser holds
+or re-reads grows by the vocabulary's longest tokens (about a hundred characters each,
+where a copy of the text so far per chunk shows at once): a string argument, Kimi K2 call
+markers inside a call's name, Cohere Command's open citations, action blocks, citations,
+calls and sections, an output of only blank tokens, and held text waiting for markup that
+never comes (a call's name, DeepSeek V3's possible closing fence, Poolside's names and
+values, Harmony bytes that form no character). Such a row is ok when its per-token cost
+at the largest size is at most 2.5 times that at the smallest, and no single streamed
+chunk takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
@@ -713,6 +713,23 @@ def longest_tokens(tokenizer: Tokenizer, count: int = 16) -> list[int]:
     return [token_id for _, token_id in sorted(found)[:count]]
 
 
+def longest_blank_tokens(tokenizer: Tokenizer, count: int = 16) -> list[int]:
+    """The vocabulary's ``count`` longest tokens that are only whitespace."""
+    by_piece = sorted(
+        range(tokenizer.vocab_size), key=lambda i: len(tokenizer.piece(i) or ""), reverse=True
+    )
+    found: list[tuple[int, int]] = []
+    for token_id in by_piece[: 200 * count]:
+        text = tokenizer.token_text(token_id)
+        if token_id not in tokenizer.special_ids and text.isspace():
+            found.append((-len(text), token_id))
+    return [token_id for _, token_id in sorted(found)[:count]]
+
+
+def _poolside(config: Config) -> bool:
+    return config.tool == "poolside_v1"
+
+
 def _with_long_token(markers: str) -> Callable[[Tokenizer], list[int]]:
     """``markers``' ids, then the vocabulary's longest token that is plain text."""
     return lambda tokenizer: tokenizer.encode(markers) + longest_tokens(tokenizer, 1)
@@ -847,6 +864,26 @@ LONG_FAMILIES: dict[str, Family] = {
         in_tools=False,
         unit_ids=lambda tokenizer: [continuation_pair_id(tokenizer)],
         applies=_harmony,
+        modes=("stream",),
+    ),
+    # An output of nothing but whitespace, which a parser may hold until it says more;
+    # Poolside's held text growing while it waits for the tag that ends a name or a
+    # value that is no string.
+    "long blank tokens": Family(
+        _fixed(""), _fixed(""), unit_ids=longest_blank_tokens, modes=("stream",)
+    ),
+    "Poolside long tokens in a name": Family(
+        _fixed("<tool_call>"),
+        _fixed(""),
+        unit_ids=longest_tokens,
+        applies=_poolside,
+        modes=("stream",),
+    ),
+    "Poolside long tokens in a value that is no string": Family(
+        _fixed("<tool_call>save_note\n<arg_key>count</arg_key><arg_value>"),
+        _fixed(""),
+        unit_ids=longest_tokens,
+        applies=_poolside,
         modes=("stream",),
     ),
 }

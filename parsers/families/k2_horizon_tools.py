@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from parsers.families.kimi_k3_markup import SPACE, held_back, tail_of
 from parsers.ids import chat_tool_call_id
@@ -252,7 +252,7 @@ class K2HorizonToolState(Struct, tag="k2_horizon_tools"):
     """Content not yet sent (a blank start, a tail that may open the group), the open
     group's text, and whether the group was read."""
 
-    blank: str = ""  # content held while it is only whitespace
+    blank: list[str] = field(default_factory=list)  # content held while only whitespace
     content_seen: bool = False
     held: str = ""  # an end that may grow into the group's opener
     group: list[str] | None = None  # the open group's text, from its opener
@@ -277,13 +277,16 @@ class K2HorizonToolStream:
         if text:
             if s.content_seen:
                 return text
-            s.blank += text
-            if s.blank.strip():
+            # What is held is all whitespace: this text alone decides (and a run of
+            # blank chunks is kept as pieces, not copied and stripped again per chunk).
+            if text.strip():
                 s.content_seen = True
-                out, s.blank = s.blank, ""
+                out = "".join([*s.blank, text])
+                s.blank = []
                 return out
+            s.blank.append(text)
         if final:
-            s.blank = ""
+            s.blank = []
         return None
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
@@ -310,8 +313,9 @@ class K2HorizonToolStream:
         body = len(GROUP_START) - s.group_size + len(seen)
         at = (seen + text).find(GROUP_END, max(body, 0))
         if at < 0:
-            group.append(text)
-            s.group_size += len(text)
+            if text:  # empty pieces would lengthen every later walk back for the tail
+                group.append(text)
+                s.group_size += len(text)
             return Delta(content=content) if content is not None else None
         cut = at - len(seen) + len(GROUP_END)
         group.append(text[:cut])

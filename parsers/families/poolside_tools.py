@@ -22,6 +22,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from parsers.growing_text import GrowingText
 from parsers.ids import opening_call_delta
 from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
 
@@ -176,7 +177,9 @@ class PoolsideTools:
 
 
 class PoolsideToolState(Struct, tag="poolside_v1_tools"):
-    held: str = ""  # text read but not yet done with
+    # Text read but not yet done with: it grows while the reader waits for a tag (a
+    # name, key or value that does not end), so it is kept as parts, not recopied.
+    held: GrowingText = field(default_factory=GrowingText)
     searched: int = 0  # how much of ``held`` holds none of the tags the reader waits for
     in_call: bool = False
     name_sent: bool = False
@@ -222,7 +225,7 @@ class PoolsideToolStream:
         if not self.options.tools or self.options.tool_choice == "none":
             return Delta(content=text) if text else None
         s = self.s
-        s.held += text
+        s.held.append(text)
         content: list[str] = []
         pieces: dict[int, DeltaToolCall] = {}
         while self._step(content, pieces):
@@ -233,8 +236,12 @@ class PoolsideToolStream:
         return Delta(content="".join(content) if content else None, tool_calls=calls)
 
     def _take(self, size: int) -> None:
+        self._keep(self.s.held[size:])
+
+    def _keep(self, rest: str) -> None:
+        """Hold ``rest`` alone: what was held before it is done with."""
         s = self.s
-        s.held = s.held[size:]
+        s.held = GrowingText([rest], len(rest)) if rest else GrowingText()
         s.searched = 0
 
     def _find(self, tag: str) -> int:
@@ -261,16 +268,17 @@ class PoolsideToolStream:
 
     def _outside(self, content: list[str]) -> bool:
         s = self.s
-        start = s.held.find(CALL)
+        held = s.held.text()  # a tag's start and this chunk at most: read joined
+        start = held.find(CALL)
         if start == -1:
-            keep = _tag_start(s.held, CALL)
-            if len(s.held) > keep:
-                content.append(s.held[: len(s.held) - keep])
-            self._take(len(s.held) - keep)
+            keep = _tag_start(held, CALL)
+            if len(held) > keep:
+                content.append(held[: len(held) - keep])
+            self._keep(held[len(held) - keep :])
             return False
         if start:
-            content.append(s.held[:start])
-        self._take(start + len(CALL))
+            content.append(held[:start])
+        self._keep(held[start + len(CALL) :])
         s.in_call, s.name_sent, s.name, s.key, s.in_string = True, False, "", None, False
         s.args.append("")
         s.started.append(False)
@@ -300,16 +308,17 @@ class PoolsideToolStream:
 
     def _string(self, pieces: dict[int, DeltaToolCall]) -> bool:
         s = self.s
-        end = self._find(VALUE_END)
+        held = s.held.text()  # a tag's start and this chunk at most: read joined
+        end = held.find(VALUE_END, max(0, s.searched - _LONGEST))
         if end != -1:
-            self._arguments(pieces, _escaped(s.held[:end]) + '"')
-            self._take(end + len(VALUE_END))
+            self._arguments(pieces, _escaped(held[:end]) + '"')
+            self._keep(held[end + len(VALUE_END) :])
             s.in_string, s.key = False, None
             return True
-        safe = len(s.held) - _tag_start(s.held, VALUE_END)
+        safe = len(held) - _tag_start(held, VALUE_END)
         if safe > 0:
-            escaped = _escaped(s.held[:safe])
-            self._take(safe)
+            escaped = _escaped(held[:safe])
+            self._keep(held[safe:])
             if escaped:
                 self._arguments(pieces, escaped)
         return False
