@@ -43,6 +43,13 @@ import msgspec
 from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
+from app.examples.hostile_tokens import (
+    continuation_pair_id,
+    invalid_byte_id,
+    longest_blank_tokens,
+    longest_token_of,
+    longest_tokens,
+)
 from app.protocol import (
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
@@ -50,7 +57,7 @@ from app.protocol import (
     GenerateStreamChoice,
 )
 from app.session import StreamSession
-from app.tokenizer import Tokenizer, piece_bytes
+from app.tokenizer import Tokenizer
 from bench.micro import Derender, derenderer
 from bench.plots import LOWER_IS_BETTER, plt  # with the backend chosen
 from bench.report import machine, progress, table, write
@@ -682,54 +689,6 @@ def _has_call(config: Config) -> bool:
     return bool(config.call_open)
 
 
-def _kimi(config: Config) -> bool:
-    return config.tool == "kimi_k2"
-
-
-def _harmony(config: Config) -> bool:
-    return config.tool == "openai"
-
-
-# Characters that may end, escape or mark up a string value in some format.
-_NOT_IN_VALUES = frozenset("\"'\\<>[]{}|`")
-
-
-def longest_tokens(tokenizer: Tokenizer, count: int = 16) -> list[int]:
-    """The vocabulary's ``count`` longest tokens that are plain text inside a string
-    value of every format (printable, no quote, bracket, markup or escape character)."""
-    by_piece = sorted(
-        range(tokenizer.vocab_size), key=lambda i: len(tokenizer.piece(i) or ""), reverse=True
-    )
-    found: list[tuple[int, int]] = []
-    for token_id in by_piece[: 200 * count]:
-        text = tokenizer.token_text(token_id)
-        if (
-            token_id not in tokenizer.special_ids
-            and text.isprintable()
-            and _NOT_IN_VALUES.isdisjoint(text)
-            and "\ufffd" not in text
-        ):
-            found.append((-len(text), token_id))
-    return [token_id for _, token_id in sorted(found)[:count]]
-
-
-def longest_blank_tokens(tokenizer: Tokenizer, count: int = 16) -> list[int]:
-    """The vocabulary's ``count`` longest tokens that are only whitespace."""
-    by_piece = sorted(
-        range(tokenizer.vocab_size), key=lambda i: len(tokenizer.piece(i) or ""), reverse=True
-    )
-    found: list[tuple[int, int]] = []
-    for token_id in by_piece[: 200 * count]:
-        text = tokenizer.token_text(token_id)
-        if token_id not in tokenizer.special_ids and text.isspace():
-            found.append((-len(text), token_id))
-    return [token_id for _, token_id in sorted(found)[:count]]
-
-
-def _poolside(config: Config) -> bool:
-    return config.tool == "poolside_v1"
-
-
 def _with_long_token(markers: str) -> Callable[[Tokenizer], list[int]]:
     """``markers``' ids, then the vocabulary's longest token that is plain text."""
     return lambda tokenizer: tokenizer.encode(markers) + longest_tokens(tokenizer, 1)
@@ -751,28 +710,6 @@ def _tool(name: str) -> Callable[[Config], bool]:
     return lambda config: config.tool == name
 
 
-def _longest_run_of(chars: str) -> Callable[[Tokenizer], list[int]]:
-    """The vocabulary's longest token made only of ``chars``."""
-
-    def unit(tokenizer: Tokenizer) -> list[int]:
-        texts = ((tokenizer.token_text(i), i) for i in range(tokenizer.vocab_size))
-        return [
-            max((t for t in texts if t[0] and set(t[0]) <= set(chars)), key=lambda t: len(t[0]))[1]
-        ]
-
-    return unit
-
-
-def continuation_pair_id(tokenizer: Tokenizer) -> int:
-    """A token of two UTF-8 continuation bytes: no text can hold it alone."""
-    return next(
-        i
-        for i in range(tokenizer.vocab_size)
-        if len(raw := piece_bytes(tokenizer.piece(i) or "")) == 2
-        and all(0x80 <= b < 0xC0 for b in raw)
-    )
-
-
 # Kimi K2's call openers and closers inside a call's name (a call opens only after the
 # section's opener or a closed call, so each marker after the first is name text).
 LONG_FAMILIES: dict[str, Family] = {
@@ -783,13 +720,13 @@ LONG_FAMILIES: dict[str, Family] = {
         _fixed(SECTION_BEGIN),
         _fixed(""),
         unit_ids=_with_long_token(KIMI_CALL_BEGIN),
-        applies=_kimi,
+        applies=_tool("kimi_k2"),
     ),
     "Kimi call markers in a name": Family(
         _fixed(SECTION_BEGIN),
         _fixed(""),
         unit_ids=_with_long_token(KIMI_CALL_BEGIN + KIMI_CALL_FINISH),
-        applies=_kimi,
+        applies=_tool("kimi_k2"),
     ),
     # A header as long as the output, closed by one <|message|> near its end, the stream
     # going on in the message it opens: the header is read in the chunk that closes it.
@@ -798,7 +735,7 @@ LONG_FAMILIES: dict[str, Family] = {
         _fixed("<|channel|>x"),
         in_tools=False,
         tail="<|message|>" + SENTENCE + "<|end|><|start|>assistant<|channel|>final<|message|>Hi",
-        applies=_harmony,
+        applies=_tool("openai"),
     ),
     # Cohere Command's held text growing by long tokens: a citation left open, its text
     # ending in a closing tag's start chunk after chunk, junk in an action block.
@@ -854,7 +791,7 @@ LONG_FAMILIES: dict[str, Family] = {
     "DeepSeek V3 fence-like runs in a call": Family(
         _in_call('"x"}'),
         _fixed(""),
-        unit_ids=_longest_run_of("\n`"),
+        unit_ids=lambda tokenizer: [longest_token_of(tokenizer, "\n`")],
         applies=_tool("deepseek_v3"),
         modes=("stream",),
     ),
@@ -863,7 +800,7 @@ LONG_FAMILIES: dict[str, Family] = {
         _fixed(""),
         in_tools=False,
         unit_ids=lambda tokenizer: [continuation_pair_id(tokenizer)],
-        applies=_harmony,
+        applies=_tool("openai"),
         modes=("stream",),
     ),
     # An output of nothing but whitespace, which a parser may hold until it says more;
@@ -876,14 +813,14 @@ LONG_FAMILIES: dict[str, Family] = {
         _fixed("<tool_call>"),
         _fixed(""),
         unit_ids=longest_tokens,
-        applies=_poolside,
+        applies=_tool("poolside_v1"),
         modes=("stream",),
     ),
     "Poolside long tokens in a value that is no string": Family(
         _fixed("<tool_call>save_note\n<arg_key>count</arg_key><arg_value>"),
         _fixed(""),
         unit_ids=longest_tokens,
-        applies=_poolside,
+        applies=_tool("poolside_v1"),
         modes=("stream",),
     ),
 }
@@ -899,11 +836,6 @@ def _ids(tokenizer: Tokenizer, text: str, spelled: bool) -> list[int]:
         return tokenizer.encode(text)
     # "<" on its own, then the rest: the tokenizer never sees the special token.
     return tokenizer.encode(text[:1]) + tokenizer.encode(text[1:])
-
-
-def invalid_byte_id(tokenizer: Tokenizer) -> int:
-    """A token that is one byte no UTF-8 text can hold alone (it decodes to U+FFFD)."""
-    return next(i for i in range(tokenizer.vocab_size) if tokenizer.decode([i]) == "\ufffd")
 
 
 def output_ids(tokenizer: Tokenizer, config: Config, name: str, tokens: int) -> list[int]:

@@ -1,83 +1,254 @@
-"""Text a parser holds while the output may still make it something else grows with a
-hostile output: each case streams one that keeps it growing, one long token per chunk,
-and checks that eight times the chunks cost about eight times as much (a copy or a scan
-of the held text per chunk would make it about 64 times as much).
+"""Held text that the output can grow without bound costs what each chunk adds.
 
-The unit stands for one of the vocabulary's longest tokens (about a hundred characters;
-bench/hostile.py streams the real ones): the longer each chunk, the sooner a per-chunk
-copy of everything held shows.
+Each case keeps one parser's held text growing while the markup it waits for never
+comes, one long token per chunk (the vocabulary's longest where a tokenizer is at hand,
+100 characters elsewhere), and checks that eight times the chunks cost about eight
+times as much: a copy or a reading of the whole held text per chunk would make it
+about 64 times as much.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 
 import pytest
 
+from app.examples.hostile_tokens import continuation_pair_id, longest_tokens
+from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE, QWEN35_RESPONSE_TEMPLATE
+from app.tokenizer import Tokenizer
+from parsers.families.deepseek import (
+    CALL_BEGIN,
+    CALL_FINISH,
+    CALLS_BEGIN,
+    CALLS_END,
+    SEP,
+    DeepSeekToolStream,
+    deepseek_grammar,
+)
+from parsers.families.harmony import HarmonyGrammar
+from parsers.families.harmony_reader import CONTENT, HarmonyReader, ReaderState
+from parsers.families.hermes import HERMES_TAGS, HermesState, HermesStream
+from parsers.families.hy_tools import HyToolState, HyToolStream
+from parsers.families.response_template import read_template
+from parsers.families.template_regions import RegionReader, RegionState
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec, Vocabulary
+from tests.support.tokenizers import bundled_tokenizer, qwen3_with_tokens
 
-# The markers the families below look up as tokens (the text streamed spells them).
-MARKERS = ("<|python_tag|>", "<tool_call>", "</tool_call>")
-VOCAB = Vocabulary(token_ids={marker: 1000 + i for i, marker in enumerate(MARKERS)})
-TOOLS = (
-    ToolSpec(
-        "save_note",
-        {"type": "object", "properties": {"body": {"type": "string"}, "n": {"type": "integer"}}},
-    ),
+Step = Callable[[], object]
+
+
+def _cost_per_chunk(start: Callable[[], Step], chunks: int) -> float:
+    """CPU seconds per chunk over ``chunks`` steps of a freshly started stream."""
+    best = float("inf")
+    for _ in range(3):
+        step = start()
+        began = time.process_time()
+        for _ in range(chunks):
+            step()
+        best = min(best, time.process_time() - began)
+    return best / chunks
+
+
+@pytest.fixture(scope="module")
+def long_text() -> str:
+    """The longest token of Qwen3's vocabulary that is plain text in any value."""
+    tokenizer = bundled_tokenizer("qwen3")
+    return tokenizer.token_text(longest_tokens(tokenizer, 1)[0])
+
+
+# ------------------------------------------------------------------ the cases
+
+
+@functools.cache
+def _deepseek_tokenizer() -> Tokenizer:
+    return qwen3_with_tokens(CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
+
+
+def _deepseek(head: list[tuple[str, str | None]], unit: str) -> Callable[[], Step]:
+    """A V3 stream fed ``head`` (text, and the marker whose id comes with it), then
+    ``unit`` per chunk."""
+    vocab = _deepseek_tokenizer().vocabulary
+
+    def start() -> Step:
+        stream = DeepSeekToolStream(deepseek_grammar(vocab), "seed", fenced=True)
+        for text, marker in head:
+            stream.stream(text, [vocab.token_ids[marker]] if marker else [1])
+        return lambda: stream.stream(unit, [1])
+
+    return start
+
+
+_NAMED = [(CALLS_BEGIN, CALLS_BEGIN), (CALL_BEGIN, CALL_BEGIN), ("function", None), (SEP, SEP)]
+
+
+def deepseek_deferred(long_text: str) -> Callable[[], Step]:
+    """A marker's id whose text never shows: the text after it waits for that text."""
+    return _deepseek([(CALLS_BEGIN, CALLS_BEGIN), ("", CALL_BEGIN)], long_text)
+
+
+def deepseek_name(long_text: str) -> Callable[[], Step]:
+    """A call's name line that never ends."""
+    return _deepseek(_NAMED, long_text)
+
+
+def deepseek_fence(long_text: str) -> Callable[[], Step]:
+    """Arguments ending in newlines and backticks that may yet be the closing fence
+    (the vocabulary's longest run of them per chunk)."""
+    vocab = _deepseek_tokenizer().vocabulary
+    texts = (vocab.token_text(i) for i in vocab.token_ids.values())
+    fence = max((text for text in texts if set(text) <= set("\n`")), key=len)
+    return _deepseek([*_NAMED, ("f\n```json\n{", None)], fence)
+
+
+def harmony_invalid_bytes(long_text: str) -> Callable[[], Step]:
+    """A message's text of bytes that form no character: each token shows one U+FFFD
+    and the rest of its bytes wait."""
+    tokenizer = bundled_tokenizer("gpt-oss")
+    framing = HarmonyGrammar(tokenizer.vocabulary).framing
+    # Two lone continuation bytes: one shows, one more waits per token.
+    token = continuation_pair_id(tokenizer)
+
+    def start() -> Step:
+        reader = HarmonyReader(framing, ReaderState(phase=CONTENT))
+        return lambda: reader.process(token)
+
+    return start
+
+
+def hermes_name(long_text: str) -> Callable[[], Step]:
+    """A call's name that never ends."""
+
+    def start() -> Step:
+        stream = HermesStream("seed", HermesState(), HERMES_TAGS)
+        stream.stream('<tool_call>{"name": "')
+        return lambda: stream.stream(long_text)
+
+    return start
+
+
+def template_name(long_text: str) -> Callable[[], Step]:
+    """A response template's call opener whose name never ends (Qwen3.5's markup)."""
+    template = read_template(QWEN35_RESPONSE_TEMPLATE)
+
+    def start() -> Step:
+        reader = RegionReader(template, {}, RegionState())
+        reader.feed("Hi <tool_call><function=")
+        return lambda: reader.feed(long_text)
+
+    return start
+
+
+def template_blank(long_text: str) -> Callable[[], Step]:
+    """Whitespace that may lead to a call opener (Qwen3's ``\\s*<tool_call>``)."""
+    template = read_template(QWEN3_RESPONSE_TEMPLATE)
+
+    def start() -> Step:
+        reader = RegionReader(template, {}, RegionState())
+        reader.feed("Hi")
+        return lambda: reader.feed(" " * len(long_text))
+
+    return start
+
+
+def hy_open_value(long_text: str) -> Callable[[], Step]:
+    """An open string value, sent as it grows."""
+    tool = ToolSpec("f", {"type": "object", "properties": {"a": {"type": "string"}}})
+    options = ParseOptions(tools=(tool,), tool_choice="auto")
+
+    def start() -> Step:
+        stream = HyToolStream(options, "seed", 7, HyToolState())
+        stream.stream("<tool_calls>", [7])
+        stream.stream("<tool_call>f<arg_key>a</arg_key><arg_value>", [1])
+        return lambda: stream.stream(long_text, [1])
+
+    return start
+
+
+# Parsers built by name on a vocabulary of their markers, each fed a head, then the
+# same 100 characters per chunk.
+_MARKERS = ("<|python_tag|>", "<tool_call>", "</tool_call>")
+_VOCAB = Vocabulary(token_ids={marker: 1000 + i for i, marker in enumerate(_MARKERS)})
+_SAVE_NOTE = ToolSpec(
+    "save_note",
+    {"type": "object", "properties": {"body": {"type": "string"}, "n": {"type": "integer"}}},
 )
-WORD = "abcdefghij" * 10
-BLANK = " " * 100
-POOLSIDE_CALL = "<tool_call>save_note\n<arg_key>n</arg_key>"
+_WORD = "abcdefghij" * 10
+_BLANK = " " * 100
+_POOLSIDE_CALL = "<tool_call>save_note\n<arg_key>n</arg_key>"
 
 
-class Case:
-    """A parser configuration, what opens the held text, and what grows it."""
+def _named(
+    tool: str, head: str, unit: str, tool_choice: str = "auto"
+) -> Callable[[str], Callable[[], Step]]:
+    """``tool``'s stream fed ``head``, then ``unit`` per chunk."""
+    factory = ParserFactory(tool, None, True, _VOCAB)
+    options = ParseOptions(tools=(_SAVE_NOTE,), tool_choice=tool_choice)
 
-    def __init__(self, tool: str | None, head: str, unit: str, tool_choice: str = "auto") -> None:
-        self.tool, self.head, self.unit, self.tool_choice = tool, head, unit, tool_choice
+    def start() -> Step:
+        stream = factory.stream_for_request(options, "seed")
+        stream.step(head, [1], None, [])
+        return lambda: stream.step(unit, [1], None, [])
+
+    return lambda long_text: start
 
 
-CASES = {
+# Each case and its chunk count: the larger stream has eight times as many.
+CASES: dict[str, tuple[Callable[[str], Callable[[], Step]], int]] = {
+    "engine: a marker's text never shows (deepseek)": (deepseek_deferred, 1_000),
+    "deepseek: a name line that never ends": (deepseek_name, 1_000),
+    "deepseek: a run that may be the closing fence": (deepseek_fence, 1_000),
+    "harmony: invalid bytes piling up": (harmony_invalid_bytes, 20_000),
+    "hermes: a name that never ends": (hermes_name, 1_000),
+    "template_regions: a call's name that never ends": (template_name, 30),
+    "template_regions: whitespace before an opener": (template_blank, 30),
+    "hy_tools: an open string value": (hy_open_value, 1_000),
     # K2 Horizon holds content while it is only whitespace; its open call group grows
     # by every chunk, empty ones included.
-    "k2_horizon blank content": Case("k2_horizon", "", BLANK),
-    "k2_horizon blank content, tool_choice none": Case("k2_horizon", "", BLANK, "none"),
-    "k2_horizon empty chunks in an open group": Case("k2_horizon", "x<ifm|tool_calls>", ""),
+    "k2_horizon: blank content": (_named("k2_horizon", "", _BLANK), 1_000),
+    "k2_horizon: blank content, tool_choice none": (
+        _named("k2_horizon", "", _BLANK, "none"),
+        1_000,
+    ),
+    "k2_horizon: empty chunks in an open group": (
+        _named("k2_horizon", "x<ifm|tool_calls>", ""),
+        1_000,
+    ),
     # Poolside holds what it reads until the tag it waits for comes.
-    "poolside name that never ends": Case("poolside_v1", "<tool_call>", WORD),
-    "poolside key that never ends": Case("poolside_v1", "<tool_call>save_note\n<arg_key>", WORD),
-    "poolside text before a value": Case("poolside_v1", POOLSIDE_CALL, WORD),
-    "poolside value that is no string": Case("poolside_v1", POOLSIDE_CALL + "<arg_value>", WORD),
-    "poolside text after a value": Case(
-        "poolside_v1", POOLSIDE_CALL + "<arg_value>1</arg_value>", WORD
+    "poolside: a name that never ends": (_named("poolside_v1", "<tool_call>", _WORD), 1_000),
+    "poolside: a key that never ends": (
+        _named("poolside_v1", "<tool_call>save_note\n<arg_key>", _WORD),
+        1_000,
+    ),
+    "poolside: text before a value": (_named("poolside_v1", _POOLSIDE_CALL, _WORD), 1_000),
+    "poolside: a value that is no string": (
+        _named("poolside_v1", _POOLSIDE_CALL + "<arg_value>", _WORD),
+        1_000,
+    ),
+    "poolside: text after a value": (
+        _named("poolside_v1", _POOLSIDE_CALL + "<arg_value>1</arg_value>", _WORD),
+        1_000,
     ),
     # xLAM and Llama 3 JSON keep the whole text: it grows in place, never copied.
-    "xlam string argument": Case("xlam", '[{"name": "save_note", "arguments": {"body": "', WORD),
-    "llama3_json string argument": Case(
-        "llama3_json", '{"name": "save_note", "parameters": {"body": "', WORD
+    "xlam: a string argument": (
+        _named("xlam", '[{"name": "save_note", "arguments": {"body": "', _WORD),
+        1_000,
+    ),
+    "llama3_json: a string argument": (
+        _named("llama3_json", '{"name": "save_note", "parameters": {"body": "', _WORD),
+        1_000,
     ),
 }
 
 
-def _cost_per_chunk(case: Case, chunks: int) -> float:
-    """CPU seconds per chunk streaming ``case.unit`` ``chunks`` times after its head."""
-    factory = ParserFactory(case.tool, None, True, VOCAB)
-    options = ParseOptions(tools=TOOLS, tool_choice=case.tool_choice)
-    best = float("inf")
-    for _ in range(3):
-        stream = factory.stream_for_request(options, "seed")
-        stream.step(case.head, [1], None, [])
-        start = time.process_time()
-        for _ in range(chunks):
-            stream.step(case.unit, [1], None, [])
-        stream.step("", [1], "stop", [])
-        best = min(best, time.process_time() - start)
-    return best / chunks
-
-
-@pytest.mark.parametrize("name", CASES)
-def test_held_text_costs_linear_time(name: str) -> None:
-    small = _cost_per_chunk(CASES[name], 1_000)
-    large = _cost_per_chunk(CASES[name], 8_000)
-    assert large < 2.5 * small
+@pytest.mark.parametrize("case", CASES)
+def test_held_text_costs_linear_time(case: str, long_text: str) -> None:
+    """Eight times the chunks cost about eight times as much."""
+    build, chunks = CASES[case]
+    start = build(long_text)
+    start()  # warm: the first stream builds caches
+    small = _cost_per_chunk(start, chunks)
+    large = _cost_per_chunk(start, 8 * chunks)
+    assert large < 2.5 * small, f"{small * 1e6:.1f} then {large * 1e6:.1f} us per chunk"
