@@ -84,9 +84,21 @@ class Pattern:
     groups: tuple[str, ...]
     literal: bool
     can_extend: bool
-    # Where a match may start (a class of its first characters), to skip text no
-    # search can start in; None when any character may start one.
-    skip: re.Pattern[str] | None
+    # How to skip text no match can start in; None when any character may lead one.
+    skip: Skip | None
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Where a match may start. A match reads characters of ``lead`` (a leading loop
+    such as ``\\s*``) and then one of ``first`` (a class searched in bulk), so none starts
+    before the run of ``lead`` characters just ahead of the next ``first`` character."""
+
+    first: re.Pattern[str]
+    lead: tuple[CharSet, ...]
+
+    def leads(self, ch: str) -> bool:
+        return any(charset.accepts(ch) for charset in self.lead)
 
 
 def literal_pattern(literals: list[str]) -> Pattern:
@@ -113,7 +125,7 @@ def compile_pattern(source: str) -> Pattern:
     program = builder.finish(start)
     if _matches_empty(program):
         raise PatternError(f"{source!r} matches the empty string")
-    skip = _first_characters(program)
+    skip = _skip(program)
     return Pattern(source, program, tuple(parser.groups), False, False, skip)
 
 
@@ -320,12 +332,33 @@ class _Builder:
         return tuple(moved(self.program[old]) for old in order)
 
 
-def _first_characters(program: tuple[Instruction, ...]) -> re.Pattern[str] | None:
-    """A one-class pattern for the characters a match may start with (a single class
-    searched is linear), or None when one of them is a negated class or any character."""
+def _skip(program: tuple[Instruction, ...]) -> Skip | None:
+    """The first steps of a match split in two: those that come back to where a match
+    starts (a leading loop) and the rest, whose characters are searched as one class (a
+    single class searched is linear). None when one of those is a negated class or any
+    character."""
+    start = _closure(program, 0)
     parts: list[str] = []
+    lead: list[CharSet] = []
+    for pc in sorted(start):
+        step = program[pc]
+        charset = step.charset
+        assert charset is not None
+        if _closure(program, step.targets[0]) == start:
+            lead.append(charset)
+            continue
+        if charset.negated or "any" in charset.kinds:
+            return None
+        parts += [re.escape(ch) for ch in sorted(charset.chars)]
+        parts += ["\\" + kind for kind in sorted(charset.kinds)]
+    return Skip(re.compile("[" + "".join(parts) + "]"), tuple(lead))
+
+
+def _closure(program: tuple[Instruction, ...], pc: int) -> frozenset[int]:
+    """The character and match steps reached from ``pc`` without reading."""
+    reached: set[int] = set()
     seen: set[int] = set()
-    stack = [0]
+    stack = [pc]
     while stack:
         pc = stack.pop()
         if pc in seen:
@@ -334,13 +367,9 @@ def _first_characters(program: tuple[Instruction, ...]) -> re.Pattern[str] | Non
         step = program[pc]
         if step.op in ("split", "save"):
             stack.extend(step.targets)
-        elif step.charset is not None:
-            charset = step.charset
-            if charset.negated or "any" in charset.kinds:
-                return None
-            parts += [re.escape(ch) for ch in sorted(charset.chars)]
-            parts += ["\\" + kind for kind in sorted(charset.kinds)]
-    return re.compile("[" + "".join(parts) + "]")
+        else:
+            reached.add(pc)
+    return frozenset(reached)
 
 
 def _matches_empty(program: tuple[Instruction, ...]) -> bool:
@@ -435,11 +464,9 @@ class Scanner:
         while at < end:
             if s.found is None and at < limit:
                 if not threads and pattern.skip is not None:
-                    hit = pattern.skip.search(text, at - base, min(end, limit) - base)
-                    if hit is None:
-                        at = min(end, limit)
+                    at = _next_start(pattern.skip, text, base, at, min(end, limit))
+                    if at == min(end, limit):
                         continue
-                    at = hit.start() + base
                 self._add(threads, {t.pc for t in threads}, 0, at, slots0, at)
             elif not threads:
                 break
@@ -476,6 +503,19 @@ class Scanner:
             if lo >= 0 and hi >= 0:
                 out[name] = text[lo - base : hi - base]
         return out
+
+
+def _next_start(skip: Skip, text: str, base: int, at: int, bound: int) -> int:
+    """The first position from ``at`` where a match may start, or ``bound`` when none
+    before it may (a leading loop's run that reaches ``bound`` may start one that ends
+    past it). Characters walked back over are then read forward once, so the search
+    stays linear."""
+    hit = skip.first.search(text, at - base, bound - base)
+    stop = bound if hit is None else hit.start() + base
+    start = stop
+    while start > at and skip.leads(text[start - 1 - base]):
+        start -= 1
+    return start
 
 
 def search_all(pattern: Pattern, text: str) -> list[tuple[Found, dict[str, str]]]:
