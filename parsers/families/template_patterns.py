@@ -90,15 +90,13 @@ class Pattern:
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """Where a match may start. A match reads characters of ``lead`` (a leading loop
-    such as ``\\s*``) and then one of ``first`` (a class searched in bulk), so none starts
-    before the run of ``lead`` characters just ahead of the next ``first`` character."""
+    """Where a match may start. A match reads characters ``lead`` matches (a leading
+    loop such as ``\\s*``; None: none) and then one of ``first`` (a class searched in
+    bulk), so none starts before the run of ``lead`` characters just ahead of the next
+    ``first`` character."""
 
     first: re.Pattern[str]
-    lead: tuple[CharSet, ...]
-
-    def leads(self, ch: str) -> bool:
-        return any(charset.accepts(ch) for charset in self.lead)
+    lead: re.Pattern[str] | None
 
 
 def literal_pattern(literals: list[str]) -> Pattern:
@@ -338,20 +336,31 @@ def _skip(program: tuple[Instruction, ...]) -> Skip | None:
     single class searched is linear). None when one of those is a negated class or any
     character."""
     start = _closure(program, 0)
-    parts: list[str] = []
-    lead: list[CharSet] = []
+    first = CharSet(frozenset())
+    lead: list[str] = []
     for pc in sorted(start):
         step = program[pc]
         charset = step.charset
         assert charset is not None
         if _closure(program, step.targets[0]) == start:
-            lead.append(charset)
+            lead.append(_class(charset))
             continue
         if charset.negated or "any" in charset.kinds:
             return None
-        parts += [re.escape(ch) for ch in sorted(charset.chars)]
-        parts += ["\\" + kind for kind in sorted(charset.kinds)]
-    return Skip(re.compile("[" + "".join(parts) + "]"), tuple(lead))
+        first = CharSet(first.chars | charset.chars, first.kinds | charset.kinds)
+    return Skip(re.compile(_class(first)), re.compile("|".join(lead)) if lead else None)
+
+
+def _class(charset: CharSet) -> str:
+    """``charset`` as a one-character regular expression (a class: read in one step, so
+    searched linearly; ``re``'s ``\\s \\w \\d`` on text are ``str.isspace``, ``isalnum``
+    or ``_``, and ``isdecimal``, as CharSet reads them)."""
+    if "any" in charset.kinds:
+        body = "\\s\\S"
+    else:
+        body = "".join(re.escape(ch) for ch in sorted(charset.chars))
+        body += "".join("\\" + kind for kind in sorted(charset.kinds))
+    return "[" + ("^" if charset.negated else "") + body + "]"
 
 
 def _closure(program: tuple[Instruction, ...], pc: int) -> frozenset[int]:
@@ -511,10 +520,11 @@ def _next_start(skip: Skip, text: str, base: int, at: int, bound: int) -> int:
     past it). Characters walked back over are then read forward once, so the search
     stays linear."""
     hit = skip.first.search(text, at - base, bound - base)
-    stop = bound if hit is None else hit.start() + base
-    start = stop
-    while start > at and skip.leads(text[start - 1 - base]):
-        start -= 1
+    start = bound if hit is None else hit.start() + base
+    lead = skip.lead
+    if lead is not None:
+        while start > at and lead.match(text, start - 1 - base):
+            start -= 1
     return start
 
 

@@ -38,6 +38,16 @@ class Event(NamedTuple):
     value: Any = None
 
 
+class Watch(NamedTuple):
+    """A delimiter search: its key in the state's scans, whether it opens or closes,
+    its field, and its pattern."""
+
+    key: str
+    kind: str
+    field: Field
+    pattern: Pattern
+
+
 class RegionState(Struct, tag="template_regions"):
     """Everything the reader keeps: the held text (from absolute position ``base``),
     the reading position, where the prompt's text ends, the open region and its
@@ -66,6 +76,8 @@ class RegionReader:
         self.template = template
         self.properties = properties
         self.s = state
+        # The searches to run by open region (None: none open), built on first use.
+        self._watches: dict[str | None, list[Watch]] = {}
         if not state.started:
             state.started = True
             state.current = template.implicit
@@ -115,22 +127,31 @@ class RegionReader:
             s.text = s.text[s.pos - s.base :]
             s.base = s.pos
 
-    def _watch(self) -> list[tuple[str, Field, Pattern]]:
-        s = self.s
+    def _watch(self) -> list[Watch]:
+        current = self.s.current
+        watch = self._watches.get(current)
+        if watch is None:
+            watch = self._watches[current] = self._searches(current)
+        return watch
+
+    def _searches(self, current: str | None) -> list[Watch]:
+        """The delimiter searches while ``current`` is open, keyed ``kind:field``."""
         template = self.template
-        if s.current is not None and s.current != template.implicit:
-            closer = template.field(s.current).closer
-            return [("close", template.field(s.current), closer)] if closer else []
-        watch = [("open", f, f.opener) for f in template.fields if f.opener is not None]
+        if current is not None and current != template.implicit:
+            f = template.field(current)
+            return [Watch(f"close:{f.name}", "close", f, f.closer)] if f.closer else []
+        watch = [
+            Watch(f"open:{f.name}", "open", f, f.opener)
+            for f in template.fields
+            if f.opener is not None
+        ]
         if template.implicit is not None:
             implicit = template.field(template.implicit)
             if implicit.closer is not None:
-                watch.append(("close", implicit, implicit.closer))
+                watch.append(Watch(f"close:{implicit.name}", "close", implicit, implicit.closer))
         return watch
 
-    def _scan(
-        self, watch: list[tuple[str, Field, Pattern]], eos: bool
-    ) -> tuple[tuple[str, Field, Scanner] | None, int]:
+    def _scan(self, watch: list[Watch], eos: bool) -> tuple[tuple[str, Field, Scanner] | None, int]:
         """The delimiter to take now (or None) and where held text starts."""
         s = self.s
         end = self.end
@@ -138,8 +159,7 @@ class RegionReader:
         best: tuple[str, Field, Scanner] | None = None
         best_key: tuple[int, int, int, str] | None = None
         scanners = []
-        for kind, f, pattern in watch:
-            key = f"{kind}:{f.name}"
+        for key, kind, f, pattern in watch:
             state = s.scans.get(key)
             if state is None:
                 state = s.scans[key] = start_scan(s.pos)
@@ -156,9 +176,10 @@ class RegionReader:
             starts = [x for _, _, _, sc in scanners if (x := sc.result_start(eos)) is not None]
             if starts or limit >= end:
                 break
-        bound = min(starts) + 1 if starts else end
-        for _, _, _, scanner in scanners:
-            scanner.read(s.text, s.base, end, bound)
+        if starts:  # else every search has read to the end already
+            bound = min(starts) + 1
+            for _, _, _, scanner in scanners:
+                scanner.read(s.text, s.base, end, bound)
         for kind, f, pattern, scanner in scanners:
             state = scanner.s
             found = state.found
