@@ -33,10 +33,9 @@ def install(check: Callable[[], None]) -> None:
     _check = check
 
 
-def paced(items: Sequence[T], every: int = SLICE) -> Iterator[T]:
-    """``items`` one by one, the budget checked before each ``every`` of them after the
-    first (fewer for items that each stand for many tokens)."""
-    for start in range(0, len(items), every):
+def paced(items: Sequence[T]) -> Iterator[T]:
+    """``items`` one by one, the budget checked before each slice after the first."""
+    for start in range(0, len(items), SLICE):
         if start:
             _check()
-        yield from items[start : start + every]
+        yield from items[start : start + SLICE]

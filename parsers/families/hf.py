@@ -33,11 +33,9 @@ from parsers.family import Family, ParserUnavailable, Whole, reuse
 from parsers.ids import chat_tool_call_id
 from parsers.types import Delta, DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
 
-# Characters fed to the reader at once: each feed sets every delimiter search against
-# the others, so a longer slice costs plain text less. The server's budget
-# (parsers/budget.py) is looked at every _CHECK_SLICES of them (64K characters).
-_SLICE = 1024
-_CHECK_SLICES = 64
+# Characters read between two looks at the server's budget (parsers/budget.py checks
+# once per budget.SLICE of them).
+_SLICE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +108,7 @@ class TemplateStream:
         # A slice at a time, so the server's budget can stop a long output between them
         # (the reader holds what a slice leaves open: slicing changes no result).
         slices = [text[i : i + _SLICE] for i in range(0, len(text), _SLICE)]
-        for piece in budget.paced(slices, _CHECK_SLICES):
+        for piece in budget.paced(slices):
             self._route(self.reader.feed(piece), pieces)
         if finished:
             self.s.finished = True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from msgspec import Struct, field
@@ -349,6 +350,17 @@ def _skip(program: tuple[Instruction, ...]) -> Skip | None:
             return None
         first = CharSet(first.chars | charset.chars, first.kinds | charset.kinds)
     return Skip(re.compile(_class(first)), re.compile("|".join(lead)) if lead else None)
+
+
+def joined_skip(patterns: Sequence[Pattern]) -> Skip | None:
+    """Where any of ``patterns`` may start (an alternation of one-character classes:
+    still one step per character), or None when one may start anywhere."""
+    skips = [pattern.skip for pattern in patterns]
+    if not skips or any(skip is None for skip in skips):
+        return None
+    first = "|".join(skip.first.pattern for skip in skips if skip is not None)
+    lead = "|".join(skip.lead.pattern for skip in skips if skip is not None and skip.lead)
+    return Skip(re.compile(first), re.compile(lead) if lead else None)
 
 
 def _class(charset: CharSet) -> str:

@@ -20,7 +20,14 @@ from typing import Any, NamedTuple
 from msgspec import Struct, field
 
 from parsers.families.response_template import Field, Template
-from parsers.families.template_patterns import Pattern, Scanner, ScanState, start_scan
+from parsers.families.template_patterns import (
+    Pattern,
+    Scanner,
+    ScanState,
+    Skip,
+    joined_skip,
+    start_scan,
+)
 from parsers.families.template_values import Malformed, coerce_calls, region_value
 
 # The first stretch each delimiter search reads before the searches are compared.
@@ -46,6 +53,14 @@ class Watch(NamedTuple):
     kind: str
     field: Field
     pattern: Pattern
+
+
+class Searches(NamedTuple):
+    """The delimiter searches while a region is open, and where any of them may start
+    (None: anywhere)."""
+
+    watch: list[Watch]
+    skip: Skip | None
 
 
 class RegionState(Struct, tag="template_regions"):
@@ -77,7 +92,7 @@ class RegionReader:
         self.properties = properties
         self.s = state
         # The searches to run by open region (None: none open), built on first use.
-        self._watches: dict[str | None, list[Watch]] = {}
+        self._watches: dict[str | None, Searches] = {}
         if not state.started:
             state.started = True
             state.current = template.implicit
@@ -127,12 +142,15 @@ class RegionReader:
             s.text = s.text[s.pos - s.base :]
             s.base = s.pos
 
-    def _watch(self) -> list[Watch]:
+    def _watch(self) -> Searches:
         current = self.s.current
-        watch = self._watches.get(current)
-        if watch is None:
-            watch = self._watches[current] = self._searches(current)
-        return watch
+        searches = self._watches.get(current)
+        if searches is None:
+            watch = self._searches(current)
+            searches = self._watches[current] = Searches(
+                watch, joined_skip([w.pattern for w in watch])
+            )
+        return searches
 
     def _searches(self, current: str | None) -> list[Watch]:
         """The delimiter searches while ``current`` is open, keyed ``kind:field``."""
@@ -151,11 +169,19 @@ class RegionReader:
                 watch.append(Watch(f"close:{implicit.name}", "close", implicit, implicit.closer))
         return watch
 
-    def _scan(self, watch: list[Watch], eos: bool) -> tuple[tuple[str, Field, Scanner] | None, int]:
+    def _scan(self, searches: Searches, eos: bool) -> tuple[tuple[str, Field, Scanner] | None, int]:
         """The delimiter to take now (or None) and where held text starts."""
         s = self.s
         end = self.end
         hold = end
+        watch = searches.watch
+        if not eos and self._plain(searches):
+            for key, _, _, _ in watch:
+                state = s.scans.get(key)
+                if state is None:
+                    state = s.scans[key] = start_scan(s.pos)
+                state.read = end
+            return None, end
         best: tuple[str, Field, Scanner] | None = None
         best_key: tuple[int, int, int, str] | None = None
         scanners = []
@@ -202,6 +228,25 @@ class RegionReader:
         if best is not None and best[2].s.found is not None and best[2].s.found.start >= hold:
             best = None
         return best, hold
+
+    def _plain(self, searches: Searches) -> bool:
+        """Whether the text from the reading position is plain to every search: each
+        idle there, and no character of it where one may start (so each would read it
+        to the end and stay idle)."""
+        s = self.s
+        skip = searches.skip
+        if skip is None or s.pos == self.end:
+            return False
+        for key, _, _, _ in searches.watch:
+            state = s.scans.get(key)
+            if state is not None and (
+                state.threads or state.found is not None or state.read != s.pos
+            ):
+                return False
+        at = s.pos - s.base
+        if skip.first.search(s.text, at) is not None:
+            return False
+        return skip.lead is None or skip.lead.match(s.text, len(s.text) - 1) is None
 
     def _process(self, events: list[Event], eos: bool) -> None:
         s = self.s
