@@ -165,9 +165,17 @@ class ApertusStream:
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s
-        recent = s.held + text  # the text's end: what this chunk may still send
-        released, s.held = _hold(s.held, text)
-        self._scan(text)
+        if "<" in text or "<" in s.tail:
+            recent = s.held + text  # the text's end: what this chunk may still send
+            released, s.held = _hold(s.held, text)
+            self._scan(text)
+        else:
+            # Every marker, and each start of one held back, holds a "<" (and what is
+            # held is the tail's end): this chunk neither completes nor holds one.
+            recent = released = text
+            self._feed(text)
+            s.length += len(text)
+            s.tail = (s.tail + text)[-_TAIL:]
         if not released:
             return None
         if not s.seen_prefix:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from msgspec import Struct, field
@@ -84,9 +85,19 @@ class Pattern:
     groups: tuple[str, ...]
     literal: bool
     can_extend: bool
-    # Where a match may start (a class of its first characters), to skip text no
-    # search can start in; None when any character may start one.
-    skip: re.Pattern[str] | None
+    # How to skip text no match can start in; None when any character may lead one.
+    skip: Skip | None
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Where a match may start. A match reads characters ``lead`` matches (a leading
+    loop such as ``\\s*``; None: none) and then one of ``first`` (a class searched in
+    bulk), so none starts before the run of ``lead`` characters just ahead of the next
+    ``first`` character."""
+
+    first: re.Pattern[str]
+    lead: re.Pattern[str] | None
 
 
 def literal_pattern(literals: list[str]) -> Pattern:
@@ -113,7 +124,7 @@ def compile_pattern(source: str) -> Pattern:
     program = builder.finish(start)
     if _matches_empty(program):
         raise PatternError(f"{source!r} matches the empty string")
-    skip = _first_characters(program)
+    skip = _skip(program)
     return Pattern(source, program, tuple(parser.groups), False, False, skip)
 
 
@@ -320,12 +331,55 @@ class _Builder:
         return tuple(moved(self.program[old]) for old in order)
 
 
-def _first_characters(program: tuple[Instruction, ...]) -> re.Pattern[str] | None:
-    """A one-class pattern for the characters a match may start with (a single class
-    searched is linear), or None when one of them is a negated class or any character."""
-    parts: list[str] = []
+def _skip(program: tuple[Instruction, ...]) -> Skip | None:
+    """The first steps of a match split in two: those that come back to where a match
+    starts (a leading loop) and the rest, whose characters are searched as one class (a
+    single class searched is linear). None when one of those is a negated class or any
+    character."""
+    start = _closure(program, 0)
+    first = CharSet(frozenset())
+    lead: list[str] = []
+    for pc in sorted(start):
+        step = program[pc]
+        charset = step.charset
+        assert charset is not None
+        if _closure(program, step.targets[0]) == start:
+            lead.append(_class(charset))
+            continue
+        if charset.negated or "any" in charset.kinds:
+            return None
+        first = CharSet(first.chars | charset.chars, first.kinds | charset.kinds)
+    return Skip(re.compile(_class(first)), re.compile("|".join(lead)) if lead else None)
+
+
+def joined_skip(patterns: Sequence[Pattern]) -> Skip | None:
+    """Where any of ``patterns`` may start (an alternation of one-character classes:
+    still one step per character), or None when one may start anywhere."""
+    skips = [pattern.skip for pattern in patterns]
+    if not skips or any(skip is None for skip in skips):
+        return None
+    first = "|".join(skip.first.pattern for skip in skips if skip is not None)
+    lead = "|".join(skip.lead.pattern for skip in skips if skip is not None and skip.lead)
+    return Skip(re.compile(first), re.compile(lead) if lead else None)
+
+
+def _class(charset: CharSet) -> str:
+    """``charset`` as a one-character regular expression (a class: read in one step, so
+    searched linearly; ``re``'s ``\\s \\w \\d`` on text are ``str.isspace``, ``isalnum``
+    or ``_``, and ``isdecimal``, as CharSet reads them)."""
+    if "any" in charset.kinds:
+        body = "\\s\\S"
+    else:
+        body = "".join(re.escape(ch) for ch in sorted(charset.chars))
+        body += "".join("\\" + kind for kind in sorted(charset.kinds))
+    return "[" + ("^" if charset.negated else "") + body + "]"
+
+
+def _closure(program: tuple[Instruction, ...], pc: int) -> frozenset[int]:
+    """The character and match steps reached from ``pc`` without reading."""
+    reached: set[int] = set()
     seen: set[int] = set()
-    stack = [0]
+    stack = [pc]
     while stack:
         pc = stack.pop()
         if pc in seen:
@@ -334,13 +388,9 @@ def _first_characters(program: tuple[Instruction, ...]) -> re.Pattern[str] | Non
         step = program[pc]
         if step.op in ("split", "save"):
             stack.extend(step.targets)
-        elif step.charset is not None:
-            charset = step.charset
-            if charset.negated or "any" in charset.kinds:
-                return None
-            parts += [re.escape(ch) for ch in sorted(charset.chars)]
-            parts += ["\\" + kind for kind in sorted(charset.kinds)]
-    return re.compile("[" + "".join(parts) + "]")
+        else:
+            reached.add(pc)
+    return frozenset(reached)
 
 
 def _matches_empty(program: tuple[Instruction, ...]) -> bool:
@@ -435,11 +485,9 @@ class Scanner:
         while at < end:
             if s.found is None and at < limit:
                 if not threads and pattern.skip is not None:
-                    hit = pattern.skip.search(text, at - base, min(end, limit) - base)
-                    if hit is None:
-                        at = min(end, limit)
+                    at = _next_start(pattern.skip, text, base, at, min(end, limit))
+                    if at == min(end, limit):
                         continue
-                    at = hit.start() + base
                 self._add(threads, {t.pc for t in threads}, 0, at, slots0, at)
             elif not threads:
                 break
@@ -476,6 +524,20 @@ class Scanner:
             if lo >= 0 and hi >= 0:
                 out[name] = text[lo - base : hi - base]
         return out
+
+
+def _next_start(skip: Skip, text: str, base: int, at: int, bound: int) -> int:
+    """The first position from ``at`` where a match may start, or ``bound`` when none
+    before it may (a leading loop's run that reaches ``bound`` may start one that ends
+    past it). Characters walked back over are then read forward once, so the search
+    stays linear."""
+    hit = skip.first.search(text, at - base, bound - base)
+    start = bound if hit is None else hit.start() + base
+    lead = skip.lead
+    if lead is not None:
+        while start > at and lead.match(text, start - 1 - base):
+            start -= 1
+    return start
 
 
 def search_all(pattern: Pattern, text: str) -> list[tuple[Found, dict[str, str]]]:

@@ -20,7 +20,14 @@ from typing import Any, NamedTuple
 from msgspec import Struct, field
 
 from parsers.families.response_template import Field, Template
-from parsers.families.template_patterns import Pattern, Scanner, ScanState, start_scan
+from parsers.families.template_patterns import (
+    Pattern,
+    Scanner,
+    ScanState,
+    Skip,
+    joined_skip,
+    start_scan,
+)
 from parsers.families.template_values import Malformed, coerce_calls, region_value
 
 # The first stretch each delimiter search reads before the searches are compared.
@@ -36,6 +43,24 @@ class Event(NamedTuple):
     field: str
     text: str
     value: Any = None
+
+
+class Watch(NamedTuple):
+    """A delimiter search: its key in the state's scans, whether it opens or closes,
+    its field, and its pattern."""
+
+    key: str
+    kind: str
+    field: Field
+    pattern: Pattern
+
+
+class Searches(NamedTuple):
+    """The delimiter searches while a region is open, and where any of them may start
+    (None: anywhere)."""
+
+    watch: list[Watch]
+    skip: Skip | None
 
 
 class RegionState(Struct, tag="template_regions"):
@@ -66,6 +91,8 @@ class RegionReader:
         self.template = template
         self.properties = properties
         self.s = state
+        # The searches to run by open region (None: none open), built on first use.
+        self._watches: dict[str | None, Searches] = {}
         if not state.started:
             state.started = True
             state.current = template.implicit
@@ -122,31 +149,50 @@ class RegionReader:
             s.text = s.text[s.pos - s.base :]
             s.base = s.pos
 
-    def _watch(self) -> list[tuple[str, Field, Pattern]]:
-        s = self.s
+    def _watch(self) -> Searches:
+        current = self.s.current
+        searches = self._watches.get(current)
+        if searches is None:
+            watch = self._searches(current)
+            searches = self._watches[current] = Searches(
+                watch, joined_skip([w.pattern for w in watch])
+            )
+        return searches
+
+    def _searches(self, current: str | None) -> list[Watch]:
+        """The delimiter searches while ``current`` is open, keyed ``kind:field``."""
         template = self.template
-        if s.current is not None and s.current != template.implicit:
-            closer = template.field(s.current).closer
-            return [("close", template.field(s.current), closer)] if closer else []
-        watch = [("open", f, f.opener) for f in template.fields if f.opener is not None]
+        if current is not None and current != template.implicit:
+            f = template.field(current)
+            return [Watch(f"close:{f.name}", "close", f, f.closer)] if f.closer else []
+        watch = [
+            Watch(f"open:{f.name}", "open", f, f.opener)
+            for f in template.fields
+            if f.opener is not None
+        ]
         if template.implicit is not None:
             implicit = template.field(template.implicit)
             if implicit.closer is not None:
-                watch.append(("close", implicit, implicit.closer))
+                watch.append(Watch(f"close:{implicit.name}", "close", implicit, implicit.closer))
         return watch
 
-    def _scan(
-        self, watch: list[tuple[str, Field, Pattern]], eos: bool
-    ) -> tuple[tuple[str, Field, Scanner] | None, int]:
+    def _scan(self, searches: Searches, eos: bool) -> tuple[tuple[str, Field, Scanner] | None, int]:
         """The delimiter to take now (or None) and where held text starts."""
         s = self.s
         end = self.end
         hold = end
+        watch = searches.watch
+        if not eos and self._plain(searches):
+            for key, _, _, _ in watch:
+                state = s.scans.get(key)
+                if state is None:
+                    state = s.scans[key] = start_scan(s.pos)
+                state.read = end
+            return None, end
         best: tuple[str, Field, Scanner] | None = None
         best_key: tuple[int, int, int, str] | None = None
         scanners = []
-        for kind, f, pattern in watch:
-            key = f"{kind}:{f.name}"
+        for key, kind, f, pattern in watch:
             state = s.scans.get(key)
             if state is None:
                 state = s.scans[key] = start_scan(s.pos)
@@ -163,9 +209,10 @@ class RegionReader:
             starts = [x for _, _, _, sc in scanners if (x := sc.result_start(eos)) is not None]
             if starts or limit >= end:
                 break
-        bound = min(starts) + 1 if starts else end
-        for _, _, _, scanner in scanners:
-            scanner.read(s.text, s.base, end, bound)
+        if starts:  # else every search has read to the end already
+            bound = min(starts) + 1
+            for _, _, _, scanner in scanners:
+                scanner.read(s.text, s.base, end, bound)
         for kind, f, pattern, scanner in scanners:
             state = scanner.s
             found = state.found
@@ -188,6 +235,25 @@ class RegionReader:
         if best is not None and best[2].s.found is not None and best[2].s.found.start >= hold:
             best = None
         return best, hold
+
+    def _plain(self, searches: Searches) -> bool:
+        """Whether the text from the reading position is plain to every search: each
+        idle there, and no character of it where one may start (so each would read it
+        to the end and stay idle)."""
+        s = self.s
+        skip = searches.skip
+        if skip is None or s.pos == self.end:
+            return False
+        for key, _, _, _ in searches.watch:
+            state = s.scans.get(key)
+            if state is not None and (
+                state.threads or state.found is not None or state.read != s.pos
+            ):
+                return False
+        at = s.pos - s.base
+        if skip.first.search(s.text, at) is not None:
+            return False
+        return skip.lead is None or skip.lead.match(s.text, len(s.text) - 1) is None
 
     def _process(self, events: list[Event], eos: bool) -> None:
         s = self.s
