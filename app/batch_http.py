@@ -20,7 +20,7 @@ from starlette.responses import Response
 from app.batch import Answer, answered, frame_entries
 from app.body import Received, received, too_large
 from app.compact import is_compact
-from app.compact_path import CompactChunks
+from app.compact_path import CompactChunks, CompactReply
 from app.errors import BadRequest
 from app.failures import failure
 from app.protocol import ErrorBody, encoder
@@ -46,6 +46,12 @@ class _Answered(Struct):
 
 _answered = msgspec.json.Decoder(_Answered)
 _error = msgspec.json.Decoder(ErrorBody)
+
+
+def _entry_reply(replied: CompactReply) -> bytes:
+    """A compact entry's reply, encoded once (never a response read back)."""
+    key, state = replied.key, Raw(replied.stream_state)
+    return encoder.encode(SocketReply(*key, replied.chunk, state))
 
 
 class BatchEndpoint:
@@ -78,11 +84,13 @@ class BatchEndpoint:
             limit = self.service.settings.max_request_bytes
             if len(body) > limit:
                 raise too_large(limit)
+            if self.compact is not None:  # the common entry first: one decode, one lookup
+                replied = await self.compact.continued(body)
+                if replied is not None:
+                    return _entry_reply(replied), 200
             request = received(body, self.endpoint, None, compact=True)
             if self.compact is not None and is_compact(request.view.stream_state):
-                replied = await self.compact.replied(request)
-                key, state = replied.key, Raw(replied.stream_state)
-                return encoder.encode(SocketReply(*key, replied.chunk, state)), 200
+                return _entry_reply(await self.compact.replied(request)), 200
             if not request.view.stream:  # an entry is a streamed chunk, said or not
                 view = msgspec.structs.replace(request.view, stream=True)
                 request = dataclasses.replace(request, view=view)
