@@ -155,10 +155,8 @@ class SessionCache(Generic[S]):
         return None
 
     def checkout_state(self, key: Hashable, state: bytes) -> tuple[S, object] | None:
-        """Take the key's session that continues ``state``, with its fingerprint, if one
-        does and is neither expired nor checked out: ``fingerprint_of`` and ``checkout``
-        in one lookup, for a caller that has the state but not the request settings.
-        None leaves everything as it was (the caller's ``checkout`` says why)."""
+        """``fingerprint_of`` and ``checkout`` in one lookup, with the fingerprint found;
+        None (no such session, or it expired or is out) leaves everything as it was."""
         for slot in self._slots.get(key, ()):
             entry = self._entries[slot]
             if entry.state != state:
