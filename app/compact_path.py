@@ -119,9 +119,9 @@ class CompactChunks:
     async def continued(self, body: bytes) -> CompactReply | None:
         """A compact chunk's reply in one decode of its body, when it continues a live
         session with the very state bytes its last reply carried (the common batch
-        entry); else None, nothing taken or counted, and the caller answers it with
-        ``replied``, which gives any error its exact message. The state is compared as
-        bytes: they are ours, so they need no decode."""
+        entry; the caller counts its hit); else None, nothing taken or counted, and the
+        caller answers it with ``replied``, which gives any error its exact message. The
+        state is compared as bytes: they are ours, so they need no decode."""
         try:
             request = _continuing.decode(body)
         except (msgspec.DecodeError, RecursionError):

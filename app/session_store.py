@@ -158,15 +158,15 @@ class SessionStore:
         self, key: StreamKey, sent: bytes
     ) -> tuple[StreamSession, Fingerprint] | None:
         """The kept session whose last reply carried the compact state ``sent``, checked
-        out, with its fingerprint: a compact chunk without context, in one lookup. None
-        counts nothing and leaves the store as it was: the caller asks
-        ``acquire_compact``, which says why."""
+        out, with its fingerprint: a compact chunk without context, in one lookup. The
+        caller counts the hit (a batch frame counts its hits at once); None counts
+        nothing and leaves the store as it was: the caller asks ``acquire_compact``,
+        which says why."""
         found = self.cache.checkout_state(key, sent)
         if found is None:
             return None
         session, fingerprint = found
         assert isinstance(fingerprint, Fingerprint)  # what ``keep`` checks in
-        self.metrics.cache_hits.inc()
         return session, fingerprint
 
     def release(self, key: StreamKey, fingerprint: Fingerprint) -> None:
