@@ -11,6 +11,7 @@ re-sends that chunk in full. Each entry's reply names its stream, as on a WebSoc
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable
 
 import msgspec
@@ -20,7 +21,7 @@ from starlette.responses import Response
 from app.batch import Answer, answered, frame_entries
 from app.body import Received, received, too_large
 from app.compact import is_compact
-from app.compact_path import CompactChunks
+from app.compact_path import CompactChunks, CompactReply
 from app.errors import BadRequest
 from app.failures import failure
 from app.protocol import ErrorBody, encoder
@@ -48,6 +49,19 @@ _answered = msgspec.json.Decoder(_Answered)
 _error = msgspec.json.Decoder(ErrorBody)
 
 
+@dataclasses.dataclass(slots=True)
+class _Hits:
+    """The kept sessions a frame's entries continued, counted once the frame is done."""
+
+    count: int = 0
+
+
+def _entry_reply(replied: CompactReply) -> bytes:
+    """A compact entry's reply, encoded once (never a response read back)."""
+    key, state = replied.key, Raw(replied.stream_state)
+    return encoder.encode(SocketReply(*key, replied.chunk, state))
+
+
 class BatchEndpoint:
     """A route's batch POST: each entry through the route's own handler, in order; with
     ``compact`` (a parsed chat route), an entry carrying a compact state is answered by
@@ -69,20 +83,29 @@ class BatchEndpoint:
         entries = frame_entries(body, self.service.settings)
         if entries is None:
             raise BadRequest(NOT_A_FRAME, "batch")
-        reply = await answered(entries, self._entry, self.service.metrics, self.endpoint)
+        hits = _Hits()
+        metrics = self.service.metrics
+        entry = functools.partial(self._entry, hits)
+        reply = await answered(entries, entry, metrics, self.endpoint)
+        if hits.count:  # one increment a frame, not a locked one an entry
+            metrics.cache_hits.inc(hits.count)
         return Response(reply, media_type="application/json")
 
-    async def _entry(self, body: bytes) -> Answer:
-        """One entry's reply and status, as a compact POST of its route answers it."""
+    async def _entry(self, hits: _Hits, body: bytes) -> Answer:
+        """One entry's reply and status, as a compact POST of its route answers it; a
+        kept session's hit counted in ``hits``."""
         try:
             limit = self.service.settings.max_request_bytes
             if len(body) > limit:
                 raise too_large(limit)
+            if self.compact is not None:  # the common entry first: one decode, one lookup
+                replied = await self.compact.continued(body)
+                if replied is not None:
+                    hits.count += 1
+                    return _entry_reply(replied), 200
             request = received(body, self.endpoint, None, compact=True)
             if self.compact is not None and is_compact(request.view.stream_state):
-                replied = await self.compact.replied(request)
-                key, state = replied.key, Raw(replied.stream_state)
-                return encoder.encode(SocketReply(*key, replied.chunk, state)), 200
+                return _entry_reply(await self.compact.replied(request)), 200
             if not request.view.stream:  # an entry is a streamed chunk, said or not
                 view = msgspec.structs.replace(request.view, stream=True)
                 request = dataclasses.replace(request, view=view)

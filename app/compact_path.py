@@ -8,15 +8,22 @@ what this chunk found.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
-from msgspec import Raw
+import msgspec
+from msgspec import Raw, Struct
 from starlette.responses import Response
 
 from app.body import Received, decode_body
 from app.chunk_path import Found, ParsedChunks, json_response
-from app.errors import BadRequest, StateRequired
-from app.protocol import ChatCompletionChunk, ChatStreamReply, CompactChatStreamRequest, encoder
+from app.errors import BadRequest, DerenderError, StateRequired
+from app.protocol import (
+    ChatCompletionChunk,
+    ChatStreamReply,
+    CompactChatStreamRequest,
+    GenerateChunk,
+    encoder,
+)
 from app.routing import check_stream_id
 from app.session import Fingerprint, StreamSession
 from app.session_store import Acquired, Source, StreamKey
@@ -30,6 +37,26 @@ from app.validation import (
 from cache.sessions import Eviction
 
 _NULL = b"null"
+_RAW_NULL = Raw(_NULL)
+# What every compact state has, and a full state never has, as we encode it.
+_DIGEST_KEY = b'"output_digest":'
+
+
+class _Continuing(Struct):
+    """A compact chunk read as far as continuing its kept session: its chunk, its state
+    as the bytes sent (compared with the ones the session's last reply carried, never
+    decoded) and whether it carries context."""
+
+    generate_chunk: GenerateChunk
+    stream_state: Raw = _RAW_NULL
+    stream: Literal[True] = True
+    model: str | None = None
+    prompt_tokens: int | None = None
+    prompt_token_ids: Raw = _RAW_NULL
+    chat_request: Raw = _RAW_NULL
+
+
+_continuing = msgspec.json.Decoder(_Continuing)
 
 
 class CompactReply(NamedTuple):
@@ -87,6 +114,47 @@ class CompactChunks:
         full = session.request_for(chunk, request.model, request.prompt_tokens)
         found = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
         reply, carried = await self.chunks.respond_parts(full, model, found, compact=True)
+        return CompactReply(key, reply, carried, Source.HIT)
+
+    async def continued(self, body: bytes) -> CompactReply | None:
+        """A compact chunk's reply in one decode of its body, when it continues a live
+        session with the very state bytes its last reply carried (the common batch
+        entry; the caller counts its hit); else None, nothing taken or counted, and the
+        caller answers it with ``replied``, which gives any error its exact message. The
+        state is compared as bytes: they are ours, so they need no decode."""
+        try:
+            request = _continuing.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        chunk = request.generate_chunk
+        sent = bytes(request.stream_state)
+        if (
+            len(chunk.choices) != 1
+            or request.prompt_token_ids != _RAW_NULL
+            or request.chat_request != _RAW_NULL
+            or _DIGEST_KEY not in sent
+        ):
+            return None
+        try:
+            model = check_model(request.model, self.limits)
+            check_chunk(chunk, self.limits)
+        except DerenderError:
+            return None
+        key = (chunk.request_id, chunk.choices[0].index)
+        found = self.store.acquire_compact_state(key, sent)
+        if found is None:
+            return None
+        session, fingerprint = found
+        delta = chunk_tokens(chunk)
+        problem = stream_length_error(
+            len(session.prompt_token_ids), session.output_tokens, delta, self.limits
+        )
+        if problem is not None:
+            await self.store.drop(key, fingerprint, Eviction.ERROR)
+            raise BadRequest(problem)
+        full = session.request_for(chunk, request.model, request.prompt_tokens)
+        hit = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
+        reply, carried = await self.chunks.respond_parts(full, model, hit, compact=True)
         return CompactReply(key, reply, carried, Source.HIT)
 
     def _fingerprint(self, received: Received, key: tuple[str, int], sent: bytes) -> Fingerprint:

@@ -154,6 +154,21 @@ class SessionStore:
         self.metrics.cache_misses.labels(miss).inc()
         return None
 
+    def acquire_compact_state(
+        self, key: StreamKey, sent: bytes
+    ) -> tuple[StreamSession, Fingerprint] | None:
+        """The kept session whose last reply carried the compact state ``sent``, checked
+        out, with its fingerprint: a compact chunk without context, in one lookup. The
+        caller counts the hit (a batch frame counts its hits at once); None counts
+        nothing and leaves the store as it was: the caller asks ``acquire_compact``,
+        which says why."""
+        found = self.cache.checkout_state(key, sent)
+        if found is None:
+            return None
+        session, fingerprint = found
+        assert isinstance(fingerprint, Fingerprint)  # what ``keep`` checks in
+        return session, fingerprint
+
     def release(self, key: StreamKey, fingerprint: Fingerprint) -> None:
         """The checked-out session left the store for good (a WebSocket connection
         holds it from now on)."""

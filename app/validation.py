@@ -241,10 +241,14 @@ def _logprob_ids(logprobs: GenerateLogProbs | None) -> list[int]:
 def check_choice_vocabulary(
     choices: Iterable[GenerateChoice | GenerateStreamChoice], where: str, vocab_size: int
 ) -> None:
+    # Where an id is named only once one is out: a streamed chunk passes here per token.
     for choice in choices:
-        check_vocabulary(choice.token_ids, f"{where} choice {choice.index} token_ids", vocab_size)
-        ids = _logprob_ids(choice.logprobs)
-        check_vocabulary(ids, f"{where} choice {choice.index} logprobs", vocab_size)
+        ids = choice.token_ids
+        if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+            check_vocabulary(ids, f"{where} choice {choice.index} token_ids", vocab_size)
+        if choice.logprobs is not None:
+            ids = _logprob_ids(choice.logprobs)
+            check_vocabulary(ids, f"{where} choice {choice.index} logprobs", vocab_size)
 
 
 def check_state_vocabulary(state: StreamState | None, vocab_size: int) -> None:

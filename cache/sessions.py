@@ -154,6 +154,21 @@ class SessionCache(Generic[S]):
                 return entry.fingerprint
         return None
 
+    def checkout_state(self, key: Hashable, state: bytes) -> tuple[S, object] | None:
+        """``fingerprint_of`` and ``checkout`` in one lookup, with the fingerprint found;
+        None (no such session, or it expired or is out) leaves everything as it was."""
+        for slot in self._slots.get(key, ()):
+            entry = self._entries[slot]
+            if entry.state != state:
+                continue
+            fingerprint = entry.fingerprint
+            if fingerprint in self._out.get(key, ()) or self._clock() - entry.used > self.ttl:
+                return None
+            self._remove(slot)
+            self._out.setdefault(key, []).append(fingerprint)
+            return entry.session, fingerprint
+        return None
+
     def checkout(
         self, key: Hashable, fingerprint: object, state: bytes
     ) -> tuple[S | None, Miss | None]:
