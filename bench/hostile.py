@@ -10,9 +10,11 @@ with the text before each step shows as time per token growing with the length.
 Families of long tokens run apart, at 1,024 to 32,768 tokens: a string argument made
 of the vocabulary's longest tokens (about a hundred characters each, where a copy of
 the text so far per chunk shows at once), Kimi K2 call markers between long tokens
-inside a call's name, and Cohere Command's held text (an open citation, an action block)
-growing by long tokens. Such a row is ok when its per-token cost at the largest size is
-at most 2.5 times that at the smallest, and no single streamed chunk takes over 50 ms.
+inside a call's name, Cohere Command's held text (an open citation, an action block)
+growing by long tokens, and closing brackets after a call's arguments, which a format
+may hold while nothing else comes. Such a row is ok when its per-token cost at the
+largest size is at most 2.5 times that at the smallest, and no single streamed chunk
+takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
@@ -710,6 +712,16 @@ def longest_tokens(tokenizer: Tokenizer, count: int = 16) -> list[int]:
     return [token_id for _, token_id in sorted(found)[:count]]
 
 
+def closing_bracket_token(tokenizer: Tokenizer) -> list[int]:
+    """The vocabulary's longest token made only of closing brackets."""
+    best: tuple[int, int] = (0, 0)
+    for token_id in range(tokenizer.vocab_size):
+        text = tokenizer.token_text(token_id)
+        if token_id not in tokenizer.special_ids and text and set(text) <= {"}", "]"}:
+            best = max(best, (len(text), -token_id))
+    return [-best[1]]
+
+
 def _with_long_token(markers: str) -> Callable[[Tokenizer], list[int]]:
     """``markers``' ids, then the vocabulary's longest token that is plain text."""
     return lambda tokenizer: tokenizer.encode(markers) + longest_tokens(tokenizer, 1)
@@ -756,6 +768,12 @@ LONG_FAMILIES: dict[str, Family] = {
         unit_ids=longest_tokens,
         applies=_cohere,
         modes=("stream",),
+    ),
+    # A call's arguments closed, then closing brackets only: where a format holds a
+    # closing bracket at the top level until something else comes (Mistral, Kimi K2),
+    # the held run grows with the output.
+    "closing brackets after a call's arguments": Family(
+        _in_call('"x"'), _fixed(""), unit_ids=closing_bracket_token, applies=_has_call
     ),
 }
 
