@@ -13,9 +13,9 @@ where a copy of the text so far per chunk shows at once): a string argument, Kim
 markers inside a call's name, Cohere Command's open citations, action blocks, citations,
 calls and sections, an output of only blank tokens, and held text waiting for markup that
 never comes (a call's name, DeepSeek V3's possible closing fence, Poolside's names and
-values, Harmony bytes that form no character). Such a row is ok when its per-token cost
-at the largest size is at most 2.5 times that at the smallest, and no single streamed
-chunk takes over 50 ms.
+values, Harmony bytes that form no character, closing brackets after a call's arguments).
+Such a row is ok when its per-token cost at the largest size is at most 2.5 times that at
+the smallest, and no single streamed chunk takes over 50 ms.
 
 Each measurement runs in a forked child under a deadline, so a parser that freezes
 (a backtracking pattern holds the GIL) is reported as a timeout instead of stopping
@@ -822,6 +822,15 @@ LONG_FAMILIES: dict[str, Family] = {
         unit_ids=longest_tokens,
         applies=_tool("poolside_v1"),
         modes=("stream",),
+    ),
+    # A call's arguments closed, then closing brackets only: where a format holds a
+    # closing bracket at the top level until something else comes (Mistral, Kimi K2),
+    # the held run grows with the output.
+    "closing brackets after a call's arguments": Family(
+        _in_call('"x"'),
+        _fixed(""),
+        unit_ids=lambda tokenizer: [longest_token_of(tokenizer, "}]")],
+        applies=_has_call,
     ),
 }
 

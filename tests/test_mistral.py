@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import pytest
@@ -19,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from app.tokenizer import Tokenizer, load_tokenizer
-from parsers.families.mistral import BraceHold, first_json_value, release
+from parsers.families.kimi_k2 import JsonHold
+from parsers.families.mistral import first_json_value
 from parsers.families.mistral_json import JsonError, JsonEvents, Reader, _Feeder
 from parsers.ids import mistral_tool_call_id
 from parsers.registry import ParserConfigError, ParserFactory
@@ -136,14 +138,47 @@ def test_a_brace_may_end_the_name_and_text_after_the_arguments_is_dropped(
 
 
 def test_a_top_level_closing_brace_waits_for_what_follows() -> None:
-    hold = BraceHold()
-    assert release(hold, '{"a": {"b": 1}') == '{"a": {"b": 1}'
-    assert release(hold, "}") == ""
-    assert hold.held == "}"
-    assert release(hold, "} x") == "}} x"
+    hold = JsonHold()
+    assert hold.feed('{"a": {"b": 1}') == '{"a": {"b": 1}'
+    assert hold.feed("}") == ""
+    assert hold.held == ["}"]
+    assert hold.feed("} x") == "}} x"
     # The brace that ended the name is not counted: its partner is held at once.
-    opened = BraceHold()
-    assert release(opened, '"a": "}"}') == '"a": "}"'
+    opened = JsonHold()
+    assert opened.feed('"a": "}"}') == '"a": "}"'
+
+
+def _held_costs_per_chunk(tokenizer: Tokenizer, unit: str, chunks: int) -> tuple[float, float]:
+    """CPU seconds per chunk of the first and of the last eighth of ``chunks`` chunks of
+    ``unit`` streamed into a call's arguments at their top level, where every closing
+    bracket is held until something else comes."""
+    head = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"'
+    head_ids, unit_ids = ids_of(tokenizer, head), ids_of(tokenizer, unit)
+    eighth = chunks // 8
+    first = last = float("inf")
+    for _ in range(3):
+        parser = factory(tokenizer).stream_for_request(options(), "seed")
+        parser.step(head, head_ids, None, [])
+        times = []
+        for _ in range(chunks):
+            times.append(time.process_time())
+            parser.step(unit, unit_ids, None, [])
+        times.append(time.process_time())
+        first = min(first, times[eighth] - times[0])
+        last = min(last, times[-1] - times[-1 - eighth])
+        # All of it is held until the stream ends.
+        delta, _ = parser.step("", [], "stop", [])
+        assert delta is not None
+        assert "".join(c.arguments or "" for c in delta.tool_calls) == unit * chunks
+    return first / eighth, last / eighth
+
+
+@pytest.mark.parametrize("unit", ["}" * 64, "]}" * 32])
+def test_held_brackets_cost_linear_time(v13: Tokenizer, unit: str) -> None:
+    """A chunk costs about the same with eight times the brackets held before it: the
+    held run is kept in the pieces it came in, not copied whole per chunk."""
+    first, last = _held_costs_per_chunk(v13, unit, 16_000)
+    assert last < 2.5 * first
 
 
 def test_first_json_value() -> None:

@@ -157,26 +157,29 @@ class JsonHold(Struct):
     def feed(self, text: str) -> str:
         """What of the held brackets and ``text`` goes out now."""
         run: int | None = 0 if self.held else None  # where the trailing held run starts
+        # Locals, not attributes, in the loop: it runs once per character.
+        depth, in_string, escape = self.depth, self.in_string, self.escape
         for i, ch in enumerate(text):
-            held = False
-            if self.escape:
-                self.escape = False
-            elif self.in_string:
+            if escape:
+                escape = False
+            elif in_string:
                 if ch == "\\":
-                    self.escape = True
+                    escape = True
                 elif ch == '"':
-                    self.in_string = False
+                    in_string = False
             elif ch == '"':
-                self.in_string = True
+                in_string = True
             elif ch in "{[":
-                self.depth += 1
+                depth += 1
             elif ch in "}]":
-                self.depth = max(self.depth - 1, 0)
-                held = self.depth == 0
-            if not held:
-                run = None
-            elif run is None:
-                run = i
+                if depth > 0:
+                    depth -= 1
+                if depth == 0:
+                    if run is None:
+                        run = i
+                    continue
+            run = None
+        self.depth, self.in_string, self.escape = depth, in_string, escape
         if run is None:
             return self.release() + text
         if run == 0 and self.held:

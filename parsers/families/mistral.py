@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from msgspec import Struct, field
+from msgspec import field
 
 from parsers.engine.core import (
     CALL_ARGS,
@@ -46,6 +46,7 @@ from parsers.engine.core import (
 from parsers.engine.reasoning import HoldingReasoning, PromptMarkers
 from parsers.engine.tools import CallSlot, EngineTools, ReasoningToolState
 from parsers.families.dsml import DsmlReasoningState
+from parsers.families.kimi_k2 import JsonHold
 from parsers.family import ParserUnavailable
 from parsers.ids import mistral_tool_call_id
 from parsers.readers.schema import coerce_arguments
@@ -160,49 +161,6 @@ class MistralReasoning(HoldingReasoning):
 # ---------------------------------------------------------------------------- tool calls
 
 
-class BraceHold(Struct):
-    """Where the argument text stands: what is held, how deep, inside a string."""
-
-    held: str = ""
-    depth: int = 0
-    in_string: bool = False
-    escape: bool = False
-
-
-def release(hold: BraceHold, text: str) -> str:
-    """The part of ``hold.held + text`` that can go out now.
-
-    A closing bracket that brings the depth (opening brackets since the arguments
-    began, the first brace not counted when it ended the name) to zero is held
-    until any later character arrives; everything else goes out as it comes.
-    """
-    out_end = 0
-    buffer = hold.held + text
-    depth, in_string, escape = hold.depth, hold.in_string, hold.escape
-    for i in range(len(hold.held), len(buffer)):
-        char = buffer[i]
-        if escape:
-            escape = False
-        elif in_string:
-            if char == "\\":
-                escape = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            if depth > 0:
-                depth -= 1
-            if depth == 0:
-                continue
-        out_end = i + 1
-    hold.depth, hold.in_string, hold.escape = depth, in_string, escape
-    hold.held = buffer[out_end:]
-    return buffer[:out_end]
-
-
 class MistralSlot(CallSlot):
     """A Mistral call: the fields every format keeps, no more."""
 
@@ -210,7 +168,8 @@ class MistralSlot(CallSlot):
 class MistralToolState(ReasoningToolState[MistralSlot], tag="mistral"):
     """The engine's fields, the held reasoning and the arguments' brace hold."""
 
-    hold: BraceHold = field(default_factory=BraceHold)
+    # The brace that ended a name is not fed to it: its partner is held at once.
+    hold: JsonHold = field(default_factory=JsonHold)
 
 
 class MistralTools(EngineTools[MistralSlot, MistralToolState]):
@@ -229,7 +188,7 @@ class MistralTools(EngineTools[MistralSlot, MistralToolState]):
 
     def _other(self, event: Event, calls: list[DeltaToolCall]) -> None:
         if event.kind == ARGS_TEXT:
-            released = release(self.state.hold, event.value)
+            released = self.state.hold.feed(event.value)
             if released:
                 self._chunk(event.call, released, calls)
 
@@ -243,9 +202,8 @@ class MistralTools(EngineTools[MistralSlot, MistralToolState]):
         calls.append(self._announce(index, slot, slot.name, text))
 
     def _end(self, index: int, calls: list[DeltaToolCall]) -> None:
-        hold = self.state.hold
-        held = hold.held
-        self.state.hold = BraceHold()
+        held = self.state.hold.release()
+        self.state.hold = JsonHold()
         if index >= len(self.state.slots):
             return
         if held:
