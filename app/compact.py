@@ -41,12 +41,23 @@ class StreamDigest:
     was added since it was last taken, so a stream that never asks for a compact state
     never pays for one."""
 
-    __slots__ = ("_chunks_seen", "_history", "_ids", "_ids_seen", "_tokens_seen")
+    __slots__ = (
+        "_chunks_seen",
+        "_context",
+        "_context_hash",
+        "_history",
+        "_ids",
+        "_ids_seen",
+        "_tokens_seen",
+    )
 
     def __init__(self) -> None:
         self._history = bytes(_DIGEST_BYTES)
         self._ids = bytes(_DIGEST_BYTES)
         self._chunks_seen = self._tokens_seen = self._ids_seen = 0
+        # The digest's hash fed its context so far: a stream names itself under one.
+        self._context: bytes | None = None
+        self._context_hash = _EMPTY
 
     def named(
         self,
@@ -71,15 +82,25 @@ class StreamDigest:
             for call_id in call_ids[self._ids_seen :]:
                 self._ids = _link(self._ids, call_id.encode())
             self._ids_seen = len(call_ids)
-        return _blake2b(context + self._history + self._ids, digest_size=_DIGEST_BYTES).hexdigest()
+        if context != self._context:
+            self._context_hash = _EMPTY.copy()
+            self._context_hash.update(context)
+            self._context = context
+        named = self._context_hash.copy()
+        named.update(self._history + self._ids)
+        return named.hexdigest()
 
 
 _msgpack = msgspec.msgpack.Encoder().encode
-_blake2b = hashlib.blake2b
+# Copied rather than built per hash: a copy costs half what parsing a constructor's
+# parameters does, and a chunk takes two hashes.
+_EMPTY = hashlib.blake2b(digest_size=_DIGEST_BYTES)
 
 
 def _link(chain: bytes, item: bytes) -> bytes:
-    return _blake2b(chain + item, digest_size=_DIGEST_BYTES).digest()
+    linked = _EMPTY.copy()
+    linked.update(chain + item)
+    return linked.digest()
 
 
 def compact(
