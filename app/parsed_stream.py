@@ -15,6 +15,7 @@ from app.logprobs import context_tail
 from app.parsing import to_wire_delta
 from app.protocol import (
     ChatCompletionChunk,
+    ChatRequest,
     ChatStreamChoice,
     ChatStreamDerenderRequest,
     StreamState,
@@ -47,19 +48,18 @@ class ParsedStreamDerenderer:
         choices = []
         if request.generate_chunk.choices:
             assert session is not None
-            choice, state = self._feed(request, session, state, return_token_ids)
-            choices.append(choice)
+            choice, state = self._feed(request, chat_request, session, state, return_token_ids)
+            choices = [choice]
         return chat_chunk(request, model, choices, return_token_ids), state
 
     def _feed(
         self,
         request: ChatStreamDerenderRequest,
+        chat_request: ChatRequest,
         session: StreamSession,
         state: StreamState,
         return_token_ids: bool,
     ) -> tuple[ChatStreamChoice, StreamState]:
-        chat_request = request.chat_request
-        assert chat_request is not None
         parser = session.parser
         parser_state = parser.state
         # Hidden reasoning would leak through per-token metadata, so it goes too.

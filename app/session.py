@@ -319,19 +319,19 @@ class StreamSession:
 
         A chunk with neither tokens nor a finish reason leaves the parser alone.
         """
-        delta: Delta | None = None
-        finish: str | None = None
-        if token_ids or finish_reason is not None:
-            text = self.detokenizer.decode(text_ids) if token_ids else ""
-            delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
-        if token_ids:
-            self._history.extend(token_ids)
-            if self._dumps_history is not None:
-                self._dumps_history.extend(token_ids)
-            self.output_tokens += len(token_ids)
-            if self._token_ids is not None and self._chunk_lens is not None:
-                self._token_ids += token_ids
-                self._chunk_lens.append(len(token_ids))
+        if not token_ids:
+            if finish_reason is None:
+                return None, None
+            return self.parser.step("", token_ids, finish_reason, self.prompt_token_ids)
+        text = self.detokenizer.decode(text_ids)
+        delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
+        self._history.extend(token_ids)
+        if self._dumps_history is not None:
+            self._dumps_history.extend(token_ids)
+        self.output_tokens += len(token_ids)
+        if self._token_ids is not None and self._chunk_lens is not None:
+            self._token_ids += token_ids
+            self._chunk_lens.append(len(token_ids))
         return delta, finish
 
     def history_json(self) -> tuple[Raw, Raw]:
