@@ -41,46 +41,79 @@ class StreamDigest:
     was added since it was last taken, so a stream that never asks for a compact state
     never pays for one."""
 
-    __slots__ = ("_chunks_seen", "_history", "_ids", "_ids_seen", "_tokens_seen")
+    __slots__ = (
+        "_chunks_seen",
+        "_context",
+        "_context_hash",
+        "_history",
+        "_ids",
+        "_ids_seen",
+        "_tokens_seen",
+    )
 
     def __init__(self) -> None:
         self._history = bytes(_DIGEST_BYTES)
         self._ids = bytes(_DIGEST_BYTES)
         self._chunks_seen = self._tokens_seen = self._ids_seen = 0
+        # The digest's hash fed its context so far: a stream names itself under one.
+        self._context: bytes | None = None
+        self._context_hash = _EMPTY
 
-    def named(self, context: bytes, state: StreamState) -> str:
-        """The digest of ``state``'s history and tool-call ids under ``context`` (the
-        stream's fingerprint digest: two streams sharing a request id and a history
-        still differ). ``state`` continues what it was last taken of: a stream's
-        history and pinned ids only grow."""
-        token_ids, chunk_lens = state.output_token_ids, state.output_chunk_lens
-        if self._chunks_seen < len(chunk_lens):
+    def named(
+        self,
+        context: bytes,
+        token_ids: list[int],
+        chunk_lens: list[int],
+        call_ids: list[str],
+    ) -> str:
+        """The digest of a state's history (``token_ids`` in chunks of ``chunk_lens``)
+        and tool-call ids under ``context`` (the stream's fingerprint digest: two streams
+        sharing a request id and a history still differ). They continue what it was last
+        taken of: a stream's history and pinned ids only grow."""
+        chunks_seen = self._chunks_seen
+        if chunks_seen < len(chunk_lens):
             history, seen = self._history, self._tokens_seen
-            for size in chunk_lens[self._chunks_seen :]:
+            for size in chunk_lens[chunks_seen:]:
                 history = _link(history, _msgpack(token_ids[seen : seen + size]))
                 seen += size
             self._history, self._tokens_seen = history, seen
             self._chunks_seen = len(chunk_lens)
-        call_ids = state.last_tool_call_ids
         if self._ids_seen < len(call_ids):
             for call_id in call_ids[self._ids_seen :]:
                 self._ids = _link(self._ids, call_id.encode())
             self._ids_seen = len(call_ids)
-        return hashlib.blake2b(
-            context + self._history + self._ids, digest_size=_DIGEST_BYTES
-        ).hexdigest()
+        if context != self._context:
+            self._context_hash = _EMPTY.copy()
+            self._context_hash.update(context)
+            self._context = context
+        named = self._context_hash.copy()
+        named.update(self._history + self._ids)
+        return named.hexdigest()
 
 
 _msgpack = msgspec.msgpack.Encoder().encode
+# Copied rather than built per hash: a copy costs half what parsing a constructor's
+# parameters does, and a chunk takes two hashes.
+_EMPTY = hashlib.blake2b(digest_size=_DIGEST_BYTES)
 
 
 def _link(chain: bytes, item: bytes) -> bytes:
-    return hashlib.blake2b(chain + item, digest_size=_DIGEST_BYTES).digest()
+    linked = _EMPTY.copy()
+    linked.update(chain + item)
+    return linked.digest()
 
 
-def compact(state: StreamState, digest: StreamDigest, context: bytes) -> CompactStreamState:
-    """``state`` with its history and tool-call ids given as their lengths and the
+def compact(
+    state: StreamState,
+    digest: StreamDigest,
+    context: bytes,
+    history: tuple[list[int], list[int]] | None = None,
+) -> CompactStreamState:
+    """``state`` with its history (``history``, its ids and chunk lengths, when the
+    state leaves it to the session) and tool-call ids given as their lengths and the
     digest that names them (``digest``'s, under ``context``)."""
+    token_ids, chunk_lens = history or (state.output_token_ids, state.output_chunk_lens)
+    call_ids = state.last_tool_call_ids
     return CompactStreamState(
         prev_tokens=state.prev_tokens,
         prefix_offset=state.prefix_offset,
@@ -88,10 +121,10 @@ def compact(state: StreamState, digest: StreamDigest, context: bytes) -> Compact
         role_sent=state.role_sent,
         logprob_context_token_ids=state.logprob_context_token_ids,
         logprob_text_offset=state.logprob_text_offset,
-        output_tokens=len(state.output_token_ids),
-        output_digest=digest.named(context, state),
+        output_tokens=len(token_ids),
+        output_digest=digest.named(context, token_ids, chunk_lens, call_ids),
         tools_streamed=state.tools_streamed,
-        tool_calls=len(state.last_tool_call_ids),
+        tool_calls=len(call_ids),
     )
 
 

@@ -199,17 +199,17 @@ def chat_chunk(
     """A streamed chat chunk around its choices (made field by field: it is made once
     per chunk of every stream)."""
     chunk = request.generate_chunk
-    return ChatCompletionChunk(
-        id=chunk.request_id,
-        object="chat.completion.chunk",
-        created=int(time.time()),
-        model=model,
-        choices=choices,
-        usage=stream_usage(chunk, request.prompt_tokens) if chunk.usage is not None else None,
-        system_fingerprint=None,
-        prompt_token_ids=chunk.prompt_token_ids if return_token_ids else None,
-        prompt_text=None,
-        metrics=chunk.metrics,
+    return ChatCompletionChunk(  # by position: keywords cost a lookup each
+        chunk.request_id,
+        "chat.completion.chunk",
+        int(time.time()),
+        model,
+        choices,
+        stream_usage(chunk, request.prompt_tokens) if chunk.usage is not None else None,
+        None,  # system_fingerprint
+        chunk.prompt_token_ids if return_token_ids else None,
+        None,  # prompt_text
+        chunk.metrics,
     )
 
 

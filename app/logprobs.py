@@ -27,7 +27,8 @@ _PLACEHOLDER_PREFIX = "token_id:"
 
 def context_tail(context: Sequence[int], token_ids: Sequence[int]) -> list[int]:
     """The sampled ids carried to the next chunk for U+FFFD repair."""
-    return [*context, *token_ids][-LOGPROB_CONTEXT_WINDOW:]
+    tail = [*context, *token_ids]
+    return tail if len(tail) <= LOGPROB_CONTEXT_WINDOW else tail[-LOGPROB_CONTEXT_WINDOW:]
 
 
 def chat_top_limit(logprobs: bool | None, top_logprobs: int | None, return_all: bool) -> int | None:

@@ -15,6 +15,7 @@ from app.logprobs import context_tail
 from app.parsing import to_wire_delta
 from app.protocol import (
     ChatCompletionChunk,
+    ChatRequest,
     ChatStreamChoice,
     ChatStreamDerenderRequest,
     StreamState,
@@ -47,30 +48,33 @@ class ParsedStreamDerenderer:
         choices = []
         if request.generate_chunk.choices:
             assert session is not None
-            choice, state = self._feed(request, session, state, return_token_ids)
-            choices.append(choice)
+            choice, state = self._feed(request, chat_request, session, state, return_token_ids)
+            choices = [choice]
         return chat_chunk(request, model, choices, return_token_ids), state
 
     def _feed(
         self,
         request: ChatStreamDerenderRequest,
+        chat_request: ChatRequest,
         session: StreamSession,
         state: StreamState,
         return_token_ids: bool,
     ) -> tuple[ChatStreamChoice, StreamState]:
-        chat_request = request.chat_request
-        assert chat_request is not None
         parser = session.parser
+        parser_state = parser.state
         # Hidden reasoning would leak through per-token metadata, so it goes too.
         hide_metadata = not parser.options.include_reasoning
         # The carried flag is authoritative over the one the session rebuilt.
-        parser.state.tools_streamed = state.tools_streamed
+        parser_state.tools_streamed = state.tools_streamed
         choice = request.generate_chunk.choices[0]
         token_ids = choice.token_ids or []
-        text_ids, stop_reason = drop_stop_token(
-            self.tokenizer, token_ids, choice.finish_reason, choice.stop_reason, chat_request
-        )
-        delta, finish_reason = session.feed(token_ids, text_ids, choice.finish_reason)
+        finish_reason, stop_reason = choice.finish_reason, choice.stop_reason
+        text_ids = token_ids
+        if finish_reason == "stop":
+            text_ids, stop_reason = drop_stop_token(
+                self.tokenizer, token_ids, finish_reason, stop_reason, chat_request
+            )
+        delta, finish_reason = session.feed(token_ids, text_ids, finish_reason)
         logprobs = None
         if choice.logprobs is not None and not hide_metadata:
             logprobs = resolve_stream_logprobs(
@@ -82,19 +86,20 @@ class ParsedStreamDerenderer:
         elif delta.tool_calls:
             pinned_ids = list(pinned_ids)  # grows by the ids of calls first seen
         reply = ChatStreamChoice(
-            index=choice.index,
-            delta=to_wire_delta(delta, pinned_ids, state.role_sent),
-            logprobs=logprobs,
-            finish_reason=finish_reason,
-            stop_reason=stop_reason,
-            token_ids=choice.token_ids if return_token_ids and not hide_metadata else None,
+            choice.index,
+            to_wire_delta(delta, pinned_ids, state.role_sent),
+            logprobs,
+            finish_reason,
+            stop_reason,
+            choice.token_ids if return_token_ids and not hide_metadata else None,
         )
+        if state.output_token_ids or state.output_chunk_lens:
+            # The session's now: a reply puts it back (``history_json``).
+            state = msgspec.structs.replace(state, output_token_ids=[], output_chunk_lens=[])
         state = msgspec.structs.replace(
             state,
-            output_token_ids=[],  # the session's now: a reply puts it back (history_json)
-            output_chunk_lens=[],
             role_sent=True,
-            tools_streamed=parser.state.tools_streamed,
+            tools_streamed=parser_state.tools_streamed,
             last_tool_call_ids=pinned_ids,
             logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
         )

@@ -166,7 +166,10 @@ class StreamSession:
         self._digest = StreamDigest()  # names the history in a compact state
         # The history as json.dumps writes it, kept once a client re-encodes the state.
         self._dumps_history: HistoryJson | None = None
+        # The request last answered, without its chunk and state (what stays put from
+        # chunk to chunk), and the state its reply carried.
         self.answered: ChatStreamDerenderRequest | None = None
+        self.carried: StreamState | None = None
         self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
@@ -193,17 +196,19 @@ class StreamSession:
 
     def answer(self, request: ChatStreamDerenderRequest, state: StreamState) -> None:
         """Remember the request just answered, and the state its reply carried: only
-        what a hit reuses, and no request-owned object the session has its own of."""
-        if self.chat_request is None:
+        what a hit reuses, and no request-owned object the session has its own of. The
+        request is kept once: a stream's chunks differ in their chunk and state only."""
+        self.carried = state
+        if self.answered is None:
             assert request.chat_request is not None
             self.chat_request = kept_chat_request(request.chat_request)
-        self.answered = msgspec.structs.replace(
-            request,
-            generate_chunk=_NO_CHUNK,
-            stream_state=state,
-            chat_request=self.chat_request,
-            prompt_token_ids=self.prompt_token_ids,
-        )
+            self.answered = msgspec.structs.replace(
+                request,
+                generate_chunk=_NO_CHUNK,
+                stream_state=None,
+                chat_request=self.chat_request,
+                prompt_token_ids=self.prompt_token_ids,
+            )
 
     def request_for(
         self, chunk: GenerateChunk, model: str | None, prompt_tokens: int | None
@@ -212,7 +217,11 @@ class StreamSession:
         derenders, its context taken from the session, not from the body."""
         assert self.answered is not None
         return msgspec.structs.replace(
-            self.answered, generate_chunk=chunk, model=model, prompt_tokens=prompt_tokens
+            self.answered,
+            generate_chunk=chunk,
+            model=model,
+            stream_state=self.carried,
+            prompt_tokens=prompt_tokens,
         )
 
     def size(self, carried: bytes) -> int:
@@ -236,7 +245,7 @@ class StreamSession:
             self._walked_bytes = (
                 deep_size(self.parser.state, seen)
                 + deep_size(self.detokenizer.window, seen)
-                + deep_size(self.answered.stream_state, seen)
+                + deep_size(self.carried, seen)
             )
             self._walked_at = tokens
         return (
@@ -310,19 +319,19 @@ class StreamSession:
 
         A chunk with neither tokens nor a finish reason leaves the parser alone.
         """
-        delta: Delta | None = None
-        finish: str | None = None
-        if token_ids or finish_reason is not None:
-            text = self.detokenizer.decode(text_ids) if token_ids else ""
-            delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
-        if token_ids:
-            self._history.extend(token_ids)
-            if self._dumps_history is not None:
-                self._dumps_history.extend(token_ids)
-            self.output_tokens += len(token_ids)
-            if self._token_ids is not None and self._chunk_lens is not None:
-                self._token_ids += token_ids
-                self._chunk_lens.append(len(token_ids))
+        if not token_ids:
+            if finish_reason is None:
+                return None, None
+            return self.parser.step("", token_ids, finish_reason, self.prompt_token_ids)
+        text = self.detokenizer.decode(text_ids)
+        delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
+        self._history.extend(token_ids)
+        if self._dumps_history is not None:
+            self._dumps_history.extend(token_ids)
+        self.output_tokens += len(token_ids)
+        if self._token_ids is not None and self._chunk_lens is not None:
+            self._token_ids += token_ids
+            self._chunk_lens.append(len(token_ids))
         return delta, finish
 
     def history_json(self) -> tuple[Raw, Raw]:
@@ -345,11 +354,7 @@ class StreamSession:
         """``state`` (this session's, after its last chunk) as a compact state: its
         history named by the session's digest under ``context`` (the digest of its
         fingerprint)."""
-        token_ids, chunk_lens = self._decoded()
-        whole = msgspec.structs.replace(
-            state, output_token_ids=token_ids, output_chunk_lens=chunk_lens
-        )
-        return compact(whole, self._digest, context)
+        return compact(state, self._digest, context, self._decoded())
 
     def _dumps(self) -> HistoryJson:
         """The history as ``json.dumps`` writes it: built at the first call (a client
@@ -370,8 +375,8 @@ class StreamSession:
         """
         if history is None:
             return sent == kept or (_dumps_like(sent) and sent == self.json_dumps_echo())
-        assert self.answered is not None and self.answered.stream_state is not None
-        state = self.answered.stream_state
+        assert self.carried is not None
+        state = self.carried
         # A one-chunk history reads the same in both encodings: try both.
         if self._history.holds(history) and sent == compact_lifted(state):
             return True
@@ -383,8 +388,8 @@ class StreamSession:
     def json_dumps_echo(self) -> bytes:
         """The state the last reply carried, as a client re-encoding it with
         ``json.dumps`` defaults sends it back."""
-        assert self.answered is not None and self.answered.stream_state is not None
-        return json_dumps_echo(self.answered.stream_state, *self._dumps().arrays())
+        assert self.carried is not None
+        return json_dumps_echo(self.carried, *self._dumps().arrays())
 
 
 def _dumps_like(sent: bytes) -> bool:

@@ -58,27 +58,42 @@ _LENS_KEY = json.dumps(_FIELDS[_IDS_AT + 1].encode_name).encode()
 class HistoryJson:
     """A stream's token ids and chunk lengths as two JSON arrays, items joined by
     ``separator``, grown by each chunk in O(chunk), with a running digest of each (for
-    ``state_digest``)."""
+    ``state_digest``). The digests fold in what was appended since they were last taken,
+    so a stream whose state is never named by one (no Redis) never hashes it."""
 
-    __slots__ = ("_glue", "_ids", "_ids_hash", "_lens", "_lens_hash", "separator")
+    __slots__ = (
+        "_glue",
+        "_ids",
+        "_ids_hash",
+        "_ids_hashed",
+        "_lens",
+        "_lens_hash",
+        "_lens_hashed",
+        "separator",
+    )
 
     def __init__(
         self, separator: str, token_ids: Sequence[int] = (), chunk_lens: Sequence[int] = ()
     ) -> None:
         self.separator = separator
         self._glue = separator.encode()
-        self._ids, self._ids_hash = _hashed(self._opened(token_ids))
-        self._lens, self._lens_hash = _hashed(self._opened(chunk_lens))
+        self._ids = self._opened(token_ids)
+        self._lens = self._opened(chunk_lens)
+        self._ids_hash, self._lens_hash = hashlib.sha256(), hashlib.sha256()
+        self._ids_hashed = self._lens_hashed = 0
 
     @classmethod
     def adopted(cls, history: LiftedHistory) -> HistoryJson:
         """The history as sent, in our encoding (``canonical``), taken as it is: one
-        pass to copy and one to hash each array, none to decode it."""
+        pass to copy each array (and one to hash it, when its digest is taken), none to
+        decode it."""
         adopted = cls.__new__(cls)
         adopted.separator = COMPACT
         adopted._glue = COMPACT.encode()
-        adopted._ids, adopted._ids_hash = _hashed(bytearray(history.token_ids[:-1]))
-        adopted._lens, adopted._lens_hash = _hashed(bytearray(history.chunk_lens[:-1]))
+        adopted._ids = bytearray(history.token_ids[:-1])
+        adopted._lens = bytearray(history.chunk_lens[:-1])
+        adopted._ids_hash, adopted._lens_hash = hashlib.sha256(), hashlib.sha256()
+        adopted._ids_hashed = adopted._lens_hashed = 0
         return adopted
 
     def _opened(self, values: Sequence[int]) -> bytearray:
@@ -91,23 +106,31 @@ class HistoryJson:
 
     def extend(self, token_ids: Sequence[int]) -> None:
         """Append one chunk (never empty)."""
-        glue = self._glue if len(self._lens) > 1 else b""
+        lens = self._lens
         if len(token_ids) == 1:  # most chunks
-            ids = b"%s%d" % (glue, token_ids[0])
-            lens = glue + b"1"
-        else:
-            ids = glue + self._glue.join(b"%d" % token_id for token_id in token_ids)
-            lens = b"%s%d" % (glue, len(token_ids))
-        self._ids += ids
-        self._ids_hash.update(ids)
-        self._lens += lens
-        self._lens_hash.update(lens)
+            if len(lens) > 1:
+                self._ids += b"%s%d" % (self._glue, token_ids[0])
+                lens += self._glue + b"1"
+            else:
+                self._ids += b"%d" % token_ids[0]
+                lens += b"1"
+            return
+        glue = self._glue if len(lens) > 1 else b""
+        self._ids += glue + self._glue.join(b"%d" % token_id for token_id in token_ids)
+        lens += b"%s%d" % (glue, len(token_ids))
 
     def arrays(self) -> tuple[bytes, bytes]:
         return b"".join((self._ids, b"]")), b"".join((self._lens, b"]"))
 
     def digest(self) -> bytes:
-        """A digest of both arrays as ``arrays`` gives them, in O(1)."""
+        """A digest of both arrays as ``arrays`` gives them, in O(what was appended since
+        it was last taken)."""
+        if self._ids_hashed < len(self._ids):
+            self._ids_hash.update(memoryview(self._ids)[self._ids_hashed :])
+            self._ids_hashed = len(self._ids)
+        if self._lens_hashed < len(self._lens):
+            self._lens_hash.update(memoryview(self._lens)[self._lens_hashed :])
+            self._lens_hashed = len(self._lens)
         return _closed_digest(self._ids_hash) + _closed_digest(self._lens_hash)
 
     def decoded(self) -> tuple[list[int], list[int]]:
@@ -158,10 +181,6 @@ _ints = msgspec.json.Decoder(list[int])
 # outside Python's allocator: measured ~250 bytes of RSS each).
 HASH_STATE_BYTES = 256
 _DIGEST_BYTES = 16
-
-
-def _hashed(opened: bytearray) -> tuple[bytearray, Any]:
-    return opened, hashlib.sha256(opened)
 
 
 def _closed_digest(running: Any) -> bytes:

@@ -225,6 +225,7 @@ class Grammar:
             (token_id, DROP) for text in drops if (token_id := token_ids.get(text)) is not None
         )
         self.id_terminal_names = frozenset(self.id_terminals.values())
+        self.marker_ids = frozenset(self.id_terminals)  # asked of every chunk: a set
         self.token_text = token_text
 
 
@@ -312,7 +313,7 @@ class MarkerEngine:
             bool(text)
             and not s.held
             and not s.deferred
-            and self.grammar.id_terminals.keys().isdisjoint(token_ids)
+            and self.grammar.marker_ids.isdisjoint(token_ids)
             and self.grammar.first_chars.isdisjoint(text)
         )
 
@@ -323,7 +324,7 @@ class MarkerEngine:
     def feed(self, text: str, token_ids: Sequence[int]) -> list[Event]:
         if self.plain(text, token_ids):
             return self._text(text)
-        has_marker_id = not self.grammar.id_terminals.keys().isdisjoint(token_ids)
+        has_marker_id = not self.grammar.marker_ids.isdisjoint(token_ids)
         events: list[Event] = []
         for piece in budget.paced(self._scan(text, token_ids, has_marker_id)):
             if piece.terminal is None:

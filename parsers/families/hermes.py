@@ -236,9 +236,12 @@ class HermesStream:
     supports_required_and_named = False
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
+        s = self.s
+        if s.mode == "content" and not s.pending and self.tags.start[0] not in text:
+            # Plain content (no region was ever opened): no tag can start in it.
+            return Delta(content=text) if text else None
         content = self._consume(text)
         deltas: list[DeltaToolCall] = []
-        s = self.s
         for i in range(s.done_regions, len(s.regions)):
             if not self._region_deltas(i, deltas):
                 break
