@@ -1,3 +1,3 @@
-from app.cli import main
+from app.serving.cli import main
 
 main()

@@ -23,8 +23,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.cli import DefaultsHelpFormatter
-from app.cli import _positive_int as positive
+from app.serving.cli import DefaultsHelpFormatter
+from app.serving.cli import _positive_int as positive
 from bench import health, hostile, load, micro, render, stream, transport
 from bench.modes import MODES, Setup, selected
 from bench.report import DEFAULT_OUT

@@ -41,7 +41,7 @@ from typing import Any, Literal, Protocol
 import aiohttp
 import msgspec
 
-from app.client import (
+from app.transports.client import (
     BATCH_PATH,
     CHAT_PATH,
     FRAME_ENTRIES,
@@ -50,7 +50,7 @@ from app.client import (
     STATE_REQUIRED,
     StreamHistory,
 )
-from app.protocol import CompactStreamState
+from app.wire.protocol import CompactStreamState
 from bench.servers import Target
 from bench.workload import CHAT_REQUEST
 
@@ -224,7 +224,7 @@ class _Full:
 
 
 class _History(StreamHistory):
-    """A compact client's memory of its stream (app/client.py's) and its context, from
+    """A compact client's memory of its stream (app/transports/client.py's) and its context, from
     which it builds each chunk's body."""
 
     def __init__(self, prompt: list[int]) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import uvicorn
 
-from app.cli import parse_options, uvicorn_options
-from app.metrics import Metrics
+from app.serving.cli import parse_options, uvicorn_options
+from app.serving.metrics import Metrics
 
 Message = dict[str, Any]
 

@@ -50,14 +50,14 @@ from app.examples.hostile_tokens import (
     longest_token_of,
     longest_tokens,
 )
-from app.protocol import (
+from app.streams.session import StreamSession
+from app.tokens.tokenizer import Tokenizer
+from app.wire.protocol import (
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
     GenerateChunk,
     GenerateStreamChoice,
 )
-from app.session import StreamSession
-from app.tokenizer import Tokenizer
 from bench.micro import Derender, derenderer
 from bench.plots import LOWER_IS_BETTER, plt  # with the backend chosen
 from bench.report import machine, progress, table, write

@@ -32,17 +32,17 @@ from pathlib import Path
 
 import msgspec
 
-from app.oneshot import OneShotDerenderer
-from app.parsed_stream import ParsedStreamDerenderer
-from app.protocol import (
+from app.streams.oneshot import OneShotDerenderer
+from app.streams.parsed_stream import ParsedStreamDerenderer
+from app.streams.session import SessionBuilder, StreamSession
+from app.tokens.tokenizer import Tokenizer
+from app.wire.protocol import (
     ChatDerenderRequest,
     ChatStreamDerenderRequest,
     GenerateChunk,
     GenerateStreamChoice,
     StreamState,
 )
-from app.session import SessionBuilder, StreamSession
-from app.tokenizer import Tokenizer
 from bench import onetoken, plots
 from bench.report import machine, progress, table, write
 from bench.stats import checkpoints, window

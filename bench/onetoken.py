@@ -27,12 +27,12 @@ from collections.abc import Callable
 import msgspec
 from msgspec import Raw
 
-from app.budget import run_within
-from app.parsed_stream import ParsedStreamDerenderer
-from app.protocol import ChatStreamDerenderRequest, ChatStreamReply, GenerateChunk, encoder
-from app.session import Fingerprint, SessionBuilder, StreamSession
-from app.socket_streams import SocketReply
-from app.tokenizer import Tokenizer
+from app.serving.budget import run_within
+from app.streams.parsed_stream import ParsedStreamDerenderer
+from app.streams.session import Fingerprint, SessionBuilder, StreamSession
+from app.tokens.tokenizer import Tokenizer
+from app.transports.socket_streams import SocketReply
+from app.wire.protocol import ChatStreamDerenderRequest, ChatStreamReply, GenerateChunk, encoder
 from bench.workload import (
     CHAT_REQUEST,
     PARSER_CONFIGS,
@@ -44,9 +44,9 @@ from bench.workload import (
 from parsers.registry import TOOL_PARSERS, ParserFactory
 
 try:
-    from app.chunk_path import carried_state
+    from app.streams.chunk_path import carried_state
 except ImportError:  # a tree from before the carried state's encoding was a module function
-    from app.chunk_path import ParsedChunks
+    from app.streams.chunk_path import ParsedChunks
 
     carried_state = ParsedChunks.carried  # type: ignore[attr-defined]
 

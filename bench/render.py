@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bundled_qwen3 import bundled_qwen3_dir
+from app.tokens.bundled_qwen3 import bundled_qwen3_dir
 from bench.report import machine, progress, table, write
 from bench.servers import Command, Target, cpu_seconds, running
 from bench.workload import SERVER_FLAGS, TOOLS, qwen3

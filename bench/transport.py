@@ -21,9 +21,9 @@ from typing import Any
 import msgspec
 from starlette.types import Message
 
-from app.server import CHAT_PATH, DerenderApp, create_app
-from app.settings import Settings
-from app.socket_streams import SocketReply
+from app.serving.server import CHAT_PATH, DerenderApp, create_app
+from app.serving.settings import Settings
+from app.transports.socket_streams import SocketReply
 from bench.report import machine, progress, table, write
 from bench.workload import CHAT_REQUEST, chat_output, prompt_ids, qwen3
 

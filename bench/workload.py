@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE
-from app.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
+from app.tokens.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
 from parsers.families.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
 from parsers.families.glm import (
     KEY_CLOSE_TAG,
@@ -314,8 +314,8 @@ def mistral_tekken(array: bool) -> Tokenizer:
     real one (``array``: pre-v11 calls), else with Magistral's v13 control tokens."""
     import mistral_common
 
-    from app.bundled import built_once
-    from app.tekken import MAGISTRAL_CONTROLS, write_tekken_tokenizer
+    from app.tokens.bundled import built_once
+    from app.tokens.tekken import MAGISTRAL_CONTROLS, write_tekken_tokenizer
 
     tekken = Path(mistral_common.__file__).parent / "data" / "tekken_240911.json"
     renames = {} if array else MAGISTRAL_CONTROLS

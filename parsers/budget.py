@@ -1,7 +1,7 @@
 """Where the server's CPU budget reaches inside a parser step.
 
 A chunk or a one-shot output can carry a whole output's tokens, so one parser step can
-be long; the server's budget (app/budget.py) must be able to stop it between tokens,
+be long; the server's budget (app/serving/budget.py) must be able to stop it between tokens,
 not only between steps. Parsers know nothing of the server: it installs its check
 here, and a step reading many tokens iterates them through ``paced``, which asks the
 check between slices. Without a server (a parser used alone) the check does nothing.

@@ -6,7 +6,7 @@ itself is started as a subprocess):
     ../shared/oracle/venv/bin/python scripts/record_render.py --qwen3 DIR [--config R1]
 
 DIR is the model directory both servers load; for the Qwen3 configurations it is
-the bundled ``qwen3`` directory (``python -c "from app.bundled_qwen3 import
+the bundled ``qwen3`` directory (``python -c "from app.tokens.bundled_qwen3 import
 bundled_qwen3_dir; print(bundled_qwen3_dir())"`` with the project's Python), which
 carries Qwen3's chat template and sampling defaults, so both sides render the same
 template with the same tokenizer; gpt-oss (G) and DeepSeek-V4 (D) configurations load the

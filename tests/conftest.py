@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from tests.support.apps import AppFactory, build_app, built_apps, internal_errors
 from tests.support.replies import fuzz_counts
 from tests.support.tokenizers import bundled_tokenizer

@@ -1,5 +1,5 @@
 """What we accept but suspect is answered as vLLM answers it, with an x-derender-warning
-header and a counter (app/advisories.py): a state that is not the stream's, an empty
+header and a counter (app/wire/advisories.py): a state that is not the stream's, an empty
 state, a whole reply sent as the state, fields the protocol does not have."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from app.advisories import WARNING_HEADER
+from app.wire.advisories import WARNING_HEADER
 from tests.support.apps import AppFactory
 
 CHAT = "/v1/chat/completions/derender"

@@ -16,9 +16,9 @@ import pytest
 from msgspec import Raw
 from starlette.testclient import TestClient
 
-from app.batch import TURN_SECONDS, answered
-from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
-from app.metrics import Metrics
+from app.serving.metrics import Metrics
+from app.transports.batch import TURN_SECONDS, answered
+from app.transports.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
 from tests.support.apps import AppFactory
 from tests.support.replies import without_created
 

@@ -1,5 +1,5 @@
 """The CPU budget reaches inside a parser step: a chunk or one-shot output of many tokens
-is stopped between slices of them once the request's budget is spent (app/budget.py
+is stopped between slices of them once the request's budget is spent (app/serving/budget.py
 through parsers/budget.py), not only between chunks; within a budget it can meet, the
 same step runs to its end."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.budget import CpuBudgetExceeded, run_within
+from app.serving.budget import CpuBudgetExceeded, run_within
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions
 from tests.support.tokenizers import bundled_tokenizer

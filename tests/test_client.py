@@ -8,7 +8,8 @@ import msgspec
 import pytest
 from starlette.testclient import TestClient
 
-from app.client import (
+from app.tokens.tokenizer import Tokenizer
+from app.transports.client import (
     DEMO_OUTPUT_IDS,
     DEMO_PROMPT_IDS,
     DerenderClient,
@@ -17,9 +18,8 @@ from app.client import (
     main,
     split,
 )
-from app.protocol import StreamState
-from app.routing import STREAM_ID_HEADER
-from app.tokenizer import Tokenizer
+from app.wire.protocol import StreamState
+from app.wire.routing import STREAM_ID_HEADER
 from tests.support.apps import AppFactory
 from tests.support.replies import without_created
 

@@ -27,8 +27,8 @@ import httpx
 import msgspec
 import pytest
 
-from app.client import ChatStream, DerenderClient, Reply, split
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
+from app.transports.client import ChatStream, DerenderClient, Reply, split
 from tests.support.processes import serving
 from tests.support.replies import without_created
 
@@ -389,7 +389,7 @@ def test_websocket_streams_resume_on_another_replica(
 def test_the_readme_client_runs_through_the_balancer(cluster: LocalCluster) -> None:
     readme = (ROOT / "deploy" / "README.md").read_text()
     port = cluster.balancer.rsplit(":", 1)[1]
-    command = ".venv/bin/python -m app.client http://127.0.0.1:PORT"
+    command = ".venv/bin/python -m app.transports.client http://127.0.0.1:PORT"
     assert command in readme
     snippet = re.findall(r"```python\n(.*?)```", readme, re.S)
     assert len(snippet) == 1

@@ -21,9 +21,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app.server import CHAT_PATH, COMPLETIONS_PATH
-from app.settings import Settings
-from app.websocket import SOCKET_SUFFIX
+from app.serving.server import CHAT_PATH, COMPLETIONS_PATH
+from app.serving.settings import Settings
+from app.transports.websocket import SOCKET_SUFFIX
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 CUSTOM_KINDS = {

@@ -8,10 +8,11 @@ import unicodedata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.detokenizer import DecodeWindow, Detokenizer
-from app.oneshot import OneShotDerenderer
-from app.plain_stream import PlainStreamDerenderer
-from app.protocol import (
+from app.streams.oneshot import OneShotDerenderer
+from app.streams.plain_stream import PlainStreamDerenderer
+from app.tokens.detokenizer import DecodeWindow, Detokenizer
+from app.tokens.tokenizer import Tokenizer
+from app.wire.protocol import (
     CompletionDerenderRequest,
     CompletionStreamDerenderRequest,
     GenerateChoice,
@@ -20,7 +21,6 @@ from app.protocol import (
     GenerateStreamChoice,
     StreamState,
 )
-from app.tokenizer import Tokenizer
 
 # Text that stresses byte-level tokens: CJK, emoji with skin tones and ZWJ joins,
 # combining accents, flags, and plain ASCII.

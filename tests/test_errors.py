@@ -22,7 +22,7 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from app.chunk_path import RESTART_WARNING, WARNING_HEADER
+from app.streams.chunk_path import RESTART_WARNING, WARNING_HEADER
 from tests.support.apps import AppFactory, internal_errors
 from tests.support.golden import load_cases
 from tests.support.processes import serving

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from app.body import decode_body
-from app.errors import DerenderError
-from app.protocol import (
+from app.wire.body import decode_body
+from app.wire.errors import DerenderError
+from app.wire.protocol import (
     BodyView,
     ChatDerenderRequest,
     ChatStreamDerenderRequest,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
 from tests.support.streams import run

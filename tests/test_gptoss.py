@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.session import StreamSession
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.streams.session import StreamSession
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.harmony import (
     HarmonyGrammar,
     HarmonyState,

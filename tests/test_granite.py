@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec
 from tests.support.parity import chunked

@@ -17,7 +17,7 @@ import pytest
 
 from app.examples.hostile_tokens import continuation_pair_id, longest_tokens
 from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE, QWEN35_RESPONSE_TEMPLATE
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.deepseek import (
     CALL_BEGIN,
     CALL_FINISH,

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 import parsers.families.hermes
-from app.server import DerenderApp
-from app.tokenizer import Tokenizer
+from app.serving.server import DerenderApp
+from app.tokens.tokenizer import Tokenizer
 from tests.support.apps import AppFactory, internal_errors
 from tests.support.golden import fold_reply
 from tests.support.parity import chunking_invariant

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.engine.tools import coalesce_calls
 from parsers.families.qwen3_coder import ParamScan
 from parsers.registry import ParserFactory

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.hunyuan_a13b import extract_a13b, split_block
 from tests.support.llama_tokenizers import llama_tokenizer_dir
 from tests.support.parity import chunked

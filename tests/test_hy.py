@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.hy_tools import HyTools, HyV3Tools, pairs, spaced_pairs
 from tests.support.parity import chunked
 from tests.support.streams import factory_for, options, run, stream

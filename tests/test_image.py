@@ -306,7 +306,7 @@ def test_a_tokenizer_another_user_cannot_read_is_named_with_the_uid(scratch: Pat
     cache = scratch / "cache"
     env = {"DERENDER_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
     build = subprocess.run(
-        [sys.executable, "-c", "from app.tokenizer import BUNDLED; BUNDLED['deepseek']()"],
+        [sys.executable, "-c", "from app.tokens.tokenizer import BUNDLED; BUNDLED['deepseek']()"],
         cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.session import StreamSession
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.streams.session import StreamSession
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.inkling_args import ArgsReading, member_arguments
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec

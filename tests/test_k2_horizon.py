@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.k2_horizon_tools import arguments
 from parsers.families.kimi_k3_markup import SPACE
 from parsers.registry import ParserFactory

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.glm import PairScan
 from parsers.families.kimi_k2 import JsonHold, header_id_and_name
 from parsers.registry import ParserFactory

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.kimi_k3_markup import Elements, ElementState, Tag, TagState, first, remove
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions

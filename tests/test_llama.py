@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.llama4_pythonic import Llama4PythonicStream, Llama4PythonicTools
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import Delta

@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 from websockets.sync.client import connect
 
-from app.state_json import HASH_STATE_BYTES
+from app.streams.state_json import HASH_STATE_BYTES
 from tests.support.apps import AppFactory
 from tests.support.asgi import InProcessClient
 from tests.support.golden import load_cases, stream_body

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.minicpm5 import MiniCPM5Tools, normalized, visible
 from parsers.families.minicpm5_xml import ToolMaps, read_block
 from parsers.registry import ParserFactory

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.minicpmv_newlines import NewlineState, recover, recover_whole
 from parsers.registry import ParserFactory
 from tests.support.streams import PROMPT, options, run, stream

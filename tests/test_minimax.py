@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.minimax import MiniMaxParamScan
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.kimi_k2 import JsonHold
 from parsers.families.mistral import first_json_value
 from parsers.families.mistral_json import JsonError, JsonEvents, Reader, _Feeder

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.muse_atem import reasoning_hold, tool_hold
 from parsers.families.muse_frames import Reading, frames
 from parsers.registry import ParserFactory

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from tests.support.streams import PROMPT, options, run, stream
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.families.olmo3 import (
     Olmo3Markers,
     Olmo3Reasoning,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.olmo3_tools import Olmo3Tools, Olmo3ToolStream
 from parsers.registry import ParserFactory
 from tests.support.parity import Assembled, chunked

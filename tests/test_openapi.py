@@ -11,8 +11,8 @@ from schemathesis.generation.case import Case
 from schemathesis.generation.modes import GenerationMode
 from starlette.testclient import TestClient
 
-from app.server import DerenderApp
-from app.wire_docs import DESCRIPTIONS, SCHEMA_DESCRIPTIONS
+from app.serving.server import DerenderApp
+from app.wire.wire_docs import DESCRIPTIONS, SCHEMA_DESCRIPTIONS
 from tests.support.apps import AppFactory
 from tests.support.replies import LEAKS, fuzz_counts
 

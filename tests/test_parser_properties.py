@@ -19,8 +19,8 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.session import StreamSession
-from app.tokenizer import Tokenizer
+from app.streams.session import StreamSession
+from app.tokens.tokenizer import Tokenizer
 from parsers.families import dots
 from parsers.registry import ParserFactory
 from parsers.types import Vocabulary

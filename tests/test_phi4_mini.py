@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.phi4_mini import extract_phi4_mini
 from parsers.registry import ParserFactory
 from parsers.types import FunctionCall

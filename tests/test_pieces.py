@@ -6,8 +6,8 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.pieces import SLICE, encode_pieces, encode_response, free_in_slices
-from app.protocol import (
+from app.streams.pieces import SLICE, encode_pieces, encode_response, free_in_slices
+from app.wire.protocol import (
     ChatChoice,
     ChatCompletion,
     ChatLogProb,

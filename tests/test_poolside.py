@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.session import StreamSession
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.streams.session import StreamSession
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from parsers.registry import ParserConfigError, ParserFactory
 from parsers.types import ParseOptions, Vocabulary
 from tests.support.streams import assemble

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.pythonic import PythonicStream, PythonicTools, starts_with_call_list
 from parsers.types import Delta
 from tests.support.parity import Assembled, chunked

@@ -20,7 +20,7 @@ import pytest
 
 from app.examples.__main__ import main, run
 from app.examples.families import ANSWER, ARGUMENTS, EXAMPLES, REASONING
-from app.tokenizer import BUNDLED, Tokenizer
+from app.tokens.tokenizer import BUNDLED, Tokenizer
 from tests.support.golden import synthetic_model
 from tests.support.llama_tokenizers import llama_tokenizer_dir
 from tests.support.processes import ROOT, serving

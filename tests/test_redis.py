@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from app.session import SessionSnapshot, StreamSession
-from app.tokenizer import Tokenizer
+from app.streams.session import SessionSnapshot, StreamSession
+from app.tokens.tokenizer import Tokenizer
 from cache.redis_tier import (
     KEY_PREFIX,
     MAC_BYTES,

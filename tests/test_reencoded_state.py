@@ -16,9 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from app.advisories import diverges
-from app.protocol import BodyView, StreamState
-from app.state_json import (
+from app.streams.state_json import (
     COMPACT,
     JSON_DUMPS,
     HistoryJson,
@@ -31,7 +29,9 @@ from app.state_json import (
     lifted_state,
     state_digest,
 )
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
+from app.wire.advisories import diverges
+from app.wire.protocol import BodyView, StreamState
 from tests.support.apps import AppFactory
 
 FLAGS = [

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from app.render.fast_encode import fast_encoder
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from tests.support.apps import AppFactory
 
 CHAT = "/v1/chat/completions/render"

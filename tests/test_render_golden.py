@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from app.server import create_app
-from app.settings import Settings
+from app.serving.server import create_app
+from app.serving.settings import Settings
 from tests.support.golden import differences
 from tests.support.tokenizers import bundled_tokenizer
 

@@ -13,11 +13,11 @@ import pytest
 from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import models
 
-from app.cli import build_parser, parse_options
-from app.server import build_app
-from app.sizes import human_size, parse_size
-from app.startup import check_parser_flags
-from app.tokenizer import Tokenizer, TokenizerLoadError, load_tokenizer
+from app.serving.cli import build_parser, parse_options
+from app.serving.server import build_app
+from app.serving.sizes import human_size, parse_size
+from app.serving.startup import check_parser_flags
+from app.tokens.tokenizer import Tokenizer, TokenizerLoadError, load_tokenizer
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS, ParserConfigError, listing
 from tests.support.processes import ROOT, free_port
 

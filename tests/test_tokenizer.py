@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import bundled_deepseek_r1
-from app.bundled_deepseek import KNOWN_IDS, bundled_deepseek_dir
-from app.tokenizer import Tokenizer, TokenizerLoadError, load_tokenizer
+from app.tokens import bundled_deepseek_r1
+from app.tokens.bundled_deepseek import KNOWN_IDS, bundled_deepseek_dir
+from app.tokens.tokenizer import Tokenizer, TokenizerLoadError, load_tokenizer
 from tests.support.tokenizers import bundled_tokenizer
 
 

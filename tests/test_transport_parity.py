@@ -2,7 +2,7 @@
 protocol's chunks, on every recorded transcript and on every miss path.
 
 1. Every recorded chat_stream transcript of the seven Qwen3 configurations (C1-C7),
-   driven by app/client.py in compact mode (its multi-token chunkings: one request per
+   driven by app/transports/client.py in compact mode (its multi-token chunkings: one request per
    token is what the batch POSTs carry) and over the WebSocket endpoint (a real
    server per configuration; one connection carries all its transcripts), then all of
    them interleaved in batch frames (over that connection, and POSTed), gives the
@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from app.client import (
+from app.transports.client import (
     CHAT_PATH,
     SOCKET_PATH,
     STATE_HEADER,
@@ -43,7 +43,7 @@ from app.client import (
     Reply,
     ReplyError,
 )
-from app.routing import STREAM_ID_HEADER
+from app.wire.routing import STREAM_ID_HEADER
 from tests.support.apps import AppFactory
 from tests.support.golden import flags_of, load_cases, replay, stream_body
 from tests.support.parity import chunked
@@ -596,7 +596,7 @@ def test_websocket_streams_resume_on_a_restarted_server(expected: Expected) -> N
 
 
 class _InProcessSocket:
-    """A connection of an in-process app as app/client.py uses one (``send``, ``recv``);
+    """A connection of an in-process app as app/transports/client.py uses one (``send``, ``recv``);
     once closed under the client, it fails as a dropped connection does."""
 
     def __init__(self, session: Any) -> None:

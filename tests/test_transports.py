@@ -16,10 +16,10 @@ from starlette.testclient import TestClient
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
-from app.errors import StateRequired
-from app.session import StreamSession
-from app.socket_streams import HeldStreams, OpenStream, SocketMessage
+from app.streams.session import StreamSession
+from app.transports.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClient, split
+from app.transports.socket_streams import HeldStreams, OpenStream, SocketMessage
+from app.wire.errors import StateRequired
 from cache.sessions import SessionCache
 from tests.support.apps import AppFactory, internal_errors
 from tests.support.processes import redis_server, serving
@@ -393,7 +393,7 @@ def test_a_stream_evicted_while_its_message_is_answered_is_let_go_after_it() -> 
 
 def test_the_client_resumes_streams_the_cache_evicts_from_its_connection() -> None:
     """Two streams interleaved on one connection with room for one session: every
-    chunk after the first finds its stream evicted, and app/client.py re-sends it in
+    chunk after the first finds its stream evicted, and app/transports/client.py re-sends it in
     full; the replies are the full protocol's."""
     with serving(*PARSED, "--stream-cache-size", "1") as base:
         with DerenderClient(base) as client:

@@ -24,7 +24,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from app.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS
+from app.transports.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS
 from tests.support.processes import ROOT, serving
 from tests.support.ws_flood import CONTINUATION, PING, TEXT, frame, handshake
 

@@ -12,7 +12,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
 from parsers.families.xlam import XlamStream, split_calls
 from parsers.registry import ParserFactory
 from tests.support.parity import Assembled, chunked

@@ -14,11 +14,11 @@ from typing import Any, TextIO, cast
 
 import httpx
 
-from app.cli import parse_options
-from app.client import DerenderClient
 from app.examples.families import EXAMPLES, Example
-from app.server import create_app
-from app.tokenizer import Tokenizer, load_tokenizer
+from app.serving.cli import parse_options
+from app.serving.server import create_app
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
+from app.transports.client import DerenderClient
 
 _IN_PROCESS_URL = "http://in-process"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.tokenizer import Tokenizer, piece_bytes
+from app.tokens.tokenizer import Tokenizer, piece_bytes
 
 # Characters that may end, escape or mark up a string value in some format.
 _NOT_IN_VALUES = frozenset("\"'\\<>[]{}|`")

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import BadRequest, InvalidParameter
 from app.render import sampling
 from app.render.conversation import conversation
 from app.render.fields import hoisted, request_fields, stream_options
@@ -16,7 +15,8 @@ from app.render.prompt_encoders import PromptEncoder
 from app.render.requests import ChatRenderRequest
 from app.render.structural_tag import forced_calls
 from app.render.template import ChatTemplate
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
+from app.wire.errors import BadRequest, InvalidParameter
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions
 

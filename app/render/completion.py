@@ -8,11 +8,11 @@ from typing import Any
 
 import msgspec
 
-from app.errors import BadRequest, InvalidBody
 from app.render import sampling
 from app.render.fields import hoisted, request_fields, stream_options
 from app.render.requests import CompletionRenderRequest
-from app.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer
+from app.wire.errors import BadRequest, InvalidBody
 
 
 def prompts(request: CompletionRenderRequest) -> list[str | list[int]]:

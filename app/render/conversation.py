@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.errors import InvalidBody, InvalidParameter
 from app.render.template import ContentFormat
+from app.wire.errors import InvalidBody, InvalidParameter
 
 
 def conversation(

@@ -29,8 +29,8 @@ import json
 import time
 from typing import Any
 
-from app.errors import BadRequest
 from app.render.template import ContentFormat, RenderTimeout
+from app.wire.errors import BadRequest
 
 BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"

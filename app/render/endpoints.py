@@ -1,4 +1,4 @@
-"""The render endpoints, answered on the app's direct lane (app/server.py): read the
+"""The render endpoints, answered on the app's direct lane (app/serving/server.py): read the
 body, decode, check the model, render, reply; whatever is raised becomes the response.
 
 A render costs a tenth of a millisecond for a short prompt, less than Starlette's
@@ -17,14 +17,14 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.body import read_body
-from app.body_errors import too_deep
-from app.errors import DerenderError, InvalidBody
-from app.failures import failure
-from app.protocol import encoder
 from app.render.requests import ChatRenderRequest, CompletionRenderRequest
 from app.render.service import RenderService
-from app.validation import check_depth, check_model
+from app.serving.failures import failure
+from app.wire.body import read_body
+from app.wire.body_errors import too_deep
+from app.wire.errors import DerenderError, InvalidBody
+from app.wire.protocol import encoder
+from app.wire.validation import check_depth, check_model
 
 CHAT_RENDER_PATH = "/v1/chat/completions/render"
 COMPLETIONS_RENDER_PATH = "/v1/completions/render"

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from app.tokenizer import Tokenizer, piece_bytes
+from app.tokens.tokenizer import Tokenizer, piece_bytes
 
 # quicktok's bundled encodings by their vocabulary sizes (checked again once loaded): only
 # one of the tokenizer's size is loaded, as each takes a second or two.

@@ -28,8 +28,8 @@ from openai_harmony import (
     ToolDescription,
 )
 
-from app.errors import InvalidParameter
 from app.render.requests import ChatRenderRequest
+from app.wire.errors import InvalidParameter
 
 _EFFORTS = {
     "high": ReasoningEffort.HIGH,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.errors import InvalidParameter
+from app.wire.errors import InvalidParameter
 
 # The generation_config.json keys vLLM reads, and ``max_new_tokens`` as ``max_tokens``.
 _GENERATION_KEYS = (

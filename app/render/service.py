@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from app.errors import BadRequest
 from app.render.chat import ChatLimits, ChatRenderer
 from app.render.completion import CompletionRenderer
 from app.render.fast_encode import fast_encoder
@@ -16,8 +15,9 @@ from app.render.harmony import HarmonyRenderer
 from app.render.prompt_encoders import prompt_encoder
 from app.render.sampling import generation_defaults
 from app.render.template import ChatTemplate, RenderTimeout, load_source
-from app.service import INLINE_BODY_BYTES, DerenderService
-from app.tokenizer import TokenizerLoadError, read_json, resolve_model_dir
+from app.serving.service import INLINE_BODY_BYTES, DerenderService
+from app.tokens.tokenizer import TokenizerLoadError, read_json, resolve_model_dir
+from app.wire.errors import BadRequest
 from parsers.families.harmony import harmony_encoding
 
 T = TypeVar("T")

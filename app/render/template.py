@@ -22,7 +22,7 @@ import jinja2.meta
 import jinja2.nodes
 import jinja2.sandbox
 
-from app.errors import BadRequest, DerenderError
+from app.wire.errors import BadRequest, DerenderError
 
 ContentFormat = Literal["string", "openai"]
 

@@ -566,7 +566,7 @@ _engine_stream = tool_builders(MistralTools)[1]
 
 FAMILY = Family(
     title="Mistral (Nemo, Small, Magistral)",
-    tokenizer="model directory (python -m app.tekken converts a tekken.json)",
+    tokenizer="model directory (python -m app.tokens.tekken converts a tekken.json)",
     reasoning=(
         Reasoning(
             names=("mistral",),

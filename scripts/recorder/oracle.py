@@ -35,7 +35,7 @@ MODEL_TYPES = {
 
 def gptoss_model_dir(root: Path, project_python: Path) -> Path:
     """The bundled gpt-oss tokenizer's files, built by the project's own Python."""
-    script = "from app.bundled_gptoss import bundled_gptoss_dir; print(bundled_gptoss_dir())"
+    script = "from app.tokens.bundled_gptoss import bundled_gptoss_dir; print(bundled_gptoss_dir())"
     built = subprocess.run(
         [str(project_python), "-c", script],
         cwd=REPO,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from app.cli import parse_options
-from app.server import DerenderApp, create_app
+from app.serving.cli import parse_options
+from app.serving.server import DerenderApp, create_app
 from tests.support.tokenizers import bundled_tokenizer
 
 AppFactory = Callable[[Sequence[str]], DerenderApp]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bundled import built_once
+from app.tokens.bundled import built_once
 
 # Bump when the built files change, so stale caches are rebuilt.
 _BUILD_VERSION = 1

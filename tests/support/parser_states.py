@@ -22,10 +22,10 @@ from typing import Any
 
 import msgspec
 
-from app.parsed_stream import ParsedStreamDerenderer
-from app.protocol import ChatStreamDerenderRequest, StreamState
-from app.service import DerenderService
-from app.session import StreamSession
+from app.serving.service import DerenderService
+from app.streams.parsed_stream import ParsedStreamDerenderer
+from app.streams.session import StreamSession
+from app.wire.protocol import ChatStreamDerenderRequest, StreamState
 from parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 from parsers.types import OutputRefused
 from tests.support.apps import build_app

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 
 from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE
-from app.session import StreamSession
-from app.state_json import HistoryJson, LiftedHistory
-from app.tokenizer import Tokenizer
+from app.streams.session import StreamSession
+from app.streams.state_json import HistoryJson, LiftedHistory
+from app.tokens.tokenizer import Tokenizer
 from parsers.registry import ParserFactory
 from parsers.types import Delta, ParseOptions, ToolSpec, Vocabulary
 from tests.support.parity import Assembled
@@ -73,7 +73,7 @@ def restored(
     tokenizer: Tokenizer, factory: ParserFactory, opts: ParseOptions, session: StreamSession
 ) -> StreamSession:
     """``session`` through its snapshot's bytes, restored as a replica restores it from
-    Redis (app/session.py ``SessionBuilder.restored``) from the history it consumed, as
+    Redis (app/streams/session.py ``SessionBuilder.restored``) from the history it consumed, as
     a reply carried it (its JSON, adopted without a decode)."""
     saved = StreamSession.load_snapshot(session.snapshot())
     assert saved is not None

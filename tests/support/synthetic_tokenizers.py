@@ -22,12 +22,12 @@ from typing import Any
 from tokenizers import AddedToken
 from tokenizers import Tokenizer as RustTokenizer
 
-from app.bundled_qwen3 import bundled_qwen3_dir
 from app.examples.response_templates import (
     GEMMA4_RESPONSE_TEMPLATE,
     QWEN3_RESPONSE_TEMPLATE,
     QWEN35_RESPONSE_TEMPLATE,
 )
+from app.tokens.bundled_qwen3 import bundled_qwen3_dir
 
 # Every token a family adds, in id order after Qwen3's.
 FAMILY_TOKENS: dict[str, tuple[str, ...]] = {

@@ -2,7 +2,7 @@
 
 ``mistral-common`` (a dev dependency) ships Mistral's real tekken vocabulary
 (``tekken_240911.json``: Mistral-Nemo's, tokenizer version v3, 1,000 control tokens
-then the byte-level ranks); app/tekken.py converts it with the same ids, so:
+then the byte-level ranks); app/tokens/tekken.py converts it with the same ids, so:
 
 - ``mistral_v3`` is that real tokenizer: ``[TOOL_CALLS]`` at id 9, no ``[ARGS]`` and
   no ``[THINK]``, the layout of Mistral's pre-v11 models (calls as a JSON array);
@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app.bundled import built_once
-from app.tekken import MAGISTRAL_CONTROLS, write_tekken_tokenizer
+from app.tokens.bundled import built_once
+from app.tokens.tekken import MAGISTRAL_CONTROLS, write_tekken_tokenizer
 
 VARIANTS = {"mistral_v3": {}, "mistral_v13": MAGISTRAL_CONTROLS}
 

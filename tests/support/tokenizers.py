@@ -8,7 +8,7 @@ import functools
 from tokenizers import AddedToken
 from transformers import AutoTokenizer
 
-from app.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
+from app.tokens.tokenizer import Tokenizer, load_tokenizer, resolve_model_dir
 
 
 @functools.cache

@@ -1,0 +1,1 @@
+"""The running server: its ASGI app, CLI and settings, start-up, metrics, auth and limits."""

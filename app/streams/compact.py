@@ -1,0 +1,154 @@
+"""The compact stream state (docs/transports.md): a parsed stream's state without what
+grows with the stream (its history and pinned tool-call ids), which the client keeps
+instead.
+
+They give way to their lengths and a digest that names them with the stream's
+context, so a chunk carrying a compact state is answered only by the live session
+that continues exactly it. The digest is chained item by item (O(chunk) to extend),
+so neither a reply nor a lookup reads the history again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from app.wire.protocol import CompactStreamState, StreamState
+
+STATE_HEADER = "X-Derender-State"
+COMPACT_MODE = "compact"
+_STATE_KEY = STATE_HEADER.lower().encode()  # ASGI header names are lower case
+
+_COMPACT = COMPACT_MODE.encode()
+_DIGEST_BYTES = 16
+
+
+class _CompactKey(msgspec.Struct):
+    """The key that tells a compact state from a full one, whatever its value."""
+
+    output_digest: msgspec.Raw = msgspec.Raw()
+
+
+_key_decoder = msgspec.json.Decoder(_CompactKey | None)
+
+
+class StreamDigest:
+    """The running digest of what a compact state leaves out: the history, chunk by
+    chunk (its boundaries included), and the pinned tool-call ids, one by one. Each
+    link is its own, so the digest does not depend on when it was taken: a session kept
+    live and one rebuilt by replay name the same stream the same way. It folds in what
+    was added since it was last taken, so a stream that never asks for a compact state
+    never pays for one."""
+
+    __slots__ = (
+        "_chunks_seen",
+        "_context",
+        "_context_hash",
+        "_history",
+        "_ids",
+        "_ids_seen",
+        "_tokens_seen",
+    )
+
+    def __init__(self) -> None:
+        self._history = bytes(_DIGEST_BYTES)
+        self._ids = bytes(_DIGEST_BYTES)
+        self._chunks_seen = self._tokens_seen = self._ids_seen = 0
+        # The digest's hash fed its context so far: a stream names itself under one.
+        self._context: bytes | None = None
+        self._context_hash = _EMPTY
+
+    def named(
+        self,
+        context: bytes,
+        token_ids: list[int],
+        chunk_lens: list[int],
+        call_ids: list[str],
+    ) -> str:
+        """The digest of a state's history (``token_ids`` in chunks of ``chunk_lens``)
+        and tool-call ids under ``context`` (the stream's fingerprint digest: two streams
+        sharing a request id and a history still differ). They continue what it was last
+        taken of: a stream's history and pinned ids only grow."""
+        chunks_seen = self._chunks_seen
+        if chunks_seen < len(chunk_lens):
+            history, seen = self._history, self._tokens_seen
+            for size in chunk_lens[chunks_seen:]:
+                history = _link(history, _msgpack(token_ids[seen : seen + size]))
+                seen += size
+            self._history, self._tokens_seen = history, seen
+            self._chunks_seen = len(chunk_lens)
+        if self._ids_seen < len(call_ids):
+            for call_id in call_ids[self._ids_seen :]:
+                self._ids = _link(self._ids, call_id.encode())
+            self._ids_seen = len(call_ids)
+        if context != self._context:
+            self._context_hash = _EMPTY.copy()
+            self._context_hash.update(context)
+            self._context = context
+        named = self._context_hash.copy()
+        named.update(self._history + self._ids)
+        return named.hexdigest()
+
+
+_msgpack = msgspec.msgpack.Encoder().encode
+# Copied rather than built per hash: a copy costs half what parsing a constructor's
+# parameters does, and a chunk takes two hashes.
+_EMPTY = hashlib.blake2b(digest_size=_DIGEST_BYTES)
+
+
+def _link(chain: bytes, item: bytes) -> bytes:
+    linked = _EMPTY.copy()
+    linked.update(chain + item)
+    return linked.digest()
+
+
+def compact(
+    state: StreamState,
+    digest: StreamDigest,
+    context: bytes,
+    history: tuple[list[int], list[int]] | None = None,
+) -> CompactStreamState:
+    """``state`` with its history (``history``, its ids and chunk lengths, when the
+    state leaves it to the session) and tool-call ids given as their lengths and the
+    digest that names them (``digest``'s, under ``context``)."""
+    token_ids, chunk_lens = history or (state.output_token_ids, state.output_chunk_lens)
+    call_ids = state.last_tool_call_ids
+    return CompactStreamState(
+        prev_tokens=state.prev_tokens,
+        prefix_offset=state.prefix_offset,
+        read_offset=state.read_offset,
+        role_sent=state.role_sent,
+        logprob_context_token_ids=state.logprob_context_token_ids,
+        logprob_text_offset=state.logprob_text_offset,
+        output_tokens=len(token_ids),
+        output_digest=digest.named(context, token_ids, chunk_lens, call_ids),
+        tools_streamed=state.tools_streamed,
+        tool_calls=len(call_ids),
+    )
+
+
+def compact_of(state: StreamState, context: bytes) -> CompactStreamState:
+    """A full state as compact, its history digested whole (a chunk on the full path:
+    it reads the history anyway)."""
+    return compact(state, StreamDigest(), context)
+
+
+def wants_compact(headers: dict[bytes, bytes]) -> bool:
+    """Whether a request asked for compact states (any other value of the header is the
+    vLLM protocol's full state)."""
+    sent = headers.get(_STATE_KEY)
+    return sent is not None and sent.strip().lower() == _COMPACT
+
+
+def is_compact(raw: bytes) -> bool:
+    """Whether the sent state is meant as a compact one: it has ``output_digest``,
+    however its key is spelled (JSON escapes included) and whatever its value (a
+    malformed one is refused by the compact path's decode, never read as a full state).
+    A state that is not a JSON object is not; the full path's decode says what is wrong.
+    """
+    try:
+        found = _key_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return False
+    return found is not None and bool(found.output_digest)

@@ -1,0 +1,112 @@
+"""Streamed chat chunks through a parser: the session carries the parse between chunks.
+
+The session (kept, restored or rebuilt by replay: app/streams/session_store.py and
+app/streams/session.py) is fed the chunk; the carried ``stream_state`` grows exactly as
+vLLM's (its history from the session's JSON of it), so any later chunk can be
+answered from it alone.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from app.streams.derender import (
+    chat_chunk,
+    chat_top_logprobs,
+    drop_stop_token,
+    resolve_stream_logprobs,
+)
+from app.streams.parsing import to_wire_delta
+from app.streams.session import StreamSession
+from app.tokens.logprobs import context_tail
+from app.tokens.tokenizer import Tokenizer
+from app.wire.protocol import (
+    ChatCompletionChunk,
+    ChatRequest,
+    ChatStreamChoice,
+    ChatStreamDerenderRequest,
+    StreamState,
+)
+from parsers.types import Delta
+
+# What a chunk the parser says nothing of shows (read only).
+_NO_DELTA = Delta()
+
+
+class ParsedStreamDerenderer:
+    """One parsed chunk at a time, fed to the stream's session."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def chunk(
+        self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
+    ) -> tuple[ChatCompletionChunk, StreamState]:
+        """The chunk's reply and the state it carries, but for its history when a
+        session was fed: the session holds that (``StreamSession.history_json``).
+        ``session`` is None only for a chunk without a choice (a usage-only chunk),
+        which needs no parser; its state is the request's, history and all."""
+        chat_request = request.chat_request
+        assert chat_request is not None
+        state = request.stream_state or StreamState()
+        return_token_ids = bool(chat_request.return_token_ids)
+        choices = []
+        if request.generate_chunk.choices:
+            assert session is not None
+            choice, state = self._feed(request, chat_request, session, state, return_token_ids)
+            choices = [choice]
+        return chat_chunk(request, model, choices, return_token_ids), state
+
+    def _feed(
+        self,
+        request: ChatStreamDerenderRequest,
+        chat_request: ChatRequest,
+        session: StreamSession,
+        state: StreamState,
+        return_token_ids: bool,
+    ) -> tuple[ChatStreamChoice, StreamState]:
+        parser = session.parser
+        parser_state = parser.state
+        # Hidden reasoning would leak through per-token metadata, so it goes too.
+        hide_metadata = not parser.options.include_reasoning
+        # The carried flag is authoritative over the one the session rebuilt.
+        parser_state.tools_streamed = state.tools_streamed
+        choice = request.generate_chunk.choices[0]
+        token_ids = choice.token_ids or []
+        finish_reason, stop_reason = choice.finish_reason, choice.stop_reason
+        text_ids = token_ids
+        if finish_reason == "stop":
+            text_ids, stop_reason = drop_stop_token(
+                self.tokenizer, token_ids, finish_reason, stop_reason, chat_request
+            )
+        delta, finish_reason = session.feed(token_ids, text_ids, finish_reason)
+        logprobs = None
+        if choice.logprobs is not None and not hide_metadata:
+            logprobs = resolve_stream_logprobs(
+                self.tokenizer, choice.logprobs, state, chat_top_logprobs(chat_request)
+            )
+        pinned_ids = state.last_tool_call_ids
+        if delta is None:
+            delta = _NO_DELTA
+        elif delta.tool_calls:
+            pinned_ids = list(pinned_ids)  # grows by the ids of calls first seen
+        reply = ChatStreamChoice(
+            choice.index,
+            to_wire_delta(delta, pinned_ids, state.role_sent),
+            logprobs,
+            finish_reason,
+            stop_reason,
+            choice.token_ids if return_token_ids and not hide_metadata else None,
+        )
+        if state.output_token_ids or state.output_chunk_lens:
+            # The session's now: a reply puts it back (``history_json``).
+            state = msgspec.structs.replace(state, output_token_ids=[], output_chunk_lens=[])
+        state = msgspec.structs.replace(
+            state,
+            role_sent=True,
+            tools_streamed=parser_state.tools_streamed,
+            last_tool_call_ids=pinned_ids,
+            logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
+        )
+        session.answer(request, state)
+        return reply, state

@@ -1,0 +1,1 @@
+"""Tokens and text: tokenizer loading (bundled vocabularies too), detokenization, logprobs."""

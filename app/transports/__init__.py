@@ -1,0 +1,1 @@
+"""The transports a chunk arrives by (HTTP, WebSocket, batch frames) and their client."""

@@ -1,0 +1,214 @@
+"""The WebSocket transport (docs/transports.md): one connection, many streams, a
+message per chunk, or a batch frame (app/transports/batch.py) of chunks of many streams.
+
+Messages are answered one at a time, in the order they came (a frame's entries in
+theirs), so each stream's replies are in order. An error answers its own message's
+stream (which leaves the connection: it resumes with its context) and the connection
+stays open for the others. The connection closes when the client closes it or after
+``--ws-idle-timeout`` seconds without a message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable
+
+import anyio
+import msgspec
+from msgspec import Struct
+from starlette.types import Message, Receive, Send
+
+from app.serving.failures import failure
+from app.serving.service import DerenderService
+from app.streams.session_store import StreamKey
+from app.transports.batch import Answer, answered, frame_entries
+from app.transports.socket_streams import (
+    Answered,
+    HeldStreams,
+    Lane,
+    OpenStream,
+    SocketMessage,
+    SocketReply,
+)
+from app.wire.body import decode_body, received, too_large
+from app.wire.errors import BadRequest, DerenderError
+from app.wire.protocol import ErrorInfo, encoder
+from app.wire.validation import chunk_tokens
+
+SOCKET_SUFFIX = "/ws"
+# The close code the server sends when it goes away (on the idle timeout).
+GOING_AWAY = 1001
+POLICY_VIOLATION = 1008
+
+
+class SocketError(Struct):
+    """An error reply: the stream of the message it answers (null when the message
+    names none) and the OpenAI-style error."""
+
+    request_id: str | None
+    index: int | None
+    error: ErrorInfo
+
+
+class _ChoiceKey(Struct):
+    index: int = 0
+
+
+class _ChunkKey(Struct):
+    request_id: str
+    choices: list[_ChoiceKey] = []
+
+
+class _Keyed(Struct):
+    generate_chunk: _ChunkKey
+
+
+_keyed = msgspec.json.Decoder(_Keyed)
+_message = msgspec.json.Decoder(SocketMessage)
+
+
+def named_stream(body: bytes) -> StreamKey | None:
+    """The stream a message that could not be read is for, if it names one."""
+    try:
+        chunk = _keyed.decode(body).generate_chunk
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return chunk.request_id, chunk.choices[0].index if chunk.choices else 0
+
+
+class SocketConnection:
+    """One accepted connection of a route: its open streams, answered in turn."""
+
+    def __init__(self, service: DerenderService, lane: Lane) -> None:
+        self.service = service
+        self.lane = lane
+        self.streams = HeldStreams(service.store.cache)
+        self._last_message = time.monotonic()
+
+    def close(self) -> None:
+        """The connection is gone: the streams it held stop counting in the cache."""
+        self.streams.close()
+
+    async def serve(self, receive: Receive, send: Send) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._close_when_idle, send, tasks.cancel_scope)
+            # Each message is answered in a call of its own, so nothing of it (its text,
+            # body and reply: a few times a large message's size) stays alive while the
+            # connection waits for the next one.
+            while await self._serve_one(await receive(), send):
+                pass
+            tasks.cancel_scope.cancel()
+
+    async def _serve_one(self, message: Message, send: Send) -> bool:
+        """Answer one ASGI message; False once the connection is over."""
+        self._last_message = time.monotonic()
+        if message["type"] == "websocket.disconnect":
+            return False
+        text = message.get("text")
+        body = text.encode() if text is not None else message.get("bytes") or b""
+        reply = await self.answer(body)
+        try:
+            await send({"type": "websocket.send", "text": reply.decode()})
+        except OSError:  # the client went away before its reply
+            return False
+        return True
+
+    async def _close_when_idle(self, send: Send, connection: anyio.CancelScope) -> None:
+        """Close the connection once it has gone ``--ws-idle-timeout`` seconds without a
+        message (one timer per connection, not one per message)."""
+        idle = self.service.settings.ws_idle_timeout
+        while (left := self._last_message + idle - time.monotonic()) > 0:
+            await anyio.sleep(left)
+        await send({"type": "websocket.close", "code": GOING_AWAY})
+        connection.cancel()
+
+    async def answer(self, body: bytes) -> bytes:
+        """One message's reply: a chunk's, or a batch frame's (its entries' replies; an
+        error reply naming no stream when the frame is refused whole)."""
+        metrics, endpoint = self.service.metrics, self.lane.endpoint
+        try:
+            entries = frame_entries(body, self.service.settings)
+        except DerenderError as exc:
+            metrics.observe(endpoint, "batch", exc.status, 0.0)
+            return encoder.encode(SocketError(None, None, exc.body().error))
+        if entries is not None:
+            return await answered(entries, self._answer_chunk, metrics, endpoint)
+        started = time.perf_counter()
+        given = self._answer_chunk(body)
+        reply, status = given if isinstance(given, tuple) else await given
+        metrics.observe(endpoint, "socket", status, time.perf_counter() - started)
+        return reply
+
+    def _answer_chunk(self, body: bytes) -> Answer | Awaitable[Answer]:
+        """One chunk's reply (an error reply for a refused or failed one) and status: at
+        once when it continues a held stream with a chunk small enough to derender on
+        the event loop (no await between its message and its reply), else to await."""
+        key = None
+        try:
+            message = self._read(body)
+            key = message.key
+            stream = self.streams.continued(key, message)
+            if stream is None or not self.service.inline(chunk_tokens(message.generate_chunk)):
+                return self._answer_later(body, message, stream)
+            return self._replied(key, self.service.run_now(self.lane.proceed, message, stream))
+        except Exception as exc:
+            return self._failed(body, key, exc)
+
+    async def _answer_later(
+        self, body: bytes, message: SocketMessage, stream: OpenStream | None
+    ) -> Answer:
+        """A chunk that opens its stream, or a long one continued on a worker thread."""
+        key = message.key
+        try:
+            if stream is not None:
+                tokens = chunk_tokens(message.generate_chunk)
+                return self._replied(
+                    key, await self.service.run(tokens, self.lane.proceed, message, stream)
+                )
+            if (
+                key not in self.streams
+                and len(self.streams) >= self.service.settings.ws_max_streams
+            ):
+                raise BadRequest(
+                    f"this connection already carries {len(self.streams)} open streams "
+                    "(--ws-max-streams): finish one, or open another connection."
+                )
+            view = received(body, self.lane.endpoint, None, compact=True)
+            return self._replied(key, await self.lane.open(view))
+        except Exception as exc:
+            return self._failed(body, key, exc)
+
+    def _replied(self, key: StreamKey, answered: Answered) -> Answer:
+        """The reply of a chunk answered, its stream held for the next one."""
+        reply, carried, held = answered
+        self.streams.put(key, held)
+        return encoder.encode(SocketReply(key[0], key[1], reply, msgspec.Raw(carried))), 200
+
+    def _failed(self, body: bytes, key: StreamKey | None, exc: Exception) -> Answer:
+        """The error reply of a chunk refused or failed; its stream leaves the connection."""
+        key = key or named_stream(body)
+        if key is not None:
+            self.streams.drop(key)
+        error = failure(exc, self.service.metrics, self.lane.endpoint, body)
+        request_id, index = key if key is not None else (None, None)
+        return encoder.encode(SocketError(request_id, index, error.body().error)), error.status
+
+    def _read(self, body: bytes) -> SocketMessage:
+        """The message, read once; one that cannot be read is refused with the message
+        its route's full decode gives."""
+        limit = self.service.settings.max_request_bytes
+        if len(body) > limit:
+            raise too_large(limit)
+        try:
+            return _message.decode(body)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            decode_body(body, self.lane.kind)  # raises with what to fix
+            raise BadRequest(f"invalid message: {exc}") from None
+
+
+def refuse_socket() -> dict[str, object]:
+    """The message that refuses a handshake (uvicorn answers it with a 403)."""
+    return {"type": "websocket.close", "code": POLICY_VIOLATION}
