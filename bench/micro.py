@@ -218,10 +218,35 @@ def tree_of(ref: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# bench.onetoken run on the tree's own modules only: an editable install's finder (pip
+# install -e) would answer for a module the tree lacks with this checkout's. In a tree
+# from before app/'s modules were grouped by part, the grouped names bench.onetoken
+# imports stand for the flat modules.
+_GROUPED = (
+    "app.serving.budget",
+    "app.streams.chunk_path",
+    "app.streams.parsed_stream",
+    "app.streams.session",
+    "app.tokens.tokenizer",
+    "app.transports.socket_streams",
+    "app.wire.protocol",
+)
+_IN_TREE = f"""
+import importlib, pathlib, runpy, sys, types
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(f.__module__)]
+if not pathlib.Path("app/serving").is_dir():
+    for grouped in {_GROUPED!r}:
+        part, name = grouped.rsplit(".", 1)
+        sys.modules.setdefault(part, types.ModuleType(part))
+        sys.modules[grouped] = importlib.import_module("app." + name)
+runpy.run_module("bench.onetoken", run_name="__main__", alter_sys=True)
+"""
+
+
 def one_token_run(tree: Path, configs: list[str], chunks: int) -> list[onetoken.Scenario]:
     """bench/onetoken.py run in a fresh process on ``tree``'s code."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    argv = [sys.executable, "-m", "bench.onetoken", "--chunks", str(chunks), "--configs", *configs]
+    argv = [sys.executable, "-c", _IN_TREE, "--chunks", str(chunks), "--configs", *configs]
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True)
     if done.returncode != 0:
         raise SystemExit(f"bench.onetoken failed in {tree}:\n{done.stderr.decode()[-2000:]}")
