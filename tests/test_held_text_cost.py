@@ -231,6 +231,8 @@ CASES: dict[str, tuple[Callable[[str], Callable[[], Step]], int]] = {
         _named("poolside_v1", _POOLSIDE_CALL + "<arg_value>1</arg_value>", _WORD),
         1_000,
     ),
+    # The marker engine holds content while it is only whitespace and no call opened.
+    "engine: blank content (qwen3_coder)": (_named("qwen3_coder", "", _BLANK), 1_000),
     # xLAM and Llama 3 JSON keep the whole text: it grows in place, never copied.
     "xlam: a string argument": (
         _named("xlam", '[{"name": "save_note", "arguments": {"body": "', _WORD),

@@ -73,6 +73,10 @@ class EngineToolState(Struct, Generic[SlotT]):
     slots: list[SlotT] = field(default_factory=list)
     deferred_content: str = ""  # content held while calls may follow (whitespace, or in calls)
     content_has_nonws: bool = False
+    # Content that is only whitespace so far, held in the pieces it came in while no call
+    # has opened: a blank output grows it by every chunk, and joining it per chunk would
+    # copy it all each time. Joined into ``deferred_content`` once something else comes.
+    blank_pieces: list[str] = field(default_factory=list)
     # Name text of call ``naming_call`` not yet added to its name: a run of it is joined
     # once, when an event that may read the name comes (a marker storm inside a name
     # brings a piece per marker, and adding each to the name would copy the name).
@@ -166,7 +170,7 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
 
     def finish(self) -> Delta | None:
         events = self.engine.finish()
-        if events or self.state.deferred_content:
+        if events or self.state.deferred_content or self.state.blank_pieces:
             return self._delta(events, finished=True)
         return None
 
@@ -274,6 +278,13 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
 
     def _delta(self, events: list[Event], finished: bool) -> Delta | None:
         state = self.state
+        if state.blank_pieces:
+            if not finished and all(e.kind == TEXT and e.value.isspace() for e in events):
+                # Still nothing but whitespace: held as it came, nothing to send.
+                state.blank_pieces.extend(event.value for event in events)
+                return None
+            state.deferred_content = "".join(state.blank_pieces)
+            state.blank_pieces = []
         if not events and not state.deferred_content:
             return None
         calls: list[DeltaToolCall] = []
@@ -334,7 +345,7 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
                 if self.drop_whitespace_beside_calls:
                     text = ""
             elif not finished:
-                state.deferred_content = text
+                state.blank_pieces.append(text)
                 text = ""
         thought = "".join(reasoning)
         if text or calls or thought:
