@@ -345,12 +345,23 @@ def _tokenizer(request: pytest.FixtureRequest, variant: str) -> Tokenizer:
     return request.getfixturevalue("v13" if variant == "mistral_v13" else "v3")  # type: ignore[no-any-return]
 
 
+def _whitespace_before_a_call(variant: str, output: str) -> bool:
+    """``[ARGS]`` calls whose first marker follows whitespace: vLLM's engine drops that
+    whitespace when it shares the marker's chunk and the tool parser has seen no other
+    content (reasoning had not ended, so the text before went out through the reasoning
+    parser), and sends it when it ends an earlier chunk (docs/parity.md,
+    engine-whitespace-beside-calls, reproduced)."""
+    before, marker, _ = output.partition("[TOOL_CALLS]")
+    return variant == "mistral_v13" and bool(marker) and before[-1:].isspace()
+
+
 @PROPS
 @given(case=generated())
 def test_any_chunking_assembles_the_same_message(
     request: pytest.FixtureRequest, case: tuple[str, str, list[int], list[int], str]
 ) -> None:
     variant, output, cuts_a, cuts_b, finish = case
+    assume(not _whitespace_before_a_call(variant, output))
     tokenizer = _tokenizer(request, variant)
     parsers = factory(tokenizer)
     ids = ids_of(tokenizer, output)
