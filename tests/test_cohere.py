@@ -12,6 +12,7 @@ import time
 import pytest
 
 from parsers.families.cohere_reader import (
+    FIRST_SECTION,
     REREAD_FREE,
     REREAD_PER_CHAR,
     CohereFilter,
@@ -156,6 +157,45 @@ def test_citations_of_ordinary_length_stream_without_budget() -> None:
     pieces = [f.write(text[i : i + 4]) for i in range(0, len(text), 4)]
     assert not f.s.starved and f.s.reread == 0
     assert len([c for p in pieces for c in p.citations]) == 50
+
+
+# What ends a run of blank tokens: the output's end, a marker, text that thinking's
+# opening trims; each (preset, what came before the run, what ends it; None: the end).
+BLANK_RUN_ENDS = {
+    "the output's end": ("cmd3", "", None),
+    "the output's end, in Command 4's thinking": ("cmd4", "", None),
+    "an action block": ("cmd3", "", "<|START_ACTION|>"),
+    "the end of thinking": ("cmd3", "<|START_THINKING|>", "<|END_THINKING|>Hi"),
+    "text after thinking opened": ("cmd3", "<|START_THINKING|>", "Hi"),
+}
+
+
+def _blank_run_costs(preset: str, head: str, end: str | None) -> tuple[float, float]:
+    """CPU seconds writing 8,000 blank chunks after ``head``, and then ending them."""
+    best = (float("inf"), float("inf"))
+    for _ in range(3):
+        f = CohereFilter(preset, CohereState(section=FIRST_SECTION[preset]))
+        f.write(head)
+        start = time.process_time()
+        for _ in range(8_000):
+            f.write("\n" + " " * 99)
+        written = time.process_time()
+        pieces = f.flush() if end is None else f.write(end)
+        ended = time.process_time()
+        assert (pieces.content or "") + (pieces.reasoning or "") in ("", "Hi")  # run dropped
+        best = min(best, (written - start, ended - written), key=lambda cost: cost[1])
+    return best
+
+
+@pytest.mark.parametrize("ending", BLANK_RUN_ENDS)
+def test_the_chunk_that_ends_a_blank_run_reads_it_once_at_most(ending: str) -> None:
+    """The chunk that ends a long run of white space costs well under what writing the
+    run did: it drops the run unread, or passes over it once in C. Each chunk is cheap
+    and the whole stream linear either way, so only this ratio shows a chunk that reads
+    the run character by character (several times the cost of writing it: a quarter
+    second a chunk at bench hostile's 32,768 blank tokens)."""
+    writing, ending_cost = _blank_run_costs(*BLANK_RUN_ENDS[ending])
+    assert ending_cost < writing / 2, f"{ending_cost * 1e3:.2f} ms after {writing * 1e3:.1f} ms"
 
 
 # One write holding many units: citations, calls (parameters that open an object, and

@@ -73,12 +73,13 @@ FIRST_SECTION = {"cmd3": ANSWER, "cmd4": THINKING}
 CITE_OPEN = "<co>"
 CITE_CLOSE = "</co: "
 
-# Unicode White_Space, what the package trims (Python's isspace also counts \x1c-\x1f).
+# Unicode White_Space, what the package trims (Python's isspace also counts _NOT_SPACE).
 _SPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
     "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 _SPACE_SET = frozenset(_SPACE)
+_NOT_SPACE = "\x1c\x1d\x1e\x1f"
 # An action block's keys, found in what is held.
 _S = f"[{re.escape(_SPACE)}]*"
 _CALL_ID = re.compile(f'"tool_call_id":{_S}"')
@@ -180,18 +181,32 @@ class Pieces:
 
 
 def _rstrip_len(text: str) -> int:
-    """How many characters of white space end ``text``."""
-    end = len(text)
-    while end and text[end - 1] in _SPACE_SET:
-        end -= 1
+    """How many characters of white space end ``text``. Python's strip measures it in C:
+    a run of blank tokens may be megabytes, which a loop here reads at a quarter second
+    each. Python's white space is Unicode's and ``_NOT_SPACE``: the last of those in
+    the run ends what is kept."""
+    if not text or text[-1] not in _SPACE_SET:
+        return 0
+    end = len(text.rstrip())
+    for char in _NOT_SPACE:
+        end = max(end, text.rfind(char, end) + 1)
     return len(text) - end
 
 
 def _lstrip_len(text: str) -> int:
-    start = 0
-    while start < len(text) and text[start] in _SPACE_SET:
-        start += 1
+    """How many characters of white space open ``text`` (as ``_rstrip_len``)."""
+    if not text or text[0] not in _SPACE_SET:
+        return 0
+    start = len(text) - len(text.lstrip())
+    for char in _NOT_SPACE:
+        at = text.find(char, 0, start)
+        start = at if at != -1 else start
     return start
+
+
+def _blank(text: str) -> bool:
+    """Whether ``text`` is only white space (empty included)."""
+    return _lstrip_len(text) == len(text)
 
 
 def _held_prefix(text: str, markers: tuple[str, ...], start: int) -> int:
@@ -286,13 +301,17 @@ class CohereFilter:
         if s.done:
             return Pieces()
         s.written += len(text)
-        blank = s.blank and s.section in (ANSWER, THINKING) and not text.strip(_SPACE)
+        blank = self._blank_text() and _blank(text)
         if not (s.starved or blank):
             cost = max(0, len(s.held) - REREAD_WINDOW)
             if s.reread + cost <= REREAD_PER_CHAR * s.written + REREAD_FREE:
                 s.reread += cost
-                unread, s.unread = "".join(s.unread), []
-                return self._write(unread + text)
+                if s.unread:
+                    # What waits is white space, as is what is held: no marker is in it.
+                    joined, s.unread = "".join([*s.unread, text]), []
+                    s.scanned = len(s.held) + len(joined) - len(text)
+                    text = joined
+                return self._write(text)
             s.starved = True
         # White space after white space is held until text shows it was not the end;
         # past the budget everything is. Either waits unread, not copied per chunk.
@@ -320,20 +339,30 @@ class CohereFilter:
             self._enter(self.markers[found])
         s.held = held[read:]
         s.scanned = len(s.held)  # no marker in it: the next write looks only past it
-        s.blank = not s.held.strip(_SPACE)
+        s.blank = _blank(s.held)
         return out
 
     def flush(self) -> Pieces:
         s = self.s
         out = Pieces()
-        if s.unread:
+        if s.starved and s.unread:
             unread, s.unread = "".join(s.unread), []
             out = self._write(unread)
         s.done = True
-        if s.held:
+        if self._blank_text():
+            # Only white space is held or waits unread: an output's end sends none of
+            # it, so none of it is read (a blank output's end would read all of it).
+            # What a read would leave is left, so the last snapshot stays the same.
+            s.scanned += sum(map(len, s.unread))
+            s.held, s.unread = "", []
+        elif s.held:
             held, s.held = s.held, ""
             self._read(s.section, held, final=True, out=out)
         return out
+
+    def _blank_text(self) -> bool:
+        """Whether what is held is white space in a section whose text ends trimmed."""
+        return self.s.blank and self.s.section in (ANSWER, THINKING)
 
     def _enter(self, section: str) -> None:
         s = self.s
