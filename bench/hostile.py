@@ -563,6 +563,15 @@ CONFIGS: dict[str, Config] = {
         call_open='<tool_call>\n{"name": "save_note", "arguments": {"body": ',
         call='<tool_call>\n{"name": "save_note", "arguments": {"body": "x"}}\n</tool_call>\n',
     ),
+    # Command 4's preset: its output opens in thinking, and it knows <|START_TEXT|>.
+    "cohere_command4+cohere_command4": Config(
+        "cohere_command4",
+        "cohere_command4",
+        call_open=COHERE_CALL_OPEN,
+        call='{"tool_call_id": "0", "tool_name": "save_note", "parameters": {"body": "x"}},\n',
+        section="<|START_ACTION|>[\n",
+        after_reasoning="<|START_THINKING|>Short thought.<|END_THINKING|>",
+    ),
 }
 
 
