@@ -138,6 +138,37 @@ def test_named_captures_and_a_json_dialect_read_alike_in_any_chunking(
     assert [(c.name, c.arguments) for c in parsed[2]] == calls
 
 
+# Delimiters behind a run of characters that each may start one, at or past the reader's
+# first stretch (64 characters), and vLLM 0.33.0's stream of each (checked with its
+# ResponseTemplateParser in every chunking below: it reads them alike).
+WINDOW_CASES = [
+    ("<|turn>model\n", "x" * 63 + "<<turn|>Paris", ("", "x" * 63 + "<Paris", [])),
+    ("<|turn>model\n", "<" * 127 + "<turn|>Paris", ("", "<" * 127 + "Paris", [])),
+    ("<|turn>model\n", "<" * 128 + "<turn|>Paris", ("", "<" * 128 + "Paris", [])),
+    (
+        "<|turn>model\n",
+        "<" * 127 + "<|channel>thought\nr<channel|>Paris",
+        ("r", "<" * 127 + "Paris", []),
+    ),
+    (
+        "<|turn>model\n",
+        "<" * 63 + "<|tool_call>call:get_weather{days:2}<tool_call|>Paris",
+        ("", "<" * 63 + "Paris", [("get_weather", '{"days": 2}')]),
+    ),
+]
+
+
+@pytest.mark.parametrize(("prompt", "output", "expected"), WINDOW_CASES)
+def test_a_delimiter_past_the_first_stretch_reads_alike_in_any_chunking(
+    prompt: str, output: str, expected: Any
+) -> None:
+    for size in (1, 2, 3, 7, 63, 64, 65, len(output)):
+        stream = _stream(GEMMA4_RESPONSE_TEMPLATE, prompt)
+        pieces = [output[i : i + size] for i in range(0, len(output), size)]
+        deltas = [stream.step(p, [], i == len(pieces) - 1) for i, p in enumerate(pieces)]
+        assert _fold(deltas) == expected, size
+
+
 def test_call_markup_is_content_when_calls_are_not_read() -> None:
     stream = _stream(QWEN3_RESPONSE_TEMPLATE, "<|im_start|>assistant\n", tools=False)
     output = 'a\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>b'
