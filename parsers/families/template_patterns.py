@@ -474,8 +474,10 @@ class Scanner:
     def read(self, text: str, base: int, end: int, limit: int) -> None:
         """Advance the search over ``text`` (which ends at absolute position ``end``):
         each position before ``limit`` seeds a search (lowest in priority) until a match
-        is found; threads already running are followed past ``limit`` until they end.
-        The search stops once nothing can outrank its match."""
+        is found; threads that started before ``limit`` are followed past it until they
+        end, and every position they pass seeds one too, so the search has always seeded
+        every position it has read (one read later never skips a start). The search
+        stops once nothing can outrank its match."""
         s = self.s
         pattern = self.pattern
         program = pattern.program
@@ -483,7 +485,9 @@ class Scanner:
         at = s.read
         threads = s.threads
         while at < end:
-            if s.found is None and at < limit:
+            if s.found is None:
+                if at >= limit and not any(t.start < limit for t in threads):
+                    break  # read and seeded up to here: a later read seeds on from here
                 if not threads and pattern.skip is not None:
                     at = _next_start(pattern.skip, text, base, at, min(end, limit))
                     if at == min(end, limit):
