@@ -484,10 +484,21 @@ class Scanner:
         slots0 = [-1] * (2 * len(pattern.groups))
         at = s.read
         threads = s.threads
+        # Characters a step (seed included) leaves the threads unchanged by: a run of
+        # them, such as white space a leading ``\s*`` loop reads, is passed over.
+        steady: set[str] = set()
         while at < end:
-            if s.found is None:
-                if at >= limit and not any(t.start < limit for t in threads):
-                    break  # read and seeded up to here: a later read seeds on from here
+            early = bool(threads) and min(t.start for t in threads) < limit
+            if s.found is None and at >= limit and not early:
+                break  # read and seeded up to here: a later read seeds on from here
+            if steady:
+                stop = end if s.found is not None or early else min(end, limit)
+                while at < stop and text[at - base] in steady:
+                    at += 1
+                if at == stop:
+                    continue
+            before, found = list(threads), s.found
+            if found is None:
                 if not threads and pattern.skip is not None:
                     at = _next_start(pattern.skip, text, base, at, min(end, limit))
                     if at == min(end, limit):
@@ -506,6 +517,10 @@ class Scanner:
                     nxt, seen, step.targets[0], thread.start, thread.slots, at + 1
                 ):
                     break
+            if s.found is found and nxt == before:
+                steady.add(ch)
+            else:
+                steady.clear()
             threads = nxt
             at += 1
         s.threads = threads
