@@ -493,8 +493,7 @@ class Scanner:
                 break  # read and seeded up to here: a later read seeds on from here
             if steady:
                 stop = end if s.found is not None or early else min(end, limit)
-                while at < stop and text[at - base] in steady:
-                    at += 1
+                at = _past_run(text, base, at, stop, "".join(steady))
                 if at == stop:
                     continue
             before, found = list(threads), s.found
@@ -557,6 +556,21 @@ def _next_start(skip: Skip, text: str, base: int, at: int, bound: int) -> int:
         while start > at and lead.match(text, start - 1 - base):
             start -= 1
     return start
+
+
+def _past_run(text: str, base: int, at: int, stop: int, chars: str) -> int:
+    """The first position from ``at`` (before ``stop``) of a character not in ``chars``,
+    or ``stop``. Read in pieces that double, so a short run costs little more than its
+    length and a long one is stripped at C speed."""
+    size = 16
+    while at < stop:
+        piece = text[at - base : min(stop, at + size) - base]
+        rest = len(piece.lstrip(chars))
+        at += len(piece) - rest
+        if rest:
+            break
+        size *= 2
+    return at
 
 
 def search_all(pattern: Pattern, text: str) -> list[tuple[Found, dict[str, str]]]:
