@@ -10,12 +10,15 @@ and delimiter searches that stay linear on held text.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import time
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.examples.response_templates import (
     GEMMA4_RESPONSE_TEMPLATE,
@@ -136,6 +139,93 @@ def test_named_captures_and_a_json_dialect_read_alike_in_any_chunking(
     reasoning, content, calls = expected
     assert (parsed[0] or "", parsed[1] or "") == (reasoning, content)
     assert [(c.name, c.arguments) for c in parsed[2]] == calls
+
+
+# Delimiters behind a run of characters that each may start one, at or past the reader's
+# first stretch (64 characters), and vLLM 0.33.0's stream of each (checked with its
+# ResponseTemplateParser in every chunking below: it reads them alike).
+WINDOW_CASES = [
+    ("<|turn>model\n", "x" * 63 + "<<turn|>Paris", ("", "x" * 63 + "<Paris", [])),
+    ("<|turn>model\n", "<" * 127 + "<turn|>Paris", ("", "<" * 127 + "Paris", [])),
+    ("<|turn>model\n", "<" * 128 + "<turn|>Paris", ("", "<" * 128 + "Paris", [])),
+    (
+        "<|turn>model\n",
+        "<" * 127 + "<|channel>thought\nr<channel|>Paris",
+        ("r", "<" * 127 + "Paris", []),
+    ),
+    (
+        "<|turn>model\n",
+        "<" * 63 + "<|tool_call>call:get_weather{days:2}<tool_call|>Paris",
+        ("", "<" * 63 + "Paris", [("get_weather", '{"days": 2}')]),
+    ),
+]
+
+
+@pytest.mark.parametrize(("prompt", "output", "expected"), WINDOW_CASES)
+def test_a_delimiter_past_the_first_stretch_reads_alike_in_any_chunking(
+    prompt: str, output: str, expected: Any
+) -> None:
+    for size in (1, 2, 3, 7, 63, 64, 65, len(output)):
+        stream = _stream(GEMMA4_RESPONSE_TEMPLATE, prompt)
+        pieces = [output[i : i + size] for i in range(0, len(output), size)]
+        deltas = [stream.step(p, [], i == len(pieces) - 1) for i, p in enumerate(pieces)]
+        assert _fold(deltas) == expected, size
+
+
+# Outputs with a delimiter (or the start of one) 60 to 70 characters in, or as far past
+# the reader's second stretch of 64, behind plain text and a run of characters that each
+# start a delimiter's search (a search running at a stretch's end must not skip one).
+_TEMPLATES = {
+    "gemma4": (
+        GEMMA4_RESPONSE_TEMPLATE,
+        "<|turn>model\n",
+        [
+            "<turn|>",
+            "<|channel>thought\nr<channel|>",
+            "<|tool_call>call:get_weather{days:2}<tool_call|>",
+        ],
+    ),
+    "qwen3": (
+        QWEN3_RESPONSE_TEMPLATE,
+        "<|im_start|>assistant\n<think>\n",
+        [
+            "</think>",
+            "<|im_end|>",
+            '\n<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>',
+        ],
+    ),
+}
+
+
+@st.composite
+def _window_case(draw: st.DrawFn) -> tuple[str, str, list[int]]:
+    name = draw(st.sampled_from(sorted(_TEMPLATES)))
+    at = draw(st.integers(60, 70)) + draw(st.sampled_from([0, 64]))
+    run = draw(st.integers(0, at))
+    head = draw(st.sampled_from("x \n")) * (at - run) + draw(st.sampled_from("<|")) * run
+    marker = draw(st.sampled_from(_TEMPLATES[name][2]))
+    cut = draw(st.integers(0, len(marker)))
+    output = head + marker[:cut] + draw(st.sampled_from(["", "Paris", "<"])) + marker[cut:]
+    cuts = draw(st.lists(st.integers(0, len(output)), max_size=12))
+    return name, output + "Paris", cuts
+
+
+@settings(max_examples=150, deadline=None)
+@given(generated=_window_case())
+def test_any_chunking_reads_a_delimiter_near_the_stretch_end_alike(
+    generated: tuple[str, str, list[int]],
+) -> None:
+    name, output, cuts = generated
+    template, prompt, _ = _TEMPLATES[name]
+
+    def read(pieces: list[str]) -> Any:
+        stream = _stream(template, prompt)
+        return _fold([stream.step(p, [], i == len(pieces) - 1) for i, p in enumerate(pieces)])
+
+    bounds = sorted({0, len(output), *cuts})
+    one_char = read(list(output))
+    assert read([output]) == one_char
+    assert read([output[a:b] for a, b in itertools.pairwise(bounds) if b > a]) == one_char
 
 
 def test_call_markup_is_content_when_calls_are_not_read() -> None:

@@ -49,6 +49,15 @@ def hermes_output(draw: st.DrawFn, reasoning: bool, tag: str = "tool_call") -> s
 
 
 @st.composite
+def window_output(draw: st.DrawFn) -> str:
+    """Plain text and a run of ``<`` (each may start a delimiter) 60 to 70 characters
+    long, or as far past the template reader's second stretch of 64, before an output."""
+    length = draw(st.integers(60, 70)) + draw(st.sampled_from([0, 64]))
+    run = draw(st.one_of(st.just(length), st.integers(0, length)))
+    return "x" * (length - run) + "<" * run + draw(hermes_output(reasoning=True))
+
+
+@st.composite
 def coder_output(draw: st.DrawFn) -> str:
     out = draw(text) + "\n</think>\n\n"
     for name, arguments in draw(st.lists(args, max_size=3)):
@@ -438,9 +447,9 @@ CONFIGS = {
     "k2_horizon (tools)": (("k2_horizon", None), k2_horizon_output()),
     "apertus": (("apertus", None), apertus_output()),
     "lfm2": (("lfm2", None), lfm2_output()),
-    "hf+hf": (("hf", "hf"), hermes_output(reasoning=True)),
+    "hf+hf": (("hf", "hf"), st.one_of(hermes_output(reasoning=True), window_output())),
     "hf (tools)": (("hf", None), hermes_output(reasoning=False)),
-    "beam+beam": (("beam", "beam"), hermes_output(reasoning=True)),
+    "beam+beam": (("beam", "beam"), st.one_of(hermes_output(reasoning=True), window_output())),
 }
 # Tool parsers whose stream takes a bounded step per chunk and leaves the rest to later
 # chunks: what the last chunk leaves never goes out (vLLM's ernie45 and step3,

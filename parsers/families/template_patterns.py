@@ -474,16 +474,30 @@ class Scanner:
     def read(self, text: str, base: int, end: int, limit: int) -> None:
         """Advance the search over ``text`` (which ends at absolute position ``end``):
         each position before ``limit`` seeds a search (lowest in priority) until a match
-        is found; threads already running are followed past ``limit`` until they end.
-        The search stops once nothing can outrank its match."""
+        is found; threads that started before ``limit`` are followed past it until they
+        end, and every position they pass seeds one too, so the search has always seeded
+        every position it has read (one read later never skips a start). The search
+        stops once nothing can outrank its match."""
         s = self.s
         pattern = self.pattern
         program = pattern.program
         slots0 = [-1] * (2 * len(pattern.groups))
         at = s.read
         threads = s.threads
+        # Characters a step (seed included) leaves the threads unchanged by: a run of
+        # them, such as white space a leading ``\s*`` loop reads, is passed over.
+        steady: set[str] = set()
         while at < end:
-            if s.found is None and at < limit:
+            early = bool(threads) and min(t.start for t in threads) < limit
+            if s.found is None and at >= limit and not early:
+                break  # read and seeded up to here: a later read seeds on from here
+            if steady:
+                stop = end if s.found is not None or early else min(end, limit)
+                at = _past_run(text, base, at, stop, "".join(steady))
+                if at == stop:
+                    continue
+            before, found = list(threads), s.found
+            if found is None:
                 if not threads and pattern.skip is not None:
                     at = _next_start(pattern.skip, text, base, at, min(end, limit))
                     if at == min(end, limit):
@@ -502,6 +516,10 @@ class Scanner:
                     nxt, seen, step.targets[0], thread.start, thread.slots, at + 1
                 ):
                     break
+            if s.found is found and nxt == before:
+                steady.add(ch)
+            else:
+                steady.clear()
             threads = nxt
             at += 1
         s.threads = threads
@@ -538,6 +556,21 @@ def _next_start(skip: Skip, text: str, base: int, at: int, bound: int) -> int:
         while start > at and lead.match(text, start - 1 - base):
             start -= 1
     return start
+
+
+def _past_run(text: str, base: int, at: int, stop: int, chars: str) -> int:
+    """The first position from ``at`` (before ``stop``) of a character not in ``chars``,
+    or ``stop``. Read in pieces that double, so a short run costs little more than its
+    length and a long one is stripped at C speed."""
+    size = 16
+    while at < stop:
+        piece = text[at - base : min(stop, at + size) - base]
+        rest = len(piece.lstrip(chars))
+        at += len(piece) - rest
+        if rest:
+            break
+        size *= 2
+    return at
 
 
 def search_all(pattern: Pattern, text: str) -> list[tuple[Found, dict[str, str]]]:

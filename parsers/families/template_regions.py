@@ -199,20 +199,25 @@ class RegionReader:
             scanners.append((kind, f, pattern, Scanner(pattern, state)))
         # Read every search a doubling stretch at a time until one has a result: the
         # text past the first delimiter is read again after it is taken, so reading far
-        # beyond it would cost the rest of the text per delimiter.
-        limit, stretch = s.pos, _FIRST_STRETCH
+        # beyond it would cost the rest of the text per delimiter. A result is the
+        # leftmost once every search without a match has read past its start (a search
+        # may have read further than another, following a thread that began before the
+        # stretch's end); until then every search reads to just past it.
+        limit, stretch = min(end, s.pos + _FIRST_STRETCH), _FIRST_STRETCH
         while True:
-            limit = min(end, limit + stretch)
-            stretch *= 2
             for _, _, _, scanner in scanners:
                 scanner.read(s.text, s.base, end, limit)
-            starts = [x for _, _, _, sc in scanners if (x := sc.result_start(eos)) is not None]
-            if starts or limit >= end:
+            if limit >= end:
                 break
-        if starts:  # else every search has read to the end already
-            bound = min(starts) + 1
-            for _, _, _, scanner in scanners:
-                scanner.read(s.text, s.base, end, bound)
+            starts = [x for _, _, _, sc in scanners if (x := sc.result_start(eos)) is not None]
+            if starts:
+                first = min(starts)
+                if all(sc.s.found is not None or sc.s.read > first for *_, sc in scanners):
+                    break
+                limit = first + 1
+            else:
+                stretch *= 2
+                limit = min(end, limit + stretch)
         for kind, f, pattern, scanner in scanners:
             state = scanner.s
             found = state.found
