@@ -841,6 +841,18 @@ LONG_FAMILIES: dict[str, Family] = {
         unit_ids=lambda tokenizer: [longest_token_of(tokenizer, "}]")],
         applies=_has_call,
     ),
+    # Reasoning made of the vocabulary's longest blank tokens: the engine's families hold
+    # reasoning's trailing whitespace until more reasoning comes, a run that grows with
+    # the output. (The output starts where the prompt leaves it: in reasoning, for a
+    # format whose thinking is on.)
+    "long blank tokens in reasoning": Family(
+        _fixed(""),
+        _fixed(""),
+        in_tools=False,
+        unit_ids=longest_blank_tokens,
+        applies=lambda config: config.reasoning is not None,
+        modes=("stream",),
+    ),
 }
 
 

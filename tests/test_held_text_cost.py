@@ -15,7 +15,11 @@ from collections.abc import Callable
 
 import pytest
 
-from app.examples.hostile_tokens import continuation_pair_id, longest_tokens
+from app.examples.hostile_tokens import (
+    continuation_pair_id,
+    longest_blank_tokens,
+    longest_tokens,
+)
 from app.examples.response_templates import QWEN3_RESPONSE_TEMPLATE, QWEN35_RESPONSE_TEMPLATE
 from app.tokens.tokenizer import Tokenizer
 from parsers.families.deepseek import (
@@ -35,6 +39,7 @@ from parsers.families.response_template import read_template
 from parsers.families.template_regions import RegionReader, RegionState
 from parsers.registry import ParserFactory
 from parsers.types import ParseOptions, ToolSpec, Vocabulary
+from tests.support.synthetic_tokenizers import FAMILY_TOKENS
 from tests.support.tokenizers import bundled_tokenizer, qwen3_with_tokens
 
 Step = Callable[[], object]
@@ -195,6 +200,35 @@ def _named(
     return lambda long_text: start
 
 
+@functools.cache
+def _inkling_tokenizer() -> Tokenizer:
+    return qwen3_with_tokens(*FAMILY_TOKENS["inkling"])
+
+
+def _blank_tokens(
+    tool: str | None, reasoning: str, tokenizer: Callable[[], Tokenizer], head: str
+) -> Callable[[str], Callable[[], Step]]:
+    """The pair's stream fed ``head`` a token per chunk, then the vocabulary's longest
+    blank token per chunk (as ``bench hostile``'s long blank tokens)."""
+
+    def build(long_text: str) -> Callable[[], Step]:
+        vocab = tokenizer()
+        factory = ParserFactory(tool, reasoning, True, vocab.vocabulary)
+        options = ParseOptions(tools=(_SAVE_NOTE,), tool_choice="auto")
+        blank = longest_blank_tokens(vocab, 1)[0]
+        text = vocab.decode([blank])
+
+        def start() -> Step:
+            stream = factory.stream_for_request(options, "seed")
+            for token in vocab.encode(head):
+                stream.step(vocab.decode([token]), [token], None, [])
+            return lambda: stream.step(text, [blank], None, [])
+
+        return start
+
+    return build
+
+
 # Each case and its chunk count: the larger stream has eight times as many.
 CASES: dict[str, tuple[Callable[[str], Callable[[], Step]], int]] = {
     "engine: a marker's text never shows (deepseek)": (deepseek_deferred, 1_000),
@@ -240,6 +274,37 @@ CASES: dict[str, tuple[Callable[[str], Callable[[], Step]], int]] = {
     ),
     "llama3_json: a string argument": (
         _named("llama3_json", '{"name": "save_note", "parameters": {"body": "', _WORD),
+        1_000,
+    ),
+    # A reasoning parser holds content while it is only whitespace, and the stream stays
+    # with it until reasoning ends: Granite 4.2's ends only once the answer brings
+    # something besides newlines, Inkling's never by a token.
+    "granite_thinking: blank content after reasoning": (
+        _blank_tokens(
+            "qwen3_coder",
+            "granite_thinking_parser",
+            functools.partial(bundled_tokenizer, "qwen3"),
+            "Short thought.</think>",
+        ),
+        1_000,
+    ),
+    "inkling: blank content after a thinking block": (
+        _blank_tokens(
+            "inkling",
+            "inkling",
+            _inkling_tokenizer,
+            "<|content_thinking|>Short thought.<|end_message|>",
+        ),
+        1_000,
+    ),
+    # The engine's reasoning holds a reasoning delta's trailing whitespace until more
+    # reasoning comes: a blank reasoning grows it by every chunk.
+    "engine: blank reasoning (kimi_k2)": (
+        _blank_tokens(None, "kimi_k2", functools.partial(bundled_tokenizer, "qwen3"), "x"),
+        1_000,
+    ),
+    "engine: blank reasoning held by the tool parser (inkling)": (
+        _blank_tokens("inkling", None, _inkling_tokenizer, "<|content_thinking|>x"),
         1_000,
     ),
 }

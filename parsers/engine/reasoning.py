@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from msgspec import field
+
 from parsers.engine.core import (
     CONTENT,
     REASONING,
@@ -84,28 +86,37 @@ class ThinkMarkers(PromptMarkers):
 
 
 class HeldReasoning(Protocol):
-    deferred_reasoning: str
+    trailing_reasoning: list[str]
 
 
 def hold_trailing_reasoning(delta: Delta | None, state: HeldReasoning, ended: bool) -> Delta | None:
     """vLLM's engines hold a reasoning delta's trailing whitespace until more reasoning
-    shows it was not the end (the end drops it)."""
+    shows it was not the end (the end drops it).
+
+    The whitespace is held in the pieces it came in: a blank reasoning grows it by every
+    chunk, and adding each piece to it would copy it all each time.
+    """
     if delta is not None and delta.reasoning is not None:
-        combined = state.deferred_reasoning + delta.reasoning
-        trimmed = combined.rstrip()
-        state.deferred_reasoning = combined[len(trimmed) :]
+        held = state.trailing_reasoning
+        trimmed = delta.reasoning.rstrip()
+        tail = delta.reasoning[len(trimmed) :]
+        if trimmed and held:
+            trimmed = "".join(held) + trimmed
+            state.trailing_reasoning = held = []
+        if tail:
+            held.append(tail)
         delta.reasoning = trimmed or None
         if delta.reasoning is None and delta.content is None and not delta.tool_calls:
             return None
-    elif state.deferred_reasoning and ended:
-        state.deferred_reasoning = ""
+    elif state.trailing_reasoning and ended:
+        state.trailing_reasoning = []
     return delta
 
 
 class HeldReasoningState(Qwen3ReasoningState):
     """A reasoning stream's state plus the trailing whitespace it holds back."""
 
-    deferred_reasoning: str = ""
+    trailing_reasoning: list[str] = field(default_factory=list)
 
 
 class HoldingReasoning(Qwen3Reasoning):

@@ -88,7 +88,7 @@ class ReasoningToolState(EngineToolState[SlotT]):
     """The state of a format whose tool parser holds a reasoning delta's trailing
     whitespace (see ``EngineTools.reasoning_format``)."""
 
-    deferred_reasoning: str = ""
+    trailing_reasoning: list[str] = field(default_factory=list)
     reasoning_ended: bool = False
 
 

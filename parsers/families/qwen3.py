@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from parsers.engine.core import (
     CLOSE_ANGLE,
@@ -115,7 +115,10 @@ class ThinkGrammar(Protocol):
 class Qwen3ReasoningState(Struct, tag="qwen3"):
     engine: EngineState | None = None
     ended: bool = False
-    deferred_content: str = ""
+    # Content that is only whitespace so far, held in the pieces it came in until
+    # something else (or the end) comes: a blank answer grows it by every chunk, and
+    # joining it per chunk would copy it all each time.
+    blank_content: list[str] = field(default_factory=list)
     content_has_nonws: bool = False
 
 
@@ -177,7 +180,7 @@ class Qwen3Reasoning:
                 state.engine = EngineState(self._start_state())
             live = self._live = self._engine(state.engine)
         if (
-            not state.deferred_content
+            not state.blank_content
             and live.plain(text, token_ids)
             and live.plain_kind() == REASONING_TEXT
         ):
@@ -190,7 +193,7 @@ class Qwen3Reasoning:
         if state.engine is None:
             state.engine = EngineState(self._start_state())
         events = self._engine(state.engine).finish()
-        if events or state.deferred_content:
+        if events or state.blank_content:
             return self._delta(events, finished=True)
         return None
 
@@ -214,29 +217,33 @@ class Qwen3Reasoning:
 
     def _delta(self, events: list[Event], finished: bool) -> Delta | None:
         state = self.state
-        if not events and not state.deferred_content:
+        held = state.blank_content
+        if not events and not held:
             return None
-        if len(events) == 1 and events[0].kind == REASONING_TEXT and not state.deferred_content:
+        if len(events) == 1 and events[0].kind == REASONING_TEXT and not held:
             # Reasoning text alone (the plain-text fast path's one event).
             return Delta(reasoning=events[0].value) if events[0].value else None
-        content_parts = [state.deferred_content]
-        state.deferred_content = ""
+        content_parts: list[str] = []
         reasoning_parts = []
         for event in events:
             if event.kind == TEXT:
-                content_parts.append(event.value)
+                if event.value:
+                    content_parts.append(event.value)
             elif event.kind == REASONING_TEXT:
                 reasoning_parts.append(event.value)
             elif event.kind == REASONING_END:
                 state.ended = True
-        content = "".join(content_parts)
         # Whitespace-only content before any real content waits for what follows.
-        if not state.content_has_nonws and content:
-            if content.strip():
+        if not state.content_has_nonws and (held or content_parts):
+            if not all(part.isspace() for part in content_parts):
                 state.content_has_nonws = True
             elif not finished:
-                state.deferred_content = content
-                content = ""
+                held.extend(content_parts)
+                content_parts = []
+            if content_parts or finished:
+                content_parts[:0] = held
+                state.blank_content = []
+        content = "".join(content_parts)
         reasoning = "".join(reasoning_parts)
         if content or reasoning:
             return Delta(content=content or None, reasoning=reasoning or None)
