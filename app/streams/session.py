@@ -164,8 +164,7 @@ class StreamSession:
         # The history as ints; None while only ``_history`` holds it (read when asked).
         self._token_ids: list[int] | None = []
         self._chunk_lens: list[int] | None = []
-        # The history as JSON, written from the ints when a full state or a Redis name
-        # first asks (compact states never do); one of the two forms is always there.
+        # The history as JSON; None until a full state or a Redis name first asks for it.
         self._history: HistoryJson | None = None
         self._digest = StreamDigest()  # names the history in a compact state
         # The history as json.dumps writes it, kept once a client re-encodes the state.
@@ -358,8 +357,9 @@ class StreamSession:
 
     def history_diverges(self, history: HistoryJson) -> bool:
         """Whether ``history`` continues this session's neither way (is neither an
-        earlier nor a later point of it)."""
-        return self._json().diverges(history)
+        earlier nor a later point of it); a JSON written for it is not kept (the store may
+        hand the session out meanwhile)."""
+        return (self._history or HistoryJson(COMPACT, *self._decoded())).diverges(history)
 
     def compact_state(self, state: StreamState, context: bytes) -> CompactStreamState:
         """``state`` (this session's, after its last chunk) as a compact state: its
