@@ -35,29 +35,23 @@ _key_decoder = msgspec.json.Decoder(_CompactKey | None)
 
 class StreamDigest:
     """The running digest of what a compact state leaves out: the history, chunk by
-    chunk (its boundaries included), and the pinned tool-call ids, one by one. Each
-    link is its own, so the digest does not depend on when it was taken: a session kept
-    live and one rebuilt by replay name the same stream the same way. It folds in what
-    was added since it was last taken, so a stream that never asks for a compact state
-    never pays for one."""
+    chunk (its boundaries included), and the pinned tool-call ids, one by one. The
+    history is one hash under the stream's context (its key) fed each chunk as a
+    msgpack array, so a chunk costs one update and the name one finalization; the
+    arrays delimit themselves, so the hash reads one history one way only. It does not
+    depend on when it was taken: a session kept live and one rebuilt by replay name the
+    same stream the same way. It folds in what was added since it was last taken, so a
+    stream that never asks for a compact state never pays for one."""
 
-    __slots__ = (
-        "_chunks_seen",
-        "_context",
-        "_context_hash",
-        "_history",
-        "_ids",
-        "_ids_seen",
-        "_tokens_seen",
-    )
+    __slots__ = ("_chunks_seen", "_context", "_history", "_ids", "_ids_seen", "_tokens_seen")
 
     def __init__(self) -> None:
-        self._history = bytes(_DIGEST_BYTES)
+        # The hash of the history so far, keyed by the context it was begun under (a
+        # placeholder until the first is named).
+        self._history = _EMPTY
+        self._context: bytes | None = None
         self._ids = bytes(_DIGEST_BYTES)
         self._chunks_seen = self._tokens_seen = self._ids_seen = 0
-        # The digest's hash fed its context so far: a stream names itself under one.
-        self._context: bytes | None = None
-        self._context_hash = _EMPTY
 
     def named(
         self,
@@ -70,30 +64,37 @@ class StreamDigest:
         and tool-call ids under ``context`` (the stream's fingerprint digest: two streams
         sharing a request id and a history still differ). They continue what it was last
         taken of: a stream's history and pinned ids only grow."""
-        chunks_seen = self._chunks_seen
-        if chunks_seen < len(chunk_lens):
+        if context != self._context:  # begun again under it (a session has one context)
+            self._history = hashlib.blake2b(key=context, digest_size=_DIGEST_BYTES)
+            self._context = context
+            self._chunks_seen = self._tokens_seen = 0
+        chunks_seen, chunks = self._chunks_seen, len(chunk_lens)
+        if chunks_seen + 1 == chunks:  # most replies: the one chunk fed since the last
+            seen, size = self._tokens_seen, chunk_lens[-1]
+            self._history.update(_msgpack(token_ids[seen : seen + size]))
+            self._tokens_seen, self._chunks_seen = seen + size, chunks
+        elif chunks_seen < chunks:
             history, seen = self._history, self._tokens_seen
             for size in chunk_lens[chunks_seen:]:
-                history = _link(history, _msgpack(token_ids[seen : seen + size]))
+                history.update(_msgpack(token_ids[seen : seen + size]))
                 seen += size
-            self._history, self._tokens_seen = history, seen
-            self._chunks_seen = len(chunk_lens)
+            self._tokens_seen, self._chunks_seen = seen, chunks
         if self._ids_seen < len(call_ids):
             for call_id in call_ids[self._ids_seen :]:
                 self._ids = _link(self._ids, call_id.encode())
             self._ids_seen = len(call_ids)
-        if context != self._context:
-            self._context_hash = _EMPTY.copy()
-            self._context_hash.update(context)
-            self._context = context
-        named = self._context_hash.copy()
-        named.update(self._history + self._ids)
+        if not self._ids_seen:
+            return self._history.hexdigest()
+        # After the arrays, a byte no msgpack value starts with, then the ids' chain.
+        named = self._history.copy()
+        named.update(_IDS_MARK + self._ids)
         return named.hexdigest()
 
 
 _msgpack = msgspec.msgpack.Encoder().encode
-# Copied rather than built per hash: a copy costs half what parsing a constructor's
-# parameters does, and a chunk takes two hashes.
+_IDS_MARK = b"\xc1"  # never used by msgpack
+# Copied rather than built per link of the ids' chain: a copy costs half what parsing a
+# constructor's parameters does.
 _EMPTY = hashlib.blake2b(digest_size=_DIGEST_BYTES)
 
 

@@ -12,7 +12,9 @@ the history with its original chunk boundaries, which leaves it exactly where th
 previous chunk left it, or restored from a Redis snapshot. A session restored from the
 history's JSON as a client sent it keeps that JSON and reads it as ints only if
 something asks for them (a compact state's digest, a ``json.dumps`` client): a restore
-costs a copy and a hash of the history, not a decode. Either way, the next chunk is fed
+costs a copy and a hash of the history, not a decode. A session built otherwise keeps
+the ints and writes the JSON only when a full state or a Redis name first asks for it:
+a stream answered with compact states never writes it. Either way, the next chunk is fed
 the same way.
 """
 
@@ -162,7 +164,8 @@ class StreamSession:
         # The history as ints; None while only ``_history`` holds it (read when asked).
         self._token_ids: list[int] | None = []
         self._chunk_lens: list[int] | None = []
-        self._history = HistoryJson(COMPACT)
+        # The history as JSON; None until a full state or a Redis name first asks for it.
+        self._history: HistoryJson | None = None
         self._digest = StreamDigest()  # names the history in a compact state
         # The history as json.dumps writes it, kept once a client re-encodes the state.
         self._dumps_history: HistoryJson | None = None
@@ -191,8 +194,14 @@ class StreamSession:
         """The history as ints, read from its JSON the first time a restored session
         is asked (O(history) once; a chunk's own work never asks)."""
         if self._token_ids is None or self._chunk_lens is None:
-            self._token_ids, self._chunk_lens = self._history.decoded()
+            self._token_ids, self._chunk_lens = self._json().decoded()
         return self._token_ids, self._chunk_lens
+
+    def _json(self) -> HistoryJson:
+        """The history as JSON: written from the ints when first asked, then grown."""
+        if self._history is None:
+            self._history = HistoryJson(COMPACT, *self._decoded())
+        return self._history
 
     def answer(self, request: ChatStreamDerenderRequest, state: StreamState) -> None:
         """Remember the request just answered, and the state its reply carried: only
@@ -254,7 +263,7 @@ class StreamSession:
             + sys.getsizeof(carried)
             + (int_list_bytes(self._token_ids) if self._token_ids is not None else 0)
             + sys.getsizeof(self._chunk_lens)
-            + self._history.size()
+            + (self._history.size() if self._history is not None else 0)
             + (self._dumps_history.size() if self._dumps_history is not None else 0)
         )
 
@@ -325,7 +334,8 @@ class StreamSession:
             return self.parser.step("", token_ids, finish_reason, self.prompt_token_ids)
         text = self.detokenizer.decode(text_ids)
         delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
-        self._history.extend(token_ids)
+        if self._history is not None:
+            self._history.extend(token_ids)
         if self._dumps_history is not None:
             self._dumps_history.extend(token_ids)
         self.output_tokens += len(token_ids)
@@ -337,18 +347,19 @@ class StreamSession:
     def history_json(self) -> tuple[Raw, Raw]:
         """``output_token_ids`` and ``output_chunk_lens`` as JSON, as msgspec encodes
         them, kept up to date chunk by chunk so a reply never re-encodes the history."""
-        ids, lens = self._history.arrays()
+        ids, lens = self._json().arrays()
         return Raw(ids), Raw(lens)
 
     def state_digest(self, state: StreamState) -> bytes:
         """What names ``state`` (this session's, after its last chunk) in a Redis
         snapshot's envelope, from the running digests of its history: O(chunk)."""
-        return state_digest(compact_lifted(state), self._history.digest())
+        return state_digest(compact_lifted(state), self._json().digest())
 
     def history_diverges(self, history: HistoryJson) -> bool:
         """Whether ``history`` continues this session's neither way (is neither an
-        earlier nor a later point of it)."""
-        return self._history.diverges(history)
+        earlier nor a later point of it); a JSON written for it is not kept (the store may
+        hand the session out meanwhile)."""
+        return (self._history or HistoryJson(COMPACT, *self._decoded())).diverges(history)
 
     def compact_state(self, state: StreamState, context: bytes) -> CompactStreamState:
         """``state`` (this session's, after its last chunk) as a compact state: its
@@ -378,7 +389,7 @@ class StreamSession:
         assert self.carried is not None
         state = self.carried
         # A one-chunk history reads the same in both encodings: try both.
-        if self._history.holds(history) and sent == compact_lifted(state):
+        if self._json().holds(history) and sent == compact_lifted(state):
             return True
         if not _dumps_like(sent):
             return False
