@@ -218,7 +218,10 @@ class Lane(Protocol):
 
 
 def _finished(chunk: GenerateChunk) -> bool:
-    return any(choice.finish_reason is not None for choice in chunk.choices)
+    choices = chunk.choices
+    if len(choices) == 1:  # a message on a parsed stream carries one
+        return choices[0].finish_reason is not None
+    return any(choice.finish_reason is not None for choice in choices)
 
 
 class ParsedChatLane:
