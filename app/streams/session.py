@@ -173,11 +173,12 @@ class StreamSession:
         self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
-        # Bytes of what stays put for the session's life, measured when first kept,
-        # and of what grows with it, as last walked (at that many history tokens).
+        # Bytes of what stays put for the session's life, measured when first kept, of
+        # what grows with it as last walked, and of the whole (at that many tokens).
         self._fixed_bytes: int | None = None
-        self._walked_bytes = 0
+        self._walked_bytes = self._size = 0
         self._walked_at: int | None = None
+        self._sized_at: int | None = None
 
     @property
     def output_token_ids(self) -> list[int]:
@@ -192,6 +193,7 @@ class StreamSession:
         is asked (O(history) once; a chunk's own work never asks)."""
         if self._token_ids is None or self._chunk_lens is None:
             self._token_ids, self._chunk_lens = self._history.decoded()
+            self._sized_at = None  # it holds them now: measured again
         return self._token_ids, self._chunk_lens
 
     def answer(self, request: ChatStreamDerenderRequest, state: StreamState) -> None:
@@ -226,9 +228,16 @@ class StreamSession:
 
     def size(self, carried: bytes) -> int:
         """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must
-        match). The history is counted from its lengths; what is walked (the request
-        parts once, the parser state whenever the history has grown by a quarter since
-        it was last walked) costs amortized O(1) per token, never a walk per chunk."""
+        match): the history counted from its lengths, the parser walked as it grows by a
+        quarter, the whole as it grows by a sixteenth (16 tokens at least) or holds more."""
+        tokens, last = self.output_tokens, self._sized_at
+        fresh = last is not None and 0 <= tokens - last < max(16, last // 16)
+        if fresh and self._fixed_bytes is not None:
+            return self._size
+        self._size, self._sized_at = self._measured(carried), tokens
+        return self._size
+
+    def _measured(self, carried: bytes) -> int:
         assert self.answered is not None
         if self._fixed_bytes is None:
             seen: set[int] = set()
@@ -363,6 +372,7 @@ class StreamSession:
             self._dumps_history = HistoryJson(
                 JSON_DUMPS, self.output_token_ids, self.output_chunk_lens
             )
+            self._sized_at = None  # it holds it now: measured again
         return self._dumps_history
 
     def continues(self, sent: bytes, history: LiftedHistory | None, kept: bytes) -> bool:
