@@ -195,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsHelpFormatter,
     )
     t.add_argument("--tokens", type=positive, default=4096, help="output tokens of the stream")
+    t.add_argument(
+        "--streams", type=positive, default=256, help="streams a batch wire's frame carries"
+    )
 
     lo = commands.add_parser(
         "load",

@@ -3,10 +3,13 @@
 One qwen3 + hermes stream of ``--tokens`` tokens is sent one token per chunk to the ASGI
 app itself, without a server or a socket: as POSTs of the full protocol (its state
 echoed byte for byte), as POSTs carrying compact states, and as WebSocket messages on
-one connection. What is timed (this process's CPU, per stretch of the stream) is the
-app's work: body reading, decoding, the session, derendering, the reply. The
-difference to ``bench stream``'s server CPU is the HTTP server's (uvicorn's) share,
-which the wire does not change.
+one connection; then ``--streams`` such streams in batch frames, a frame per step
+carrying every stream's next chunk, on one WebSocket connection (``batch``) and POSTed
+to the batch path (``batch-http``, compact entries). What is timed (this process's CPU,
+per stretch of the stream; a frame's over its entries) is the app's work: body reading,
+decoding, the session, derendering, the reply. The difference to ``bench stream``'s and
+``bench load``'s server CPU is the HTTP server's (uvicorn's) share, which the wire does
+not change.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import argparse
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -27,7 +30,7 @@ from app.transports.socket_streams import SocketReply
 from bench.report import machine, progress, table, write
 from bench.workload import CHAT_REQUEST, chat_output, prompt_ids, qwen3
 
-WIRES = ("full", "compact", "websocket")
+WIRES = ("full", "compact", "websocket", "batch", "batch-http")
 # The stretches of the stream whose mean cost per chunk is reported, as fractions of it
 # (0-256, 1024-2048 and 3072-4096 of a 4,096-token stream).
 STRETCHES = ((0, 1 / 16), (1 / 4, 1 / 2), (3 / 4, 1))
@@ -41,6 +44,7 @@ class WireRun(msgspec.Struct):
     tokens: int
     cpu_s: float
     us_per_chunk: list[float]  # mean per stretch (STRETCHES)
+    streams: int = 1  # a batch wire's frame carries a chunk of each
 
 
 def _app(tokens: int) -> DerenderApp:
@@ -53,12 +57,12 @@ def _app(tokens: int) -> DerenderApp:
     return create_app(settings, qwen3())
 
 
-def _poster(app: DerenderApp, compact: bool) -> Send:
-    """A POST to the chat path, answered by the app, as a function of its body."""
+def _poster(app: DerenderApp, compact: bool, path: str = CHAT_PATH) -> Send:
+    """A POST to ``path``, answered by the app, as a function of its body."""
     headers = [(b"content-type", b"application/json")]
     if compact:
         headers.append((b"x-derender-state", b"compact"))
-    scope = {"type": "http", "method": "POST", "path": CHAT_PATH, "headers": headers}
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
 
     async def post(body: bytes) -> bytes:
         messages = iter([{"type": "http.request", "body": body, "more_body": False}])
@@ -133,17 +137,111 @@ async def _socket_stream(app: DerenderApp, output: list[int], prompt: list[int])
     return [later - earlier for earlier, later in itertools.pairwise(asked[1:])]
 
 
-def measure(wire: str, tokens: int) -> WireRun:
+def _frame(steps: list[bytes]) -> bytes:
+    return b'{"batch":[' + b",".join(steps) + b"]}"
+
+
+def _entries(
+    output: list[int], prompt: list[int], streams: int, position: int, states: list[Any] | None
+) -> bytes:
+    """The frame of step ``position``: a chunk per stream, its context on the first; with
+    ``states`` (a batch POST), each a compact chunk carrying its stream's last state."""
+    last = position == len(output) - 1
+    choice = {
+        "index": 0,
+        "token_ids": [output[position]],
+        "finish_reason": "stop" if last else None,
+    }
+    steps = []
+    for stream in range(streams):
+        entry: dict[str, Any] = {
+            "generate_chunk": {"request_id": f"b{stream}", "choices": [choice]}
+        }
+        if position == 0:
+            entry.update(prompt_token_ids=prompt, chat_request=CHAT_REQUEST)
+        elif states is not None:
+            entry["stream_state"] = states[stream]
+        steps.append(msgspec.json.encode(entry))
+    return _frame(steps)
+
+
+class _Replies(msgspec.Struct):
+    batch: list[dict[str, msgspec.Raw]]
+
+
+_replies = msgspec.json.Decoder(_Replies)
+
+
+def _states(reply: bytes) -> list[msgspec.Raw]:
+    """Each entry's state, once every entry is known to have answered its chunk."""
+    entries = _replies.decode(reply).batch
+    assert all("chunk" in entry for entry in entries), reply[:500]
+    return [entry["stream_state"] for entry in entries]
+
+
+async def _socket_frames(
+    app: DerenderApp, output: list[int], prompt: list[int], streams: int
+) -> list[float]:
+    """CPU seconds per chunk of ``streams`` streams on one connection, a frame per step:
+    the CPU between two asks for a message is one frame's, over its entries."""
+
+    def lazily() -> Iterator[dict[str, Any]]:  # a frame is built when it is asked for
+        yield {"type": "websocket.connect"}
+        for position in range(len(output)):
+            text = _entries(output, prompt, streams, position, None).decode()
+            yield {"type": "websocket.receive", "text": text}
+        yield {"type": "websocket.disconnect"}
+
+    messages = lazily()
+    asked: list[float] = []
+
+    async def receive() -> dict[str, Any]:
+        message = next(messages)  # built before the clock is read
+        asked.append(time.process_time())
+        return message
+
+    async def send(message: Message) -> None:
+        if message["type"] == "websocket.send":
+            _states(message["text"].encode())
+
+    scope = {"type": "websocket", "path": CHAT_PATH + "/ws", "headers": []}
+    await app(scope, receive, send)
+    return [(later - earlier) / streams for earlier, later in itertools.pairwise(asked[1:])]
+
+
+async def _posted_frames(
+    app: DerenderApp, output: list[int], prompt: list[int], streams: int
+) -> list[float]:
+    """CPU seconds per chunk of ``streams`` streams POSTed to the batch path, a frame per
+    step, each entry a compact chunk."""
+    post = _poster(app, False, CHAT_PATH + "/batch")
+    states: list[Any] | None = None
+    costs = []
+    for position in range(len(output)):
+        frame = _entries(output, prompt, streams, position, states)
+        started = time.process_time()
+        reply = await post(frame)
+        costs.append((time.process_time() - started) / streams)
+        states = _states(reply)
+    return costs
+
+
+def measure(wire: str, tokens: int, streams: int) -> WireRun:
     app = _app(tokens)
     tokenizer = qwen3()
     output, prompt = chat_output(tokenizer, tokens), prompt_ids(tokenizer, 100)
     if wire == "websocket":
         costs = asyncio.run(_socket_stream(app, output, prompt))
+    elif wire == "batch":
+        costs = asyncio.run(_socket_frames(app, output, prompt, streams))
+    elif wire == "batch-http":
+        costs = asyncio.run(_posted_frames(app, output, prompt, streams))
     else:
         costs = asyncio.run(_stream(_poster(app, wire == "compact"), output, prompt, wire))
     spans = [costs[int(start * tokens) : int(end * tokens)] for start, end in STRETCHES]
     means = [sum(span) / len(span) * 1e6 for span in spans]
-    return WireRun(wire, tokens, sum(costs), means)
+    batched = wire in ("batch", "batch-http")
+    return WireRun(wire, tokens, sum(costs), means, streams if batched else 1)
 
 
 def render(runs: list[WireRun]) -> str:
@@ -157,9 +255,11 @@ def render(runs: list[WireRun]) -> str:
         + [f"{cost:.0f}" for cost in run.us_per_chunk]
         for run in runs
     ]
+    streams = max(run.streams for run in runs)
     head = (
         f"{full.tokens}-token qwen3 + hermes stream, one token per chunk, in-process "
-        "(the app's CPU only: no HTTP server, no socket)"
+        "(the app's CPU only: no HTTP server, no socket); the batch wires carry "
+        f"{streams} such streams, a frame per step (CPU s: a stream's share)"
     )
     return head + "\n\n" + table(columns, rows)
 
@@ -167,8 +267,9 @@ def render(runs: list[WireRun]) -> str:
 def main(args: argparse.Namespace) -> int:
     runs = []
     for wire in WIRES:
-        progress(f"{wire}: {args.tokens} chunks")
-        runs.append(measure(wire, args.tokens))
+        frames = f" in frames of {args.streams}" if wire in ("batch", "batch-http") else ""
+        progress(f"{wire}: {args.tokens} chunks{frames}")
+        runs.append(measure(wire, args.tokens, args.streams))
     result = {"machine": machine(), "runs": runs}
     write(args.out, "transport", result, render(runs))
     return 0

@@ -61,8 +61,9 @@ def test_micro_smoke(tmp_path: Path) -> None:
 
 
 def test_transport_smoke(tmp_path: Path) -> None:
-    result = run(tmp_path, "transport", "--tokens", "64")
-    assert [r["wire"] for r in result["runs"]] == ["full", "compact", "websocket"]
+    result = run(tmp_path, "transport", "--tokens", "64", "--streams", "3")
+    wires = ["full", "compact", "websocket", "batch", "batch-http"]
+    assert [r["wire"] for r in result["runs"]] == wires
     for r in result["runs"]:
         assert r["cpu_s"] > 0 and len(r["us_per_chunk"]) == 3 and min(r["us_per_chunk"]) > 0
 

@@ -116,7 +116,7 @@ class CompactChunks:
         reply, carried = await self.chunks.respond_parts(full, model, found, compact=True)
         return CompactReply(key, reply, carried, Source.HIT)
 
-    async def continued(self, body: bytes) -> CompactReply | None:
+    async def continued(self, body: bytes | Raw) -> CompactReply | None:
         """A compact chunk's reply in one decode of its body, when it continues a live
         session with the very state bytes its last reply carried (the common batch
         entry; the caller counts its hit); else None, nothing taken or counted, and the

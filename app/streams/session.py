@@ -176,11 +176,7 @@ class StreamSession:
         self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
-        # Bytes of what stays put for the session's life, measured when first kept,
-        # and of what grows with it, as last walked (at that many history tokens).
-        self._fixed_bytes: int | None = None
-        self._walked_bytes = 0
-        self._walked_at: int | None = None
+        self._meter = SizeMeter()
 
     @property
     def output_token_ids(self) -> list[int]:
@@ -195,12 +191,14 @@ class StreamSession:
         is asked (O(history) once; a chunk's own work never asks)."""
         if self._token_ids is None or self._chunk_lens is None:
             self._token_ids, self._chunk_lens = self._json().decoded()
+            self._meter.sized_at = None  # it holds them now: measured again
         return self._token_ids, self._chunk_lens
 
     def _json(self) -> HistoryJson:
         """The history as JSON: written from the ints when first asked, then grown."""
         if self._history is None:
             self._history = HistoryJson(COMPACT, *self._decoded())
+            self._meter.sized_at = None  # it holds it now: measured again
         return self._history
 
     def answer(self, request: ChatStreamDerenderRequest, state: StreamState) -> None:
@@ -235,44 +233,15 @@ class StreamSession:
 
     def size(self, carried: bytes) -> int:
         """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must
-        match). The history is counted from its lengths; what is walked (the request
-        parts once, the parser state whenever the history has grown by a quarter since
-        it was last walked) costs amortized O(1) per token, never a walk per chunk."""
-        assert self.answered is not None
-        if self._fixed_bytes is None:
-            seen: set[int] = set()
-            self._fixed_bytes = (
-                _OBJECTS_BYTES
-                + (deep_size(self.fingerprint, seen) if self.fingerprint is not None else 0)
-                + deep_size(self.chat_request, seen)
-                + deep_size(self.parser.options, seen)
-                + int_list_bytes(self.prompt_token_ids)
-            )
-        tokens = self.output_tokens
-        if self._walked_at is None or tokens - self._walked_at >= max(64, self._walked_at // 4):
-            seen = {id(self._token_ids), id(self._chunk_lens), id(self.prompt_token_ids)}
-            self._walked_bytes = (
-                deep_size(self.parser.state, seen)
-                + deep_size(self.detokenizer.window, seen)
-                + deep_size(self.carried, seen)
-            )
-            self._walked_at = tokens
-        return (
-            self._fixed_bytes
-            + self._walked_bytes
-            + sys.getsizeof(carried)
-            + (int_list_bytes(self._token_ids) if self._token_ids is not None else 0)
-            + sys.getsizeof(self._chunk_lens)
-            + (self._history.size() if self._history is not None else 0)
-            + (self._dumps_history.size() if self._dumps_history is not None else 0)
-        )
+        match)."""
+        return self._meter.size(self, carried)
 
     def leave_store(self) -> None:
         """The session leaves the store for a holder that names it by its digest (a
         WebSocket connection): it lets go of the request bytes a kept session is compared
         with (up to the body limit), and is measured again without them."""
         self.fingerprint = None
-        self._fixed_bytes = None
+        self._meter.fixed_bytes = None
 
     def snapshot(self) -> bytes:
         window = self.detokenizer.window
@@ -374,6 +343,7 @@ class StreamSession:
             self._dumps_history = HistoryJson(
                 JSON_DUMPS, self.output_token_ids, self.output_chunk_lens
             )
+            self._meter.sized_at = None  # it holds it now: measured again
         return self._dumps_history
 
     def continues(self, sent: bytes, history: LiftedHistory | None, kept: bytes) -> bool:
@@ -486,3 +456,54 @@ class SessionBuilder:
         else:
             session.resume(saved, history[0])
         return session, None
+
+
+class SizeMeter:
+    """What a session's size was last measured at: what stays put for its life once,
+    the parser walked as it grows by a quarter, the whole as it grows by a sixteenth
+    (16 tokens at least) or holds more (``sized_at`` cleared)."""
+
+    __slots__ = ("fixed_bytes", "size_bytes", "sized_at", "walked_at", "walked_bytes")
+
+    def __init__(self) -> None:
+        self.fixed_bytes: int | None = None
+        self.walked_bytes = self.size_bytes = 0
+        self.walked_at: int | None = None
+        self.sized_at: int | None = None
+
+    def size(self, session: StreamSession, carried: bytes) -> int:
+        tokens, last = session.output_tokens, self.sized_at
+        fresh = last is not None and 0 <= tokens - last < max(16, last // 16)
+        if not fresh or self.fixed_bytes is None:
+            self.size_bytes, self.sized_at = self._measured(session, carried), tokens
+        return self.size_bytes
+
+    def _measured(self, session: StreamSession, carried: bytes) -> int:
+        assert session.answered is not None
+        if self.fixed_bytes is None:
+            seen: set[int] = set()
+            self.fixed_bytes = (
+                _OBJECTS_BYTES
+                + (deep_size(session.fingerprint, seen) if session.fingerprint is not None else 0)
+                + deep_size(session.chat_request, seen)
+                + deep_size(session.parser.options, seen)
+                + int_list_bytes(session.prompt_token_ids)
+            )
+        tokens = session.output_tokens
+        if self.walked_at is None or tokens - self.walked_at >= max(64, self.walked_at // 4):
+            seen = {id(session._token_ids), id(session._chunk_lens), id(session.prompt_token_ids)}
+            self.walked_bytes = (
+                deep_size(session.parser.state, seen)
+                + deep_size(session.detokenizer.window, seen)
+                + deep_size(session.carried, seen)
+            )
+            self.walked_at = tokens
+        return (
+            self.fixed_bytes
+            + self.walked_bytes
+            + sys.getsizeof(carried)
+            + (int_list_bytes(session._token_ids) if session._token_ids is not None else 0)
+            + sys.getsizeof(session._chunk_lens)
+            + (session._history.size() if session._history is not None else 0)
+            + (session._dumps_history.size() if session._dumps_history is not None else 0)
+        )

@@ -56,10 +56,10 @@ class _Hits:
     count: int = 0
 
 
-def _entry_reply(replied: CompactReply) -> bytes:
-    """A compact entry's reply, encoded once (never a response read back)."""
+def _entry_reply(replied: CompactReply) -> SocketReply:
+    """A compact entry's reply, from its parts (never a response read back)."""
     key, state = replied.key, Raw(replied.stream_state)
-    return encoder.encode(SocketReply(*key, replied.chunk, state))
+    return SocketReply(*key, replied.chunk, state)
 
 
 class BatchEndpoint:
@@ -91,18 +91,20 @@ class BatchEndpoint:
             metrics.cache_hits.inc(hits.count)
         return Response(reply, media_type="application/json")
 
-    async def _entry(self, hits: _Hits, body: bytes) -> Answer:
+    async def _entry(self, hits: _Hits, entry: Raw) -> Answer:
         """One entry's reply and status, as a compact POST of its route answers it; a
-        kept session's hit counted in ``hits``."""
+        kept session's hit counted in ``hits``. The entry is copied out of its frame
+        only when it is read whole."""
         try:
             limit = self.service.settings.max_request_bytes
-            if len(body) > limit:
+            if len(entry) > limit:
                 raise too_large(limit)
             if self.compact is not None:  # the common entry first: one decode, one lookup
-                replied = await self.compact.continued(body)
+                replied = await self.compact.continued(entry)
                 if replied is not None:
                     hits.count += 1
                     return _entry_reply(replied), 200
+            body = bytes(entry)
             request = received(body, self.endpoint, None, compact=True)
             if self.compact is not None and is_compact(request.view.stream_state):
                 return _entry_reply(await self.compact.replied(request)), 200
@@ -112,14 +114,13 @@ class BatchEndpoint:
             response = await self.handle(request)
             status, content = response.status_code, bytes(response.body)
         except Exception as exc:
+            body = bytes(entry)
             error = failure(exc, self.service.metrics, self.endpoint, body)
             status, content = error.status, encoder.encode(error.body())
         # A chunk without a request_id (the server picks the reply's id) names none.
         request_id, index = named_stream(body) or (None, None)
         if status == 200:
             parts = _answered.decode(content)
-            reply = encoder.encode(SocketReply(request_id, index, parts.chunk, parts.stream_state))
-        else:
-            error_info = _error.decode(content).error
-            reply = encoder.encode(SocketError(request_id, index, error_info))
-        return reply, status
+            return SocketReply(request_id, index, parts.chunk, parts.stream_state), status
+        error_info = _error.decode(content).error
+        return SocketError(request_id, index, error_info), status

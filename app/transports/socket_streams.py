@@ -35,7 +35,6 @@ from app.wire.protocol import (
     CompletionStreamDerenderRequest,
     GenerateChunk,
     StreamState,
-    encoder,
 )
 from app.wire.validation import (
     check_chunk,
@@ -200,9 +199,9 @@ class HeldStreams:
             self.drop(key)
 
 
-# A chunk's reply, the state it carries (encoded) and what the connection holds after it
-# (None: the stream is over).
-Answered = tuple[Any, bytes, OpenStream | None]
+# A chunk's reply, the state it carries (a struct, or ``Raw`` JSON: encoded with the
+# reply, in one call) and what the connection holds after it (None: the stream is over).
+Answered = tuple[Any, Any, OpenStream | None]
 
 
 class Lane(Protocol):
@@ -219,7 +218,10 @@ class Lane(Protocol):
 
 
 def _finished(chunk: GenerateChunk) -> bool:
-    return any(choice.finish_reason is not None for choice in chunk.choices)
+    choices = chunk.choices
+    if len(choices) == 1:  # a message on a parsed stream carries one
+        return choices[0].finish_reason is not None
+    return any(choice.finish_reason is not None for choice in choices)
 
 
 class ParsedChatLane:
@@ -247,7 +249,7 @@ class ParsedChatLane:
             self.chunks.store.release(found.key, fingerprint)
         reply, state, session = await self.chunks.derendered(request, model, found)
         context = fingerprint.digest
-        carried = carried_state(state, session, context)
+        carried = Raw(carried_state(state, session, context))
         held = None
         if session is not None and not _finished(request.generate_chunk):
             session.leave_store()
@@ -272,7 +274,7 @@ class ParsedChatLane:
         request = session.request_for(chunk, requested, prompt_tokens)
         # The session is the connection's, none of the store's to drop if this fails.
         reply, state = self.chunks.service.parsed_stream.chunk(request, model, session)
-        carried = carried_state(state, session, context)
+        carried = session.compact_state(state, context)  # as ``carried_state`` has it
         return reply, carried, None if _finished(chunk) else stream
 
 
@@ -348,18 +350,19 @@ class PlainLane:
         """The reply, and unless its chunk ends the stream ``stream`` holding ``request``
         with the reply's state and without its chunk (the next message's own)."""
         if _finished(request.generate_chunk):
-            return reply, encoder.encode(state), None
+            return reply, state, None
         stream.request = msgspec.structs.replace(
             request, generate_chunk=_NO_CHUNK, stream_state=state
         )
-        return reply, encoder.encode(state), stream
+        return reply, state, stream
 
 
 class SocketReply(Struct):
     """A chunk's reply on a connection or in a batch frame: its stream (null when a
-    batch POST's chunk names no request_id), the chunk, the state it carries."""
+    batch POST's chunk names no request_id), the chunk, the state it carries (a struct,
+    or ``Raw`` JSON)."""
 
     request_id: str | None
     index: int | None
     chunk: Any
-    stream_state: Raw
+    stream_state: Any

@@ -10,16 +10,18 @@ stays open for the others. The connection closes when the client closes it or af
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
-from msgspec import Struct
+from msgspec import Raw, Struct
 from starlette.types import Message, Receive, Send
 
 from app.serving.failures import failure
 from app.serving.service import DerenderService
+from app.serving.settings import Settings
 from app.streams.session_store import StreamKey
 from app.transports.batch import Answer, answered, frame_entries
 from app.transports.socket_streams import (
@@ -63,8 +65,32 @@ class _Keyed(Struct):
     generate_chunk: _ChunkKey
 
 
+class _Messages(Struct):
+    """A frame whose entries all read as messages (a frame of chunks that continue held
+    streams, the common one), read in one decode rather than one an entry."""
+
+    batch: list[SocketMessage] | None = None
+
+
+class _Entries:
+    """The JSON of a frame's entries, split out of it once, when an entry is first
+    needed whole (it opens its stream, or failed)."""
+
+    def __init__(self, body: bytes, settings: Settings) -> None:
+        self._body = body
+        self._settings = settings
+        self._entries: list[Raw] | None = None
+
+    def entry(self, index: int) -> bytes:
+        if self._entries is None:
+            self._entries = frame_entries(self._body, self._settings)
+            assert self._entries is not None  # its messages were read: it is a frame
+        return bytes(self._entries[index])
+
+
 _keyed = msgspec.json.Decoder(_Keyed)
 _message = msgspec.json.Decoder(SocketMessage)
+_messages = msgspec.json.Decoder(_Messages)
 
 
 def named_stream(body: bytes) -> StreamKey | None:
@@ -129,33 +155,57 @@ class SocketConnection:
         """One message's reply: a chunk's, or a batch frame's (its entries' replies; an
         error reply naming no stream when the frame is refused whole)."""
         metrics, endpoint = self.service.metrics, self.lane.endpoint
-        try:
-            entries = frame_entries(body, self.service.settings)
-        except DerenderError as exc:
-            metrics.observe(endpoint, "batch", exc.status, 0.0)
-            return encoder.encode(SocketError(None, None, exc.body().error))
-        if entries is not None:
-            return await answered(entries, self._answer_chunk, metrics, endpoint)
+        read = self._read_frame(body)
+        if read is not None and read.batch is not None:
+            answer = functools.partial(self._answer_entry, _Entries(body, self.service.settings))
+            return await answered(list(enumerate(read.batch)), answer, metrics, endpoint)
+        if read is None:  # a frame refused whole, one with an entry that cannot be read
+            try:  # (it answers for itself), or a message that is no frame
+                entries = frame_entries(body, self.service.settings)
+            except DerenderError as exc:
+                metrics.observe(endpoint, "batch", exc.status, 0.0)
+                return encoder.encode(SocketError(None, None, exc.body().error))
+            if entries is not None:
+                return await answered(entries, self._answer_chunk, metrics, endpoint)
         started = time.perf_counter()
         given = self._answer_chunk(body)
         reply, status = given if isinstance(given, tuple) else await given
+        encoded = encoder.encode(reply)
         metrics.observe(endpoint, "socket", status, time.perf_counter() - started)
-        return reply
+        return encoded
 
-    def _answer_chunk(self, body: bytes) -> Answer | Awaitable[Answer]:
-        """One chunk's reply (an error reply for a refused or failed one) and status: at
-        once when it continues a held stream with a chunk small enough to derender on
-        the event loop (no await between its message and its reply), else to await."""
-        key = None
+    def _answer_chunk(self, body: bytes | Raw) -> Answer | Awaitable[Answer]:
+        """One chunk's reply (an error reply for a refused or failed one) and status, as
+        ``_answer_read`` gives it once the chunk's message is read."""
         try:
             message = self._read(body)
+        except Exception as exc:
+            return self._failed(bytes(body), None, exc)
+        return self._answer_read(message, functools.partial(bytes, body))
+
+    def _answer_entry(
+        self, entries: _Entries, read: tuple[int, SocketMessage]
+    ) -> Answer | Awaitable[Answer]:
+        """The reply of a frame's entry ``read`` (its place and its message)."""
+        index, message = read
+        return self._answer_read(message, functools.partial(entries.entry, index))
+
+    def _answer_read(
+        self, message: SocketMessage, body: Callable[[], bytes]
+    ) -> Answer | Awaitable[Answer]:
+        """The reply of a chunk read as ``message`` (``body`` gives its JSON when it is
+        read whole, copied out of its frame): at once when it continues a held stream
+        with a chunk small enough to derender on the event loop (no await between its
+        message and its reply), else to await."""
+        key = None
+        try:
             key = message.key
             stream = self.streams.continued(key, message)
             if stream is None or not self.service.inline(chunk_tokens(message.generate_chunk)):
-                return self._answer_later(body, message, stream)
+                return self._answer_later(body(), message, stream)
             return self._replied(key, self.service.run_now(self.lane.proceed, message, stream))
         except Exception as exc:
-            return self._failed(body, key, exc)
+            return self._failed(body(), key, exc)
 
     async def _answer_later(
         self, body: bytes, message: SocketMessage, stream: OpenStream | None
@@ -185,7 +235,7 @@ class SocketConnection:
         """The reply of a chunk answered, its stream held for the next one."""
         reply, carried, held = answered
         self.streams.put(key, held)
-        return encoder.encode(SocketReply(key[0], key[1], reply, msgspec.Raw(carried))), 200
+        return SocketReply(key[0], key[1], reply, carried), 200
 
     def _failed(self, body: bytes, key: StreamKey | None, exc: Exception) -> Answer:
         """The error reply of a chunk refused or failed; its stream leaves the connection."""
@@ -194,9 +244,26 @@ class SocketConnection:
             self.streams.drop(key)
         error = failure(exc, self.service.metrics, self.lane.endpoint, body)
         request_id, index = key if key is not None else (None, None)
-        return encoder.encode(SocketError(request_id, index, error.body().error)), error.status
+        return SocketError(request_id, index, error.body().error), error.status
 
-    def _read(self, body: bytes) -> SocketMessage:
+    def _read_frame(self, body: bytes) -> _Messages | None:
+        """A message read as a frame's messages, in one decode (``batch`` None: it is
+        no frame), when it is no frame or a frame within its bounds whose every entry
+        reads as a message; else None (``frame_entries`` reads it, and each entry is
+        read, and answers for itself, on its own). A frame within
+        ``--max-request-bytes`` has no entry over it."""
+        settings = self.service.settings
+        if len(body) > min(settings.max_request_bytes, settings.batch_max_bytes):
+            return None
+        try:
+            read = _messages.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if read.batch is not None and len(read.batch) > settings.batch_max_entries:
+            return None
+        return read
+
+    def _read(self, body: bytes | Raw) -> SocketMessage:
         """The message, read once; one that cannot be read is refused with the message
         its route's full decode gives."""
         limit = self.service.settings.max_request_bytes
@@ -205,7 +272,7 @@ class SocketConnection:
         try:
             return _message.decode(body)
         except (msgspec.DecodeError, RecursionError) as exc:
-            decode_body(body, self.lane.kind)  # raises with what to fix
+            decode_body(bytes(body), self.lane.kind)  # raises with what to fix
             raise BadRequest(f"invalid message: {exc}") from None
 
 

@@ -433,6 +433,14 @@ def _check_responses(
 def check_chunk(chunk: GenerateChunk, limits: Limits) -> None:
     """Everything a streamed chunk carries besides its context: checked on the kept
     session's path and the full path alike."""
+    choices = chunk.choices
+    if len(choices) == 1 and choices[0].logprobs is None and chunk.prompt_token_ids is None:
+        # The common chunk (one choice, its ids alone): only its ids to check, without
+        # the calls that find nothing else to check (a streamed chunk passes per token).
+        ids, vocab_size = choices[0].token_ids, limits.vocab_size
+        if ids and vocab_size is not None and (min(ids) < 0 or max(ids) >= vocab_size):
+            check_choice_vocabulary(choices, "generate_chunk", vocab_size)  # says which
+        return
     check_chunk_bounds(chunk, max_model_len=limits.max_model_len, max_logprobs=limits.max_logprobs)
     if limits.vocab_size is not None:
         check_choice_vocabulary(chunk.choices, "generate_chunk", limits.vocab_size)
@@ -469,7 +477,11 @@ def stream_length_error(prompt: int, history: int, delta: int, limits: Limits) -
 
 
 def chunk_tokens(chunk: GenerateChunk) -> int:
-    return sum(len(c.token_ids) for c in chunk.choices if c.token_ids)
+    choices = chunk.choices
+    if len(choices) == 1:  # a streamed chunk's one choice: asked of every chunk, twice
+        ids = choices[0].token_ids
+        return len(ids) if ids else 0
+    return sum(len(c.token_ids) for c in choices if c.token_ids)
 
 
 def validate_chat(request: ChatDerenderRequest, view: BodyView, limits: Limits) -> str:
