@@ -7,11 +7,18 @@ import functools
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from app.tokens.tokenizer import Tokenizer
 from tests.support.apps import AppFactory, build_app, built_apps, internal_errors
 from tests.support.replies import fuzz_counts
 from tests.support.tokenizers import bundled_tokenizer
+
+# The suite claims no speed: a property's examples have no deadline unless a test sets
+# one as a hang detector (hypothesis's default 200 ms fails on a loaded machine). Loaded
+# before the test modules build their settings, which take it as their default.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

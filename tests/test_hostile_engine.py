@@ -218,7 +218,7 @@ CONFIGS = [
 ]
 HOSTILE_SETTINGS = settings(
     max_examples=40,
-    deadline=20_000,  # a hang detector only
+    deadline=60_000,  # a hang detector only
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -433,7 +433,7 @@ coder_body = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=200, deadline=20_000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=60_000, suppress_health_check=[HealthCheck.too_slow])
 @given(
     head=st.sampled_from(["<tool_call>\n<function=f>\n", "<tool_call>\n<function=get_weather>\n"]),
     body=coder_body,

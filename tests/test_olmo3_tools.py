@@ -98,7 +98,7 @@ PIECES = [
 
 @settings(
     max_examples=25,
-    deadline=20_000,  # a hang detector only
+    deadline=60_000,  # a hang detector only
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
