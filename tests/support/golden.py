@@ -14,6 +14,7 @@ import atexit
 import functools
 import gzip
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -351,12 +352,29 @@ def tokenizer_of(case: dict[str, Any]) -> str:
     return _TOKENIZERS[config[0]]
 
 
+# A folder the test run's processes share (tests/conftest.py makes it): each synthetic
+# tokenizer is written once per run, not once per pytest-xdist worker (about 2 s each).
+SHARED_FOLDER = "DERENDER_TEST_SHARED_DIR"
+
+
 @functools.cache
 def synthetic_model(family: str) -> Path:
-    """The family's synthetic tokenizer directory, built once per process."""
-    folder = Path(tempfile.mkdtemp(prefix=f"synthetic-{family}-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return write_synthetic_tokenizer(family, folder)
+    """The family's synthetic tokenizer directory, built once per test run (or process,
+    outside one)."""
+    shared = os.environ.get(SHARED_FOLDER)
+    if shared is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"synthetic-{family}-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        return write_synthetic_tokenizer(family, folder)
+    final = Path(shared) / f"synthetic-{family}"
+    if not final.exists():
+        # written aside and renamed whole: a worker that loses the race keeps the other's
+        written = write_synthetic_tokenizer(family, Path(tempfile.mkdtemp(dir=shared)))
+        try:
+            written.rename(final)
+        except OSError:
+            shutil.rmtree(written, ignore_errors=True)
+    return final
 
 
 @dataclass
