@@ -4,6 +4,9 @@ live in tests/support."""
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -11,6 +14,7 @@ from hypothesis import settings
 
 from app.tokens.tokenizer import Tokenizer
 from tests.support.apps import AppFactory, build_app, built_apps, internal_errors
+from tests.support.golden import SHARED_FOLDER
 from tests.support.replies import fuzz_counts
 from tests.support.tokenizers import bundled_tokenizer
 
@@ -19,6 +23,16 @@ from tests.support.tokenizers import bundled_tokenizer
 # before the test modules build their settings, which take it as their default.
 settings.register_profile("no-deadline", deadline=None)
 settings.load_profile("no-deadline")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's shared folder, made by the process that starts the run (a pytest-xdist
+    worker inherits it) and removed when that process ends."""
+    if hasattr(config, "workerinput"):
+        return
+    folder = tempfile.mkdtemp(prefix="derender-tests-")
+    os.environ[SHARED_FOLDER] = folder
+    config.add_cleanup(functools.partial(shutil.rmtree, folder, ignore_errors=True))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

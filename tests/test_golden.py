@@ -14,11 +14,11 @@ from tests.support.asgi import InProcessClient
 from tests.support.golden import (
     CHUNK_DEPENDENT,
     DEVIATIONS,
+    Post,
     flags_of,
     fold_reply,
     load_cases,
     replay,
-    stream_body,
     tokenizer_of,
 )
 from tests.support.processes import ROOT
@@ -74,6 +74,11 @@ CONFIGS = (
 WITHOUT_PARSERS = ("C7", "D7")
 
 CASES = [case for config in CONFIGS for case in load_cases(config)]
+# A scenario's transcripts: one-shot, error and streamed, each chunking of a stream.
+SCENARIOS: dict[str, list[dict[str, Any]]] = {}
+for _case in CASES:
+    SCENARIOS.setdefault(_case["scenario"], []).append(_case)
+WITHOUT_CACHE = ("--stream-cache-size", "0")
 
 
 @functools.cache
@@ -81,63 +86,67 @@ def _client(model: str, flags: tuple[str, ...]) -> InProcessClient:
     return InProcessClient(build_app(model, flags))
 
 
-# Pure replay re-reads a stream's whole history on every chunk, so it runs on the
-# multi-token chunkings only (t3, r16): one token per chunk costs it the most and, with
-# the session kept, is what every stream's replies are checked on already.
-PARSED_STREAMS = [
-    c
-    for c in CASES
-    if c["kind"] == "chat_stream"
-    and c["config"] not in WITHOUT_PARSERS
-    and not c["id"].endswith("#t1")
-]
+def _modes(case: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """The session cache on, and for a parsed stream off too (pure replay). Pure replay
+    re-reads a stream's whole history on every chunk, so it runs on the multi-token
+    chunkings only (t3, r16): one token per chunk costs it the most and, with the
+    session kept, is what every stream's replies are checked on already."""
+    modes = [("session cache on", flags_of(case))]
+    if (
+        case["kind"] == "chat_stream"
+        and case["config"] not in WITHOUT_PARSERS
+        and case["chunking"] != "t1"
+    ):
+        modes.append(("session cache off", (*flags_of(case), *WITHOUT_CACHE)))
+    return modes
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_golden_case(case: dict[str, Any]) -> None:
-    _check_case(case, flags_of(case))
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_golden_scenario(scenario: str) -> None:
+    """Every transcript of the scenario gives vLLM's replies, and every stream the same
+    message at every chunking (unless vLLM's depends on the chunks, CHUNK_DEPENDENT)
+    and with the session cache off as on. One test per scenario: its transcripts share
+    the apps and the folds compare across them."""
+    problems: list[str] = []
+    folds: dict[tuple[str, str], str] = {}
+    for case in SCENARIOS[scenario]:
+        for mode, flags in _modes(case):
+            replies: list[Any] = []
+            found = replay(case, _post_to(_client(tokenizer_of(case), flags), replies))
+            problems += [f"{case['id']}, {mode}: {problem}" for problem in found[:8]]
+            if case["kind"] == "chat_stream":
+                folds[case["chunking"], mode] = _fold(replies)
+    assert not problems, "\n".join(problems)
+    for (chunking, mode), fold in folds.items():
+        on = folds[chunking, "session cache on"]
+        assert fold == on, f"{scenario}#{chunking} assembles {fold} {mode}, {on} with it on"
+    if scenario not in CHUNK_DEPENDENT:
+        by_chunking = {chunking: fold for (chunking, _), fold in folds.items()}
+        assert len(set(by_chunking.values())) <= 1, f"{scenario} by chunking: {by_chunking}"
 
 
-@pytest.mark.parametrize("case", PARSED_STREAMS, ids=[c["id"] for c in PARSED_STREAMS])
-def test_golden_stream_without_session_cache(case: dict[str, Any]) -> None:
-    """Pure replay (no kept sessions) gives the same replies."""
-    _check_case(case, (*flags_of(case), "--stream-cache-size", "0"))
-
-
-def _check_case(case: dict[str, Any], flags: tuple[str, ...]) -> None:
-    client = _client(tokenizer_of(case), flags)
+def _post_to(client: InProcessClient, replies: list[Any]) -> Post:
+    """Posts to ``client``, keeping each reply."""
 
     def post(path: str, body: bytes, content_type: str) -> tuple[int, Any]:
         response = client.post(path, body, content_type=content_type)
-        return response.status_code, json.loads(response.content)
+        replies.append(json.loads(response.content))
+        return response.status_code, replies[-1]
 
-    problems = replay(case, post)
-    assert not problems, "\n".join(problems[:8])
-
-
-SCENARIOS = sorted(
-    {c["scenario"] for c in CASES if c["kind"] == "chat_stream"} - set(CHUNK_DEPENDENT)
-)
+    return post
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_every_chunking_assembles_the_same_message(scenario: str) -> None:
-    cases = [c for c in CASES if c["scenario"] == scenario and "chunks" in c]
-    folds = {case["chunking"]: _fold(case) for case in cases}
-    assert len(set(folds.values())) == 1, folds
-
-
-def _fold(case: dict[str, Any]) -> str:
-    """The messages a client assembles from our replies, per choice index."""
-    client = _client(tokenizer_of(case), flags_of(case))
-    states: dict[int, Any] = {}
+def _fold(replies: list[Any]) -> str:
+    """The messages a client assembles from a stream's replies, per choice index, and
+    the errors it was answered."""
     messages: dict[int, dict[str, Any]] = {}
-    for chunk, lane in zip(case["chunks"], case["lanes"], strict=True):
-        body = stream_body(case, chunk, states.get(lane))
-        reply = client.post(case["endpoint"], json=body).json()
-        states[lane] = reply["stream_state"]
-        fold_reply(messages, reply)
-    return json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    errors = []
+    for reply in replies:
+        if "chunk" in reply:
+            fold_reply(messages, reply)
+        else:
+            errors.append(reply)
+    return json.dumps([messages, errors], sort_keys=True, ensure_ascii=False)
 
 
 # ----------------------------------------------------------------- documented deviations
@@ -184,9 +193,4 @@ def test_every_documented_deviation_still_differs_from_vllm(case_id: str) -> Non
     """With the deltas compared too, the case differs: no entry outlives its cause."""
     case = next(c for c in CASES if c["id"] == case_id)
     client = _client(tokenizer_of(case), flags_of(case))
-
-    def post(path: str, body: bytes, content_type: str) -> tuple[int, Any]:
-        response = client.post(path, body, content_type=content_type)
-        return response.status_code, json.loads(response.content)
-
-    assert replay(case, post, deltas=True)
+    assert replay(case, _post_to(client, []), deltas=True)

@@ -14,10 +14,11 @@ import atexit
 import functools
 import gzip
 import json
+import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -351,12 +352,29 @@ def tokenizer_of(case: dict[str, Any]) -> str:
     return _TOKENIZERS[config[0]]
 
 
+# A folder the test run's processes share (tests/conftest.py makes it): each synthetic
+# tokenizer is written once per run, not once per pytest-xdist worker (about 2 s each).
+SHARED_FOLDER = "DERENDER_TEST_SHARED_DIR"
+
+
 @functools.cache
 def synthetic_model(family: str) -> Path:
-    """The family's synthetic tokenizer directory, built once per process."""
-    folder = Path(tempfile.mkdtemp(prefix=f"synthetic-{family}-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return write_synthetic_tokenizer(family, folder)
+    """The family's synthetic tokenizer directory, built once per test run (or process,
+    outside one)."""
+    shared = os.environ.get(SHARED_FOLDER)
+    if shared is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"synthetic-{family}-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        return write_synthetic_tokenizer(family, folder)
+    final = Path(shared) / f"synthetic-{family}"
+    if not final.exists():
+        # written aside and renamed whole: a worker that loses the race keeps the other's
+        written = write_synthetic_tokenizer(family, Path(tempfile.mkdtemp(dir=shared)))
+        try:
+            written.rename(final)
+        except OSError:
+            shutil.rmtree(written, ignore_errors=True)
+    return final
 
 
 @dataclass
@@ -381,6 +399,23 @@ def stream_body(case: dict[str, Any], chunk: dict[str, Any], state: Any) -> dict
     return body
 
 
+_HEAD = ("stream", "model")  # the keys stream_body puts before the chunk
+
+
+def stream_bodies(case: dict[str, Any]) -> Callable[[dict[str, Any], Any], bytes]:
+    """``json.dumps(stream_body(case, chunk, state))``, byte for byte, with the case's
+    context (its prompt and request, the bulk of every body) encoded once per case."""
+    fields = stream_body(case, {}, None).items()
+    head = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in fields if k in _HEAD)
+    tail = "".join(f", {json.dumps(k)}: {json.dumps(v)}" for k, v in fields if k in CONTEXT_FIELDS)
+
+    def encode(chunk: dict[str, Any], state: Any) -> bytes:
+        kept = "" if state is None else f', "stream_state": {json.dumps(state)}'
+        return f'{{{head}, "generate_chunk": {json.dumps(chunk)}{kept}{tail}}}'.encode()
+
+    return encode
+
+
 class _ToolIds:
     """Numbers distinct tool-call ids by first appearance, keeping their shape."""
 
@@ -399,63 +434,86 @@ class _ToolIds:
 
 
 def _normalize_reply(body: Any, ids: _ToolIds, deltas: bool = True) -> Any:
-    """``created`` and tool-call ids made comparable; ``deltas=False`` blanks deltas."""
-    body = json.loads(json.dumps(body))
+    """``created`` and tool-call ids made comparable; ``deltas=False`` blanks deltas.
+    Copies only what it changes: ``body`` may be a recorded reply, compared again."""
     if not isinstance(body, dict):
         return body
+    body = dict(body)
     if isinstance(body.get("created"), int) and not isinstance(body["created"], bool):
         body["created"] = "<int>"
-    for choice in body.get("choices") or ():
-        for key in ("message", "delta"):
-            part = choice.get(key) if isinstance(choice, dict) else None
-            for call in (part or {}).get("tool_calls") or ():
-                if call.get("id") is not None:
-                    call["id"] = ids(call["id"])
-    if not deltas:
-        for choice in body.get("choices") or ():
-            if isinstance(choice, dict) and "delta" in choice:
-                choice["delta"] = "<delta>"
+    if isinstance(body.get("choices"), list):
+        body["choices"] = [_normalize_choice(c, ids, deltas) for c in body["choices"]]
     return body
 
 
+def _normalize_choice(choice: Any, ids: _ToolIds, deltas: bool) -> Any:
+    if not isinstance(choice, dict):
+        return choice
+    choice = dict(choice)
+    for key in ("message", "delta"):
+        part = choice.get(key)
+        if isinstance(part, dict) and isinstance(part.get("tool_calls"), list):
+            calls = [
+                call | {"id": ids(call["id"])}
+                if isinstance(call, dict) and call.get("id") is not None
+                else call
+                for call in part["tool_calls"]
+            ]
+            choice[key] = part | {"tool_calls": calls}
+    if not deltas and "delta" in choice:
+        choice["delta"] = "<delta>"
+    return choice
+
+
 def _normalize_state(state: Any, ids: _ToolIds) -> Any:
-    state = json.loads(json.dumps(state))
     if isinstance(state, dict) and isinstance(state.get("last_tool_call_ids"), list):
-        state["last_tool_call_ids"] = [ids(x) for x in state["last_tool_call_ids"]]
+        return state | {"last_tool_call_ids": [ids(x) for x in state["last_tool_call_ids"]]}
     return state
 
 
-def differences(expected: Any, actual: Any, path: str = "$") -> Iterator[str]:
+def differences(expected: Any, actual: Any, path: str = "$") -> list[str]:
     """Exact comparison: key order, nulls, list lengths, strings byte for byte.
 
     An expected int must arrive as an int; an expected float may arrive as an int.
     """
-    if isinstance(expected, dict):
+    found: list[str] = []
+    _differences(expected, actual, path, found)
+    return found
+
+
+def _differences(expected: Any, actual: Any, path: str, found: list[str]) -> None:
+    kind = type(expected)
+    if kind is type(actual) and (kind is str or kind is int or expected is None):
+        if expected != actual:
+            found.append(f"{path}: expected {expected!r:.200} got {actual!r:.200}")
+    elif isinstance(expected, dict):
         if not isinstance(actual, dict):
-            yield f"{path}: expected an object, got {actual!r:.120}"
+            found.append(f"{path}: expected an object, got {actual!r:.120}")
             return
         if list(expected) != list(actual):
-            yield f"{path}: keys {list(actual)} != expected {list(expected)}"
+            found.append(f"{path}: keys {list(actual)} != expected {list(expected)}")
         for key in expected:
             if key in actual:
-                yield from differences(expected[key], actual[key], f"{path}.{key}")
+                _differences(expected[key], actual[key], f"{path}.{key}", found)
     elif isinstance(expected, list):
         if not isinstance(actual, list) or len(actual) != len(expected):
-            yield f"{path}: expected {json.dumps(expected)[:200]} got {json.dumps(actual)[:200]}"
+            found.append(
+                f"{path}: expected {json.dumps(expected)[:200]} got {json.dumps(actual)[:200]}"
+            )
             return
         for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
-            yield from differences(e, a, f"{path}[{i}]")
+            _differences(e, a, f"{path}[{i}]", found)
     elif isinstance(expected, bool) or isinstance(actual, bool):
         if expected is not actual:
-            yield f"{path}: expected {expected!r} got {actual!r}"
+            found.append(f"{path}: expected {expected!r} got {actual!r}")
     elif isinstance(expected, int | float):
         same_kind = isinstance(actual, int) or (
             isinstance(expected, float) and isinstance(actual, float)
         )
         if not same_kind or float(expected) != float(actual):
-            yield f"{path}: expected {expected!r} got {actual!r}"
+            found.append(f"{path}: expected {expected!r} got {actual!r}")
     elif expected != actual or type(expected) is not type(actual):
-        yield f"{path}: expected {expected!r:.200} got {actual!r:.200}"
+        found.append(f"{path}: expected {expected!r:.200} got {actual!r:.200}")
 
 
 def replay(case: dict[str, Any], post: Post, deltas: bool | None = None) -> list[str]:
@@ -471,10 +529,11 @@ def replay(case: dict[str, Any], post: Post, deltas: bool | None = None) -> list
     endpoint = case["endpoint"]
     if case["kind"].endswith("_stream"):
         states: dict[int, Any] = {}
+        encode = stream_bodies(case)
         for i, (chunk, lane, expected) in enumerate(
             zip(case["chunks"], case["lanes"], case["expected"], strict=True)
         ):
-            body = json.dumps(stream_body(case, chunk, states.get(lane))).encode()
+            body = encode(chunk, states.get(lane))
             status, reply = post(endpoint, body, "application/json")
             problems += _compare_call(expected, status, reply, ids, f"call {i}", deltas)
             if status == 200 and isinstance(reply, dict):
