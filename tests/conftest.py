@@ -20,10 +20,11 @@ from tests.support.tokenizers import bundled_tokenizer
 
 # The suite claims no speed: a property's examples have no deadline unless a test sets
 # one as a hang detector (hypothesis's default 200 ms fails on a loaded machine). Its
-# examples are drawn from a seed fixed per test, so a run is repeatable: a new example is
-# searched for on purpose (``--hypothesis-seed``), not met by chance in CI. Loaded before
-# the test modules build their settings, which take it as their default.
+# examples are drawn from a seed fixed per test, so a run is repeatable: new examples are
+# searched for on purpose (``--hypothesis-profile search``), not met by chance in CI.
+# Loaded before the test modules build their settings, which take it as their default.
 settings.register_profile("suite", deadline=None, derandomize=True)
+settings.register_profile("search", deadline=None)
 settings.load_profile("suite")
 
 
