@@ -3,11 +3,13 @@ tokenizer path. What vLLM answers is pinned by tests/test_render_golden.py."""
 
 from __future__ import annotations
 
+import sys
 import time
+import unicodedata
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
@@ -102,10 +104,26 @@ def test_methods_other_than_post_are_refused(make_app: AppFactory) -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(text=st.text(max_size=200))
+@example(text="\U00010942:A")  # a letter to quicktok's Unicode 17, unassigned to tokenizers'
 def test_fast_encoder_gives_the_tokenizers_ids(tokenizer: Tokenizer, text: str) -> None:
     encode = _fast(tokenizer)
     marked = f"<|im_start|>user\n{text}<think>{text}</think><|im_end|>"
     assert encode(marked) == tokenizer.encode(marked)
+
+
+def test_the_fast_encoder_agrees_on_every_character_python_assigns(tokenizer: Tokenizer) -> None:
+    """The fast encoder leaves to transformers only the characters Python's Unicode tables
+    leave unassigned: every other one, followed by ``:A`` (which splits from a letter
+    before it, not from a symbol), gets the same ids from both."""
+    encode = _fast(tokenizer)
+    assigned = [
+        chr(code)
+        for code in range(0x80, sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) not in ("Cn", "Cs")
+    ]
+    for start in range(0, len(assigned), 4096):
+        text = "".join(f"{char}:A " for char in assigned[start : start + 4096])
+        assert encode(text) == tokenizer.encode(text), f"near U+{ord(assigned[start]):04X}"
 
 
 _encoders: dict[int, Any] = {}

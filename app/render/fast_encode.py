@@ -8,11 +8,20 @@ quicktok's byte for byte (every id's bytes and every added token's text), its
 normalizer is none or NFC (applied here first: no special token's text changes under
 NFC, and no composition reaches across one), and both agree on a probe text that
 exercises the pre-tokenizer's character classes; else transformers tokenizes.
+
+The two regex engines carry Unicode tables of different versions (tokenizers' Oniguruma
+16.0, quicktok 17.0), so a character one of them knows and the other does not is a
+letter to one and punctuation to the other, and the pre-tokens around it differ (U+10942,
+a Sidetic letter of Unicode 17, before ":A"). Python's own tables are older than both
+(3.11: 14.0; a test holds the engines agree on every character it assigns), so a text
+holding a character they leave unassigned is tokenized by transformers.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import unicodedata
 import weakref
 from collections.abc import Callable
@@ -69,7 +78,7 @@ def _prove(tokenizer: Tokenizer) -> Callable[[str], list[int]] | None:
         encoding = quicktok.get_encoding(name)
         if not _same_vocabulary(encoding, tokenizer):
             continue
-        encode = _encoder(encoding, normalize)
+        encode = _encoder(encoding, normalize, tokenizer.encode)
         specials = "".join(sorted(encoding.special_tokens_set))
         probe = _PROBE + specials + _PROBE[::-1]
         if encode(probe) == tokenizer.encode(probe):
@@ -77,12 +86,45 @@ def _prove(tokenizer: Tokenizer) -> Callable[[str], list[int]] | None:
     return None
 
 
-def _encoder(encoding: Any, normalize: Callable[[str], str]) -> Callable[[str], list[int]]:
+def _encoder(
+    encoding: Any, normalize: Callable[[str], str], slow: Callable[[str], list[int]]
+) -> Callable[[str], list[int]]:
+    _maybe_unassigned()  # built with the proof, not on the first request
+
     def encode(text: str) -> list[int]:
+        if _holds_unassigned(text):
+            return slow(text)
         ids: list[int] = encoding.encode(normalize(text), allowed_special="all")
         return ids
 
     return encode
+
+
+def _holds_unassigned(text: str) -> bool:
+    """Whether ``text`` holds a character Python's Unicode tables leave unassigned."""
+    if text.isascii():
+        return False
+    found = _maybe_unassigned().search(text)
+    if found is None:
+        return False
+    category = unicodedata.category
+    return any(category(char) == "Cn" for char in set(text[found.start() :]))
+
+
+@functools.cache
+def _maybe_unassigned() -> re.Pattern[str]:
+    """A class of the BMP characters Python's tables leave unassigned and of every astral
+    one: ``re`` tests a class's BMP part on a bitmap but its astral ranges one by one
+    (hundreds of unassigned ones), so an astral character's category is looked up."""
+    ranges: list[list[int]] = []
+    for code in range(0x80, 0x10000):
+        if unicodedata.category(chr(code)) == "Cn":
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    bmp = "".join(f"{chr(first)}-{chr(last)}" for first, last in ranges)
+    return re.compile(f"[{bmp}\\U00010000-\\U0010ffff]")
 
 
 def _state(component: Any) -> dict[str, Any] | None:
