@@ -367,17 +367,22 @@ class Llama3JsonStream:
     def _read_open(self) -> bool:
         """Whether the steps read the current call incrementally and it is still open,
         or closed by a step that sent the rest of its arguments: every call before it
-        was settled by the step that moved past it, so nothing is left to settle."""
+        was settled by the step that moved past it, so nothing is left to settle.
+
+        Not so for arguments that are a JSON string: a step that names the call as it
+        closes sends no arguments, and the last chunk adds the string's text unquoted
+        (``remaining_arguments``), where one step per token would have sent its dump;
+        so that call is settled from the final text as any other."""
         s = self.s
         if s.scan is not None or s.nesting:
             return True
         r = s.reading
-        return (
-            r is not None
-            and s.read_call == s.current
-            and not (r.muted or r.dead)
-            and r.max_depth <= _SHALLOW
-        )
+        if r is None or s.read_call != s.current or r.muted or r.dead or r.max_depth > _SHALLOW:
+            return False
+        # As ``_rest_of_reading`` tells a string; a text sent unquoted that does not open
+        # with a quote is no prefix of the dump, so settling would add nothing to it.
+        sent = s.streamed[s.current]
+        return not (r.done and (sent[:1] or r.unsent[:1] or r.volatile[:1]) == '"')
 
     def _final_calls(self) -> list[tuple[dict[str, Any], int, bool]]:
         """The calls of the final text, as far as they parse: each with where it starts
