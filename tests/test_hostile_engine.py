@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.tokens.tokenizer import Tokenizer
@@ -234,6 +234,8 @@ def options(**kwargs: Any) -> ParseOptions:
 @pytest.mark.parametrize(("reasoning", "tool"), CONFIGS)
 @HOSTILE_SETTINGS
 @given(output=hostile_output, cuts=st.lists(st.integers(0, 4000), max_size=12))
+# poolside_v1 leaves the call open: the chunking decides its ``{}`` (poolside-open-call).
+@example(output="<tool_call>function call<|role_sep|>\n\n</think>\n<answer>\n", cuts=[])
 def test_hostile_output_parses_and_any_chunking_assembles_the_same(
     tokenizer: Tokenizer, reasoning: str | None, tool: str | None, output: str, cuts: list[int]
 ) -> None:
@@ -269,6 +271,21 @@ def test_hostile_output_parses_and_any_chunking_assembles_the_same(
             " to=self<|message|> to=self<|message|>",
             Assembled(reasoning=" to=self"),
             Assembled(),
+        ),
+        # poolside-open-call: an open call's ``{}`` comes with a last chunk naming it.
+        (
+            None,
+            "poolside_v1",
+            "<tool_call>function call<|role_sep|>\n  ",
+            Assembled(calls={0: ["function call<|role_sep|>", ""]}),
+            Assembled(calls={0: ["function call<|role_sep|>", "{}"]}),
+        ),
+        (
+            None,
+            "poolside_v1",
+            "<tool_call>get_weather\n<arg_key>city</arg_key><arg_value>Paris</arg_",
+            Assembled(calls={0: ["get_weather", '{"city": "Paris']}),
+            Assembled(calls={0: ["get_weather", '{"city": "Paris"}']}),
         ),
     ],
 )

@@ -91,6 +91,39 @@ _CHUNKED_TOOLS = frozenset(
 )
 
 
+# Laguna (docs/parity.md, poolside-open-call): a call the output leaves open gets its
+# closers from vLLM's server only when the last chunk carries a piece of it. The calls
+# are followed tag by tag as vLLM's reader takes them; a value's text is skipped to its
+# ``</arg_value>`` (a string value streams up to it, any other waits for it).
+def _poolside_open_call(output: str) -> bool:
+    """Whether the output ends inside a named ``poolside_v1`` call."""
+    at = 0
+    while (start := output.find("<tool_call>", at)) != -1:
+        at = start + len("<tool_call>")
+        ends = [output.find(tag, at) for tag in ("\n", "<arg_key>", "</tool_call>")]
+        if max(ends) == -1:
+            return False  # never named: no call
+        cut = min(end for end in ends if end != -1)
+        if not output[at:cut].strip() and output.startswith("</tool_call>", cut):
+            at = cut + len("</tool_call>")
+            continue
+        at = cut + 1 if output[cut] == "\n" else cut
+        while True:
+            end, key = output.find("</tool_call>", at), output.find("<arg_key>", at)
+            if end != -1 and (key == -1 or end < key):
+                at = end + len("</tool_call>")
+                break
+            if key == -1:
+                return True
+            at = key + len("<arg_key>")
+            for tag in ("</arg_key>", "<arg_value>", "</arg_value>"):
+                found = output.find(tag, at)
+                if found == -1:
+                    return True
+                at = found + len(tag)
+    return False
+
+
 def chunking_invariant(
     reasoning_parser: str | None, output: str, tool_parser: str | None = None
 ) -> bool:
@@ -105,6 +138,8 @@ def chunking_invariant(
         return _MUSE_FRAMED.fullmatch(output) is not None
     if "kimi_k3" in (reasoning_parser, tool_parser):
         return _k3_claimed(output, reasoning_parser == "kimi_k3")
+    if tool_parser == "poolside_v1" and _poolside_open_call(output):
+        return False
     switches = _SWITCHES.get(reasoning_parser or "")
     if switches is None:
         return True
