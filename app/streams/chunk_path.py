@@ -371,8 +371,7 @@ def carried_state(
             return encoder.encode(compact_of(state, compact_under))
         return encoder.encode(session.compact_state(state, compact_under))
     if session is not None:
-        ids, lens = session.history_json()
-        state = msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
+        return session.full_state(state)
     return encoder.encode(state)
 
 

@@ -319,6 +319,12 @@ class StreamSession:
         ids, lens = self._json().arrays()
         return Raw(ids), Raw(lens)
 
+    def full_state(self, state: StreamState) -> bytes:
+        """``state`` (this session's, after its last chunk: its history left to the
+        session) as we encode it with the session's history, which is copied once into
+        it, never encoded again."""
+        return self._json().state(state)
+
     def state_digest(self, state: StreamState) -> bytes:
         """What names ``state`` (this session's, after its last chunk) in a Redis
         snapshot's envelope, from the running digests of its history: O(chunk)."""
