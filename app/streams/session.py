@@ -176,6 +176,8 @@ class StreamSession:
         self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
+        # The stream's reply frame around its chunks' values (app/streams/reply.py).
+        self.reply_head: tuple[tuple[str, int, str], bytes, bytes] | None = None
         self._meter = SizeMeter()
 
     @property
@@ -502,6 +504,7 @@ class SizeMeter:
                 deep_size(session.parser.state, seen)
                 + deep_size(session.detokenizer.window, seen)
                 + deep_size(session.carried, seen)
+                + deep_size(session.reply_head, seen)
             )
             self.walked_at = tokens
         return (

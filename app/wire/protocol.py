@@ -551,9 +551,11 @@ class CompletionChunk(Struct):
 
 
 class ChatStreamReply(Struct):
-    """``stream_state`` is the state's own encoding, kept as the bytes a hit must match."""
+    """``chunk`` is the chunk or its JSON (a parsed stream's common chunk is written as
+    JSON at once: app/streams/reply.py); ``stream_state`` is the state's own encoding,
+    kept as the bytes a hit must match."""
 
-    chunk: ChatCompletionChunk
+    chunk: ChatCompletionChunk | Raw
     stream_state: Raw
 
 
