@@ -3,6 +3,8 @@ state is named from, and the JSON a full state carries, written only once asked 
 
 from __future__ import annotations
 
+import msgspec
+
 from app.streams.compact import compact_of
 from app.streams.session import StreamSession
 from app.streams.state_json import COMPACT, HistoryJson
@@ -95,3 +97,25 @@ def test_a_compact_state_named_chunk_by_chunk_is_the_one_named_from_the_whole_hi
     named = session.compact_state(StreamState(), CONTEXT)
     assert other.output_tokens == named.output_tokens
     assert other.output_digest != named.output_digest  # another chunking: another history
+
+
+def test_a_full_state_is_msgspecs_encoding_of_the_state_with_the_history(
+    tokenizer: Tokenizer,
+) -> None:
+    ids = tokenizer.encode(TEXT)
+    chunks = [ids[i : i + 3] for i in range(0, len(ids), 3)]
+    session = _fed(tokenizer, chunks, len(chunks) // 2)
+    history = {"output_token_ids": ids, "output_chunk_lens": [len(chunk) for chunk in chunks]}
+    for state in (
+        StreamState(role_sent=True),
+        # Strings that spell the history's keys, escaped, before where it goes.
+        StreamState(
+            prev_tokens=['"output_token_ids":[],"output_chunk_lens":[]', "\\", '"'],
+            read_offset=2,
+            logprob_context_token_ids=[1, 2],
+            tools_streamed=True,
+            last_tool_call_ids=['"output_chunk_lens":[]'],
+        ),
+    ):
+        whole = msgspec.structs.replace(state, **history)
+        assert session.full_state(state) == msgspec.json.encode(whole)
