@@ -4,11 +4,14 @@ bytes msgspec writes for the chunk struct, whatever the stream's id, model and d
 from __future__ import annotations
 
 import re
+import time
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import Raw
 
+from app.streams import reply
 from app.streams.derender import chat_chunk
 from app.streams.reply import encoded_chunk
 from app.streams.session import StreamSession
@@ -99,3 +102,20 @@ def test_any_other_chunk_is_the_struct(tokenizer: Tokenizer) -> None:
     ):
         reply = encoded_chunk(request, "m", choice, True, session)
         assert reply == chat_chunk(request, "m", [choice], True)
+
+
+def test_created_is_the_clocks_second_even_after_the_clock_went_back(
+    tokenizer: Tokenizer,
+) -> None:
+    session = _session(tokenizer)
+    request = _request("r", 0)
+    choice = ChatStreamChoice(
+        0, DeltaMessage(role=None, content="x", reasoning=None), None, None, None, None
+    )
+    for ahead in (0, 3600, -3600):  # as written last: now, or a second the clock left
+        now = time.time()
+        reply._second[0] = reply._second_of(now + ahead)
+        written = encoded_chunk(request, "m", choice, False, session)
+        assert isinstance(written, Raw)
+        created = msgspec.json.decode(bytes(written))["created"]
+        assert int(now) <= created <= int(time.time())

@@ -75,8 +75,22 @@ def encoded_chunk(
     head = session.reply_head
     if head is None or head[0] != (chunk.request_id, choice.index, model):
         head = session.reply_head = _heads(chunk.request_id, choice.index, model)
-    created = b"%d" % int(time.time())
-    return Raw(b"".join((head[1], created, head[2], encoder.encode(choice.delta), _AFTER)))
+    now = time.time()
+    second = _second[0]
+    if not second[0] <= now < second[1]:
+        second = _second[0] = _second_of(now)
+    return Raw(b"".join((head[1], second[2], head[2], encoder.encode(choice.delta), _AFTER)))
+
+
+# The second chunks are being created in, as its bounds and JSON (``created`` is whole
+# seconds): compared with the clock, not formatted again, per chunk. One tuple, replaced
+# whole, so a thread reads bounds and JSON of the same second.
+_second: list[tuple[float, float, bytes]] = [(0.0, 0.0, b"0")]
+
+
+def _second_of(now: float) -> tuple[float, float, bytes]:
+    second = int(now)  # as ``chat_chunk`` has it
+    return second, second + 1, b"%d" % second
 
 
 def _heads(request_id: str, index: int, model: str) -> tuple[tuple[str, int, str], bytes, bytes]:
