@@ -286,7 +286,7 @@ class ParsedChunks:
 
     def _derender(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
-    ) -> tuple[ChatCompletionChunk, StreamState, StreamSession | None]:
+    ) -> tuple[ChatCompletionChunk | Raw, StreamState, StreamSession | None]:
         """The chunk fed to ``session``, rebuilt by replay when None (on a worker
         thread when the replay is long)."""
         if session is None and request.generate_chunk.choices:
@@ -311,7 +311,7 @@ class ParsedChunks:
 
     async def respond_parts(
         self, request: ChatStreamDerenderRequest, model: str, found: Found, compact: bool
-    ) -> tuple[ChatCompletionChunk, bytes]:
+    ) -> tuple[ChatCompletionChunk | Raw, bytes]:
         """``respond``'s reply chunk and encoded state, before they are a response."""
         chunk = request.generate_chunk
         key, fingerprint = found.key, found.fingerprint
@@ -333,7 +333,7 @@ class ParsedChunks:
 
     async def derendered(
         self, request: ChatStreamDerenderRequest, model: str, found: Found
-    ) -> tuple[ChatCompletionChunk, StreamState, StreamSession | None]:
+    ) -> tuple[ChatCompletionChunk | Raw, StreamState, StreamSession | None]:
         """The chunk fed to the found session (or a replay). Any failure or cancellation
         drops the checked-out session; the error itself is re-raised and answered as
         ours (a logged 500)."""
@@ -371,8 +371,7 @@ def carried_state(
             return encoder.encode(compact_of(state, compact_under))
         return encoder.encode(session.compact_state(state, compact_under))
     if session is not None:
-        ids, lens = session.history_json()
-        state = msgspec.structs.replace(state, output_token_ids=ids, output_chunk_lens=lens)
+        return session.full_state(state)
     return encoder.encode(state)
 
 

@@ -64,7 +64,7 @@ class CompactReply(NamedTuple):
     session came from (None for a usage-only chunk, which takes none)."""
 
     key: StreamKey
-    chunk: ChatCompletionChunk
+    chunk: ChatCompletionChunk | Raw
     stream_state: bytes
     source: Source | None
 
@@ -170,7 +170,7 @@ class CompactChunks:
 
     def _usage(
         self, request: CompactChatStreamRequest, model: str, session: StreamSession
-    ) -> ChatCompletionChunk:
+    ) -> ChatCompletionChunk | Raw:
         full = session.request_for(request.generate_chunk, request.model, request.prompt_tokens)
         reply, _ = self.chunks.service.parsed_stream.chunk(full, model, None)
         return reply

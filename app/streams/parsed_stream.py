@@ -9,6 +9,7 @@ answered from it alone.
 from __future__ import annotations
 
 import msgspec
+from msgspec import Raw
 
 from app.streams.derender import (
     chat_chunk,
@@ -17,6 +18,7 @@ from app.streams.derender import (
     resolve_stream_logprobs,
 )
 from app.streams.parsing import to_wire_delta
+from app.streams.reply import encoded_chunk
 from app.streams.session import StreamSession
 from app.tokens.logprobs import context_tail
 from app.tokens.tokenizer import Tokenizer
@@ -41,21 +43,21 @@ class ParsedStreamDerenderer:
 
     def chunk(
         self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
-    ) -> tuple[ChatCompletionChunk, StreamState]:
-        """The chunk's reply and the state it carries, but for its history when a
-        session was fed: the session holds that (``StreamSession.history_json``).
-        ``session`` is None only for a chunk without a choice (a usage-only chunk),
-        which needs no parser; its state is the request's, history and all."""
+    ) -> tuple[ChatCompletionChunk | Raw, StreamState]:
+        """The chunk's reply (as JSON when it is a common one: app/streams/reply.py) and
+        the state it carries, but for its history when a session was fed: the session
+        holds that (``StreamSession.history_json``). ``session`` is None only for a chunk
+        without a choice (a usage-only chunk), which needs no parser; its state is the
+        request's, history and all."""
         chat_request = request.chat_request
         assert chat_request is not None
         state = request.stream_state or StreamState()
         return_token_ids = bool(chat_request.return_token_ids)
-        choices = []
         if request.generate_chunk.choices:
             assert session is not None
             choice, state = self._feed(request, chat_request, session, state, return_token_ids)
-            choices = [choice]
-        return chat_chunk(request, model, choices, return_token_ids), state
+            return encoded_chunk(request, model, choice, return_token_ids, session), state
+        return chat_chunk(request, model, [], return_token_ids), state
 
     def _feed(
         self,

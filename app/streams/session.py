@@ -176,6 +176,8 @@ class StreamSession:
         self.chat_request: ChatRequest | None = None
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
+        # The stream's reply frame around its chunks' values (app/streams/reply.py).
+        self.reply_head: tuple[tuple[str, int, str], bytes, bytes] | None = None
         self._meter = SizeMeter()
 
     @property
@@ -318,6 +320,12 @@ class StreamSession:
         them, kept up to date chunk by chunk so a reply never re-encodes the history."""
         ids, lens = self._json().arrays()
         return Raw(ids), Raw(lens)
+
+    def full_state(self, state: StreamState) -> bytes:
+        """``state`` (this session's, after its last chunk: its history left to the
+        session) as we encode it with the session's history, which is copied once into
+        it, never encoded again."""
+        return self._json().state(state)
 
     def state_digest(self, state: StreamState) -> bytes:
         """What names ``state`` (this session's, after its last chunk) in a Redis
@@ -496,6 +504,7 @@ class SizeMeter:
                 deep_size(session.parser.state, seen)
                 + deep_size(session.detokenizer.window, seen)
                 + deep_size(session.carried, seen)
+                + deep_size(session.reply_head, seen)
             )
             self.walked_at = tokens
         return (

@@ -53,6 +53,11 @@ _BEFORE = [(f.name, f.encode_name) for f in _FIELDS[:_IDS_AT]]
 _AFTER = [(f.name, f.encode_name) for f in _FIELDS[_IDS_AT + 2 :]]
 _IDS_KEY = json.dumps(_FIELDS[_IDS_AT].encode_name).encode()
 _LENS_KEY = json.dumps(_FIELDS[_IDS_AT + 1].encode_name).encode()
+# A state without a history as we encode it has this where its history goes: found as
+# written, since a string's quotes are escaped in it.
+_NO_HISTORY = b"%s:[],%s:[]" % (_IDS_KEY, _LENS_KEY)
+_IDS_OPEN = _IDS_KEY + b":"
+_LENS_OPEN = b"],%s:" % _LENS_KEY
 
 
 class HistoryJson:
@@ -121,6 +126,15 @@ class HistoryJson:
 
     def arrays(self) -> tuple[bytes, bytes]:
         return b"".join((self._ids, b"]")), b"".join((self._lens, b"]"))
+
+    def state(self, state: StreamState) -> bytes:
+        """``state``, whose history is left empty, as we encode it with these arrays as
+        its history: they are copied once, into the state's bytes."""
+        encoded = encoder.encode(state)
+        at = encoded.index(_NO_HISTORY)
+        after = encoded[at + len(_NO_HISTORY) :]
+        pieces = (encoded[:at], _IDS_OPEN, self._ids, _LENS_OPEN, self._lens, b"]", after)
+        return b"".join(pieces)
 
     def digest(self) -> bytes:
         """A digest of both arrays as ``arrays`` gives them, in O(what was appended since

@@ -28,7 +28,8 @@ _PLACEHOLDER_PREFIX = "token_id:"
 def context_tail(context: Sequence[int], token_ids: Sequence[int]) -> list[int]:
     """The sampled ids carried to the next chunk for U+FFFD repair."""
     tail = [*context, *token_ids]
-    return tail if len(tail) <= LOGPROB_CONTEXT_WINDOW else tail[-LOGPROB_CONTEXT_WINDOW:]
+    del tail[:-LOGPROB_CONTEXT_WINDOW]  # in place: a slice would be a second list
+    return tail
 
 
 def chat_top_limit(logprobs: bool | None, top_logprobs: int | None, return_all: bool) -> int | None:

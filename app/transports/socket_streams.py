@@ -357,7 +357,7 @@ class PlainLane:
         return reply, state, stream
 
 
-class SocketReply(Struct):
+class SocketReply(Struct, gc=False):  # as app/wire/protocol.py's per-chunk structs
     """A chunk's reply on a connection or in a batch frame: its stream (null when a
     batch POST's chunk names no request_id), the chunk, the state it carries (a struct,
     or ``Raw`` JSON)."""

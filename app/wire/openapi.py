@@ -262,7 +262,8 @@ def openapi_document(*, secured: bool) -> dict[str, Any]:
         _SCHEMAS,
         ref_template=_REF,
     )
-    # On the wire a chat stream reply's state is the StreamState it encodes.
+    # On the wire a chat stream reply's chunk and state are the structs they encode.
+    schemas["ChatStreamReply"]["properties"]["chunk"] = _ref("ChatCompletionChunk")
     schemas["ChatStreamReply"]["properties"]["stream_state"] = _ref("StreamState")
     describe(schemas)
     schemas.update(_batch_schemas())

@@ -119,7 +119,10 @@ class GenerateResponse(Struct):
     kv_transfer_params: dict[str, Any] | None = None
 
 
-class GenerateStreamChoice(Struct):
+# What a stream's every chunk builds (its chunk, request, state and reply) is plain data
+# that cannot form a cycle: untracked by the garbage collector (gc=False), it costs less
+# to decode and build.
+class GenerateStreamChoice(Struct, gc=False):
     index: int
     finish_reason: str | None = None
     stop_reason: StopReason = None
@@ -127,7 +130,7 @@ class GenerateStreamChoice(Struct):
     logprobs: GenerateLogProbs | None = None
 
 
-class GenerateChunk(Struct):
+class GenerateChunk(Struct, gc=False):
     """One SSE payload of a streaming ``/inference/v1/generate`` reply."""
 
     choices: list[GenerateStreamChoice]
@@ -223,7 +226,7 @@ class CompletionRequest(DecodeOptions, kw_only=True):
 # --------------------------------------------------------------------------- derender requests
 
 
-class _WindowState(Struct):
+class _WindowState(Struct, gc=False):  # gc=False: see GenerateStreamChoice
     """What a stream state carries in either form (full or compact) before its history:
     the decode window, whether the role was sent, and the logprob context."""
 
@@ -332,7 +335,7 @@ class CompletionDerenderRequest(Struct):
             )
 
 
-class ChatStreamDerenderRequest(Struct):
+class ChatStreamDerenderRequest(Struct, gc=False):  # gc=False: see GenerateStreamChoice
     generate_chunk: GenerateChunk
     stream: Literal[True] = True
     model: str | None = None
@@ -468,7 +471,8 @@ class DeltaToolCall(Struct, kw_only=True):
     function: DeltaFunctionCall | None = None
 
 
-class DeltaMessage(Struct, kw_only=True, omit_defaults=True):
+# gc=False: see GenerateStreamChoice
+class DeltaMessage(Struct, kw_only=True, omit_defaults=True, gc=False):
     role: Literal["assistant"] | None
     content: str | None
     reasoning: str | None
@@ -476,7 +480,7 @@ class DeltaMessage(Struct, kw_only=True, omit_defaults=True):
     citations: list[Citation] = []  # Cohere's citation spans (vLLM's CohereDeltaMessage)
 
 
-class ChatStreamChoice(Struct):
+class ChatStreamChoice(Struct, gc=False):
     index: int
     delta: DeltaMessage
     logprobs: ChatLogProbs | None
@@ -486,7 +490,7 @@ class ChatStreamChoice(Struct):
     weight_versions: None = None
 
 
-class ChatCompletionChunk(Struct):
+class ChatCompletionChunk(Struct, gc=False):
     id: str
     object: Literal["chat.completion.chunk"]
     created: int
@@ -550,10 +554,12 @@ class CompletionChunk(Struct):
     kv_transfer_params: None = None
 
 
-class ChatStreamReply(Struct):
-    """``stream_state`` is the state's own encoding, kept as the bytes a hit must match."""
+class ChatStreamReply(Struct, gc=False):
+    """``chunk`` is the chunk or its JSON (a parsed stream's common chunk is written as
+    JSON at once: app/streams/reply.py); ``stream_state`` is the state's own encoding,
+    kept as the bytes a hit must match."""
 
-    chunk: ChatCompletionChunk
+    chunk: ChatCompletionChunk | Raw
     stream_state: Raw
 
 

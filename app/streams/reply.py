@@ -1,0 +1,103 @@
+"""A parsed stream's reply chunk as JSON, written at once where it is the common one.
+
+Most chunks of a stream are one choice with a delta and nothing else: no logprobs, no
+finish or stop reason, no token ids, usage or metrics. Their reply is then a fixed
+frame around five values (id, created, model, index, delta), taken from msgspec's own
+encoding of a chunk with markers in their places, so the bytes are the ones encoding the
+chunk struct gives (tests/test_reply.py), at a fraction of the cost: a chunk struct is
+two dozen fields to build and to encode, on every chunk of every stream. The id and
+model are the stream's, encoded once per session. Any other chunk is the struct,
+encoded.
+"""
+
+from __future__ import annotations
+
+import time
+
+from msgspec import Raw
+
+from app.streams.derender import chat_chunk
+from app.streams.session import StreamSession
+from app.wire.protocol import (
+    ChatCompletionChunk,
+    ChatStreamChoice,
+    ChatStreamDerenderRequest,
+    DeltaMessage,
+    encoder,
+)
+
+# Markers that each encode as one string or integer nothing else in a chunk writes.
+_ID, _MODEL = "\x01id", "\x01model"
+_CREATED, _INDEX = 8_000_000_001, 8_000_000_002
+_DELTA = DeltaMessage(role=None, content="\x01content", reasoning=None)
+
+
+def _frame() -> list[bytes]:
+    """The bytes of a common chunk around its values (id, created, model, index, delta:
+    six pieces), cut out of msgspec's encoding of one."""
+    choice = ChatStreamChoice(_INDEX, _DELTA, None, None, None, None)
+    chunk = ChatCompletionChunk(
+        _ID, "chat.completion.chunk", _CREATED, _MODEL, [choice], None, None, None, None, None
+    )
+    rest = encoder.encode(chunk)
+    pieces = []
+    for value in (_ID, _CREATED, _MODEL, _INDEX, _DELTA):
+        marker = encoder.encode(value)
+        piece, found, rest = rest.partition(marker)
+        assert found and marker not in rest, "each marker is written once"
+        pieces.append(piece)
+    return [*pieces, rest]
+
+
+_BEFORE_ID, _BEFORE_CREATED, _BEFORE_MODEL, _BEFORE_INDEX, _BEFORE_DELTA, _AFTER = _frame()
+
+
+def encoded_chunk(
+    request: ChatStreamDerenderRequest,
+    model: str,
+    choice: ChatStreamChoice,
+    return_token_ids: bool,
+    session: StreamSession,
+) -> ChatCompletionChunk | Raw:
+    """The reply chunk of ``choice``, ``session``'s, as ``chat_chunk`` makes it: encoded
+    here when it is a common one, else the struct."""
+    chunk = request.generate_chunk
+    if (
+        choice.logprobs is not None
+        or choice.finish_reason is not None
+        or choice.stop_reason is not None
+        or choice.token_ids is not None
+        or chunk.usage is not None
+        or chunk.metrics is not None
+        or (return_token_ids and chunk.prompt_token_ids is not None)
+    ):
+        return chat_chunk(request, model, [choice], return_token_ids)
+    head = session.reply_head
+    if head is None or head[0] != (chunk.request_id, choice.index, model):
+        head = session.reply_head = _heads(chunk.request_id, choice.index, model)
+    now = time.time()
+    second = _second[0]
+    if not second[0] <= now < second[1]:
+        second = _second[0] = _second_of(now)
+    return Raw(b"".join((head[1], second[2], head[2], encoder.encode(choice.delta), _AFTER)))
+
+
+# The second chunks are being created in, as its bounds and JSON (``created`` is whole
+# seconds): compared with the clock, not formatted again, per chunk. One tuple, replaced
+# whole, so a thread reads bounds and JSON of the same second.
+_second: list[tuple[float, float, bytes]] = [(0.0, 0.0, b"0")]
+
+
+def _second_of(now: float) -> tuple[float, float, bytes]:
+    second = int(now)  # as ``chat_chunk`` has it
+    return second, second + 1, b"%d" % second
+
+
+def _heads(request_id: str, index: int, model: str) -> tuple[tuple[str, int, str], bytes, bytes]:
+    """A stream's frame before created and between created and the delta, with the
+    stream (and model) they are of."""
+    head = b"".join((_BEFORE_ID, encoder.encode(request_id), _BEFORE_CREATED))
+    middle = b"".join(
+        (_BEFORE_MODEL, encoder.encode(model), _BEFORE_INDEX, b"%d" % index, _BEFORE_DELTA)
+    )
+    return (request_id, index, model), head, middle
