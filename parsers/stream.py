@@ -143,6 +143,16 @@ class ChatStream:
         # read whole, no reasoning hidden, no rewrite (``step`` skips ``_parse`` then).
         self.lean = harmony is None and self.rewrite is None and options.include_reasoning
         self.first_call_only = options.parallel_tool_calls is False
+        # The tool parser's own stream, when ``_tool_delta`` comes down to it (no
+        # ``tool_choice`` of "none", or one the stream processor forces).
+        forced = options.named_tool is not None or options.tool_choice == "required"
+        self.tool_stream = (
+            tools.stream
+            if tools is not None
+            and options.tool_choice != "none"
+            and not (tools.supports_required_and_named and forced)
+            else None
+        )
 
     def snapshot(self) -> bytes:
         return msgspec.msgpack.encode(self.state)
@@ -157,21 +167,20 @@ class ChatStream:
         """Parse one chunk; returns its delta (None: nothing yet) and finish_reason."""
         state = self.state
         delta: Delta | None
-        if not text and not token_ids and not state.output_tokens:
-            delta = Delta()
+        if finish_reason is None and self.lean and token_ids and state.prompt_checked:
+            # What ``_parse`` does then, without the steps that do nothing.
+            delta = self._sections(text, token_ids)
+        elif text or token_ids or state.output_tokens:
+            delta = self._parse(text, token_ids, prompt_token_ids, finish_reason is not None)
         else:
-            if self.lean and finish_reason is None and state.prompt_checked:
-                # What ``_parse`` does then, without the steps that do nothing.
-                delta = self._sections(text, token_ids)
+            delta = Delta()
+        if delta is not None and delta.tool_calls:
+            if self.keep_tool_calls:
+                state.tools_streamed = True
             else:
-                delta = self._parse(text, token_ids, prompt_token_ids, finish_reason is not None)
-            if delta is not None and delta.tool_calls:
-                if self.keep_tool_calls:
-                    state.tools_streamed = True
-                else:
-                    delta.tool_calls = []
-                    if not delta.content and not delta.reasoning:
-                        delta = None
+                delta.tool_calls = []
+                if not delta.content and not delta.reasoning:
+                    delta = None
         state.output_tokens += len(token_ids)
         if delta is not None and self.first_call_only:
             delta.tool_calls = [call for call in delta.tool_calls if call.index == 0]
@@ -224,6 +233,8 @@ class ChatStream:
             return self._reasoning_ended(reasoning, delta, text, token_ids)
         if self.tools is not None and state.reasoning_ended:
             state.tool_phase_started = True
+            if self.tool_stream is not None:
+                return self.tool_stream(text, token_ids)
             return self._tool_delta(text, token_ids)
         return Delta(content=text)
 
