@@ -301,7 +301,9 @@ class StreamSession:
             if finish_reason is None:
                 return None, None
             return self.parser.step("", token_ids, finish_reason, self.prompt_token_ids)
-        text = self.detokenizer.decode(text_ids)
+        detokenizer = self.detokenizer
+        # One id, most chunks: its step straight.
+        text = detokenizer.step(text_ids[0]) if len(text_ids) == 1 else detokenizer.decode(text_ids)
         stepped = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
         count = len(token_ids)
         self.output_tokens += count

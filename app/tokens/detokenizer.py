@@ -66,10 +66,11 @@ class Detokenizer:
     def decode(self, token_ids: Sequence[int]) -> str:
         """Feed ids and return the text they complete."""
         if len(token_ids) == 1:
-            return self._step(token_ids[0])
-        return "".join([self._step(t) for t in token_ids])
+            return self.step(token_ids[0])
+        return "".join([self.step(t) for t in token_ids])
 
-    def _step(self, token_id: int) -> str:
+    def step(self, token_id: int) -> str:
+        """Feed one id and return the text it completes (``decode`` of one id)."""
         window = self.window
         if (
             window.prefix_offset <= window.read_offset == len(window.prev_tokens)
