@@ -139,6 +139,20 @@ class ChatStream:
         self.engine_based = engine_based
         self.keep_tool_calls = keep_tool_calls
         self.state = state
+        # Nothing reads a mid-stream chunk's delta after its section's parser: no format
+        # read whole, no reasoning hidden, no rewrite (``step`` skips ``_parse`` then).
+        self.lean = harmony is None and self.rewrite is None and options.include_reasoning
+        self.first_call_only = options.parallel_tool_calls is False
+        # The tool parser's own stream, when ``_tool_delta`` comes down to it (no
+        # ``tool_choice`` of "none", or one the stream processor forces).
+        forced = options.named_tool is not None or options.tool_choice == "required"
+        self.tool_stream = (
+            tools.stream
+            if tools is not None
+            and options.tool_choice != "none"
+            and not (tools.supports_required_and_named and forced)
+            else None
+        )
 
     def snapshot(self) -> bytes:
         return msgspec.msgpack.encode(self.state)
@@ -153,19 +167,22 @@ class ChatStream:
         """Parse one chunk; returns its delta (None: nothing yet) and finish_reason."""
         state = self.state
         delta: Delta | None
-        if not text and not token_ids and not state.output_tokens:
-            delta = Delta()
-        else:
+        if finish_reason is None and self.lean and token_ids and state.prompt_checked:
+            # What ``_parse`` does then, without the steps that do nothing.
+            delta = self._sections(text, token_ids)
+        elif text or token_ids or state.output_tokens:
             delta = self._parse(text, token_ids, prompt_token_ids, finish_reason is not None)
-            if delta is not None and delta.tool_calls:
-                if self.keep_tool_calls:
-                    state.tools_streamed = True
-                else:
-                    delta.tool_calls = []
-                    if not delta.content and not delta.reasoning:
-                        delta = None
+        else:
+            delta = Delta()
+        if delta is not None and delta.tool_calls:
+            if self.keep_tool_calls:
+                state.tools_streamed = True
+            else:
+                delta.tool_calls = []
+                if not delta.content and not delta.reasoning:
+                    delta = None
         state.output_tokens += len(token_ids)
-        if delta is not None and self.options.parallel_tool_calls is False:
+        if delta is not None and self.first_call_only:
             delta.tool_calls = [call for call in delta.tool_calls if call.index == 0]
         if finish_reason is not None:
             finish_reason = finish_reason or "stop"
@@ -196,42 +213,60 @@ class ChatStream:
                 state.reasoning_ended = True
             elif isinstance(reasoning, ContinuesPrompt):
                 reasoning.continue_prompt(prompt_token_ids)
-        delta: Delta | None = None
-        transitioned = False
-        if reasoning is not None and not state.reasoning_ended:
-            delta = reasoning.stream(text, token_ids)
-            if reasoning.ended_by(token_ids):
-                state.reasoning_ended = transitioned = True
-                token_ids = reasoning.content_ids(token_ids)
-                flushed = reasoning.finish() if reasoning.engine_based else None
-                text = ((delta.content if delta else None) or "") + (
-                    (flushed.content if flushed else None) or ""
-                )
-                if self.engine_based:
-                    if self.tools is not None:
-                        if delta is not None:
-                            delta.content = None
-                    elif text:
-                        delta = delta or Delta()
-                        delta.content = text
-        in_reasoning = reasoning is not None and not state.reasoning_ended
-        in_tools = self.tools is not None and state.reasoning_ended
-        if in_tools:
-            state.tool_phase_started = True
-            carried = delta.reasoning if delta is not None else None
-            delta = self._tool_delta(text, token_ids)
-            if carried:
-                if delta is None:
-                    delta = Delta(reasoning=carried)
-                elif not delta.reasoning:
-                    delta.reasoning = carried
-        if delta is None and not transitioned and not in_reasoning and not in_tools:
-            delta = Delta(content=text)
+        delta = self._sections(text, token_ids)
         if finished:
             delta = self._finish(delta)
         delta = self._hide_reasoning(delta)
         if self.rewrite is not None:
             delta = self.rewrite.rewrite_delta(delta, finished)
+        return delta
+
+    def _sections(self, text: str, token_ids: list[int]) -> Delta | None:
+        """The chunk read by the reasoning parser while reasoning lasts, then by the tool
+        parser once it ended, else passed through as content."""
+        state = self.state
+        reasoning = self.reasoning
+        if reasoning is not None and not state.reasoning_ended:
+            delta = reasoning.stream(text, token_ids)
+            if not reasoning.ended_by(token_ids):
+                return delta
+            return self._reasoning_ended(reasoning, delta, text, token_ids)
+        if self.tools is not None and state.reasoning_ended:
+            state.tool_phase_started = True
+            if self.tool_stream is not None:
+                return self.tool_stream(text, token_ids)
+            return self._tool_delta(text, token_ids)
+        return Delta(content=text)
+
+    def _reasoning_ended(
+        self, reasoning: ReasoningStream, delta: Delta | None, text: str, token_ids: list[int]
+    ) -> Delta | None:
+        """The chunk that ended reasoning (its reasoning parser's ``delta``): what
+        follows the end goes to the tool parser, or stays the delta's content."""
+        state = self.state
+        state.reasoning_ended = True
+        token_ids = reasoning.content_ids(token_ids)
+        flushed = reasoning.finish() if reasoning.engine_based else None
+        text = ((delta.content if delta else None) or "") + (
+            (flushed.content if flushed else None) or ""
+        )
+        if self.engine_based:
+            if self.tools is not None:
+                if delta is not None:
+                    delta.content = None
+            elif text:
+                delta = delta or Delta()
+                delta.content = text
+        if self.tools is None:
+            return delta
+        state.tool_phase_started = True
+        carried = delta.reasoning if delta is not None else None
+        delta = self._tool_delta(text, token_ids)
+        if carried:
+            if delta is None:
+                delta = Delta(reasoning=carried)
+            elif not delta.reasoning:
+                delta.reasoning = carried
         return delta
 
     def _hide_reasoning(self, delta: Delta | None) -> Delta | None:

@@ -94,8 +94,9 @@ class Citation(Struct):
     type: str = "TEXT_CONTENT"
 
 
-class Delta(Struct):
-    """What one streamed chunk adds to the message."""
+class Delta(Struct, gc=False):
+    """What one streamed chunk adds to the message. Made for every chunk and never part
+    of a reference cycle, so the garbage collector does not track it (cheaper to make)."""
 
     content: str | None = None
     reasoning: str | None = None

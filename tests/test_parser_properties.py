@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 
 from app.streams.session import StreamSession
 from app.tokens.tokenizer import Tokenizer
+from parsers.engine.core import EngineState, MarkerEngine
 from parsers.families import dots
+from parsers.families.qwen3 import Qwen3Grammar
 from parsers.registry import ParserFactory
 from parsers.types import Vocabulary
 from tests.support.golden import synthetic_model
@@ -684,3 +686,26 @@ def test_jamba_snapshots_go_on_and_one_token_chunks_name_every_call(
     parsed = factory.for_request(options()).parse(output, tokenizer.encode(PROMPT), "seed")
     streamed = [folded.calls[index][0] for index in sorted(folded.calls)]
     assert streamed == [call.name for call in parsed.tool_calls]
+
+
+@PROPS
+@given(
+    text=st.text(alphabet="<>/thinkol_cab \n", max_size=12),
+    held=st.sampled_from(["", "<", "</thi"]),
+    marker=st.booleans(),
+    section=st.sampled_from(["reasoning", "content", "tool_args", "message_header"]),
+    had_ids=st.booleans(),
+)
+def test_the_engines_plain_event_is_its_plain_test_and_plain_kind(
+    tokenizer: Tokenizer, text: str, held: str, marker: bool, section: str, had_ids: bool
+) -> None:
+    """Qwen3 reasoning's fast path asks ``plain_event`` of every chunk: it answers what
+    ``plain`` and ``plain_kind`` answer together, and leaves the engine as they do."""
+    grammar = Qwen3Grammar(tokenizer.vocabulary).grammar
+    ids = [next(iter(grammar.marker_ids))] if marker else tokenizer.encode("ab")
+    two = [MarkerEngine(grammar, EngineState(section, held=held)) for _ in range(2)]
+    for engine in two:
+        engine.s.ever_had_token_ids = had_ids
+    expected = two[0].plain_kind() if two[0].plain(text, ids) else None
+    assert two[1].plain_event(text, ids) == expected
+    assert two[0].s == two[1].s

@@ -21,7 +21,27 @@ from parsers import budget as parser_budget
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_current = threading.local()
+
+class _Budget:
+    """The budget of the request running in one thread: ``seconds`` to spend (None: no
+    request runs within one), and the CPU clock reading it runs out at, once read."""
+
+    __slots__ = ("deadline", "seconds")
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+        self.seconds: float | None = None
+
+
+class _Local(threading.local):
+    """Each thread's one ``_Budget``, made at its first request and reset by each: a
+    chunk sets two slots instead of storing a new object in the thread's dict."""
+
+    def __init__(self) -> None:
+        self.budget = _Budget()
+
+
+_current = _Local()
 
 
 class CpuBudgetExceeded(DerenderError):
@@ -44,23 +64,23 @@ def run_within(seconds: float, func: Callable[P, T], *args: P.args, **kwargs: P.
     The clock is read first at the first check, not here: most requests (a chunk of a
     few tokens) never reach one, and reading the thread's CPU clock is a system call.
     What runs before the first check is one slice of work, which the slices bound."""
-    _current.budget = [None, seconds]
+    budget = _current.budget
+    budget.deadline, budget.seconds = None, seconds
     try:
         return func(*args, **kwargs)
     finally:
-        _current.budget = None
+        budget.seconds = None
 
 
 def check() -> None:
     """Raise CpuBudgetExceeded once the running request has spent its budget."""
-    budget: list[float | None] | None = getattr(_current, "budget", None)
-    if budget is None:
+    budget = _current.budget
+    seconds = budget.seconds
+    if seconds is None:
         return
-    seconds = budget[1]
-    assert seconds is not None
-    deadline = budget[0]
+    deadline = budget.deadline
     if deadline is None:
-        budget[0] = time.thread_time() + seconds
+        budget.deadline = time.thread_time() + seconds
     elif time.thread_time() > deadline:
         raise CpuBudgetExceeded(seconds)
 

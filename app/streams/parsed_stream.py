@@ -53,11 +53,11 @@ class ParsedStreamDerenderer:
         assert chat_request is not None
         state = request.stream_state or StreamState()
         return_token_ids = bool(chat_request.return_token_ids)
-        if request.generate_chunk.choices:
-            assert session is not None
-            choice, state = self._feed(request, chat_request, session, state, return_token_ids)
-            return encoded_chunk(request, model, choice, return_token_ids, session), state
-        return chat_chunk(request, model, [], return_token_ids), state
+        if not request.generate_chunk.choices:
+            return chat_chunk(request, model, [], return_token_ids), state
+        assert session is not None
+        choice, state = self._feed(request, chat_request, session, state, return_token_ids)
+        return encoded_chunk(request, model, choice, return_token_ids, session), state
 
     def _feed(
         self,
@@ -68,11 +68,8 @@ class ParsedStreamDerenderer:
         return_token_ids: bool,
     ) -> tuple[ChatStreamChoice, StreamState]:
         parser = session.parser
-        parser_state = parser.state
-        # Hidden reasoning would leak through per-token metadata, so it goes too.
-        hide_metadata = not parser.options.include_reasoning
         # The carried flag is authoritative over the one the session rebuilt.
-        parser_state.tools_streamed = state.tools_streamed
+        parser.state.tools_streamed = state.tools_streamed
         choice = request.generate_chunk.choices[0]
         token_ids = choice.token_ids or []
         finish_reason, stop_reason = choice.finish_reason, choice.stop_reason
@@ -82,8 +79,10 @@ class ParsedStreamDerenderer:
                 self.tokenizer, token_ids, finish_reason, stop_reason, chat_request
             )
         delta, finish_reason = session.feed(token_ids, text_ids, finish_reason)
+        # Hidden reasoning would leak through per-token metadata, so it goes too.
+        shows_metadata = parser.options.include_reasoning
         logprobs = None
-        if choice.logprobs is not None and not hide_metadata:
+        if choice.logprobs is not None and shows_metadata:
             logprobs = resolve_stream_logprobs(
                 self.tokenizer, choice.logprobs, state, chat_top_logprobs(chat_request)
             )
@@ -98,17 +97,34 @@ class ParsedStreamDerenderer:
             logprobs,
             finish_reason,
             stop_reason,
-            choice.token_ids if return_token_ids and not hide_metadata else None,
+            choice.token_ids if return_token_ids and shows_metadata else None,
         )
-        if state.output_token_ids or state.output_chunk_lens:
-            # The session's now: a reply puts it back (``history_json``).
-            state = msgspec.structs.replace(state, output_token_ids=[], output_chunk_lens=[])
-        state = msgspec.structs.replace(
-            state,
-            role_sent=True,
-            tools_streamed=parser_state.tools_streamed,
-            last_tool_call_ids=pinned_ids,
-            logprob_context_token_ids=context_tail(state.logprob_context_token_ids, token_ids),
-        )
+        state = _next_state(state, parser.state.tools_streamed, pinned_ids, token_ids)
         session.answer(request, state)
         return reply, state
+
+
+def _next_state(
+    state: StreamState, tools_streamed: bool, pinned_ids: list[str], token_ids: list[int]
+) -> StreamState:
+    """The state a chunk's reply carries, from the one its request carried, without the
+    history: the session's now (a reply puts it back, ``history_json``)."""
+    context = context_tail(state.logprob_context_token_ids, token_ids)
+    if (
+        state.role_sent
+        and state.tools_streamed == tools_streamed
+        and pinned_ids is state.last_tool_call_ids
+        and not state.output_token_ids
+        and not state.output_chunk_lens
+    ):
+        # Most chunks: only the logprob context moves (one field replaced costs less).
+        return msgspec.structs.replace(state, logprob_context_token_ids=context)
+    return msgspec.structs.replace(
+        state,
+        output_token_ids=[],
+        output_chunk_lens=[],
+        role_sent=True,
+        tools_streamed=tools_streamed,
+        last_tool_call_ids=pinned_ids,
+        logprob_context_token_ids=context,
+    )

@@ -303,17 +303,21 @@ class StreamSession:
             if finish_reason is None:
                 return None, None
             return self.parser.step("", token_ids, finish_reason, self.prompt_token_ids)
-        text = self.detokenizer.decode(text_ids)
-        delta, finish = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
+        detokenizer = self.detokenizer
+        # One id, most chunks: its step straight.
+        text = detokenizer.step(text_ids[0]) if len(text_ids) == 1 else detokenizer.decode(text_ids)
+        stepped = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
+        count = len(token_ids)
+        self.output_tokens += count
+        history = self._token_ids
+        if history is not None and self._chunk_lens is not None:
+            history += token_ids
+            self._chunk_lens.append(count)
         if self._history is not None:
             self._history.extend(token_ids)
         if self._dumps_history is not None:
             self._dumps_history.extend(token_ids)
-        self.output_tokens += len(token_ids)
-        if self._token_ids is not None and self._chunk_lens is not None:
-            self._token_ids += token_ids
-            self._chunk_lens.append(len(token_ids))
-        return delta, finish
+        return stepped
 
     def history_json(self) -> tuple[Raw, Raw]:
         """``output_token_ids`` and ``output_chunk_lens`` as JSON, as msgspec encodes

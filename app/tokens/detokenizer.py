@@ -55,28 +55,39 @@ class DecodeWindow:
 class Detokenizer:
     """Turns token ids into text one id at a time, continuing a ``DecodeWindow``."""
 
-    __slots__ = ("_special", "_tokenizer", "window")
+    __slots__ = ("_special", "_tokenizer", "_whole_text", "window")
 
     def __init__(self, tokenizer: Tokenizer, window: DecodeWindow, skip_special: bool) -> None:
         self._tokenizer = tokenizer
+        self._whole_text = tokenizer.whole_text  # asked of every id: bound once
         self._special = tokenizer.special_ids if skip_special else frozenset()
         self.window = window
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Feed ids and return the text they complete."""
         if len(token_ids) == 1:
-            return self._step(token_ids[0])
-        return "".join([self._step(t) for t in token_ids])
+            return self.step(token_ids[0])
+        return "".join([self.step(t) for t in token_ids])
 
-    def _step(self, token_id: int) -> str:
+    def step(self, token_id: int) -> str:
+        """Feed one id and return the text it completes (``decode`` of one id)."""
+        window = self.window
+        if (
+            window.prefix_offset <= window.read_offset == len(window.prev_tokens)
+            and token_id not in self._special
+        ):
+            whole = self._whole_text(token_id)
+            if whole is not None:
+                window.prev_tokens = [whole[1]]
+                window.prefix_offset = 0
+                window.read_offset = 1
+                return whole[0]
+        return self._decoded(token_id)
+
+    def _decoded(self, token_id: int) -> str:
+        """What decoding the window with ``token_id`` adds (the full step)."""
         tokenizer = self._tokenizer
         window = self.window
-        if window.prefix_offset <= window.read_offset == len(window.prev_tokens):
-            whole = tokenizer.whole_text(token_id)
-            if whole is not None and token_id not in self._special:
-                window.prev_tokens = [whole[1]]
-                window.prefix_offset, window.read_offset = 0, 1
-                return whole[0]
         if 0 <= token_id < tokenizer.vocab_size:
             new = [] if token_id in self._special else [tokenizer.piece(token_id) or ""]
         else:

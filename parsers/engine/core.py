@@ -307,19 +307,37 @@ class MarkerEngine:
         path): nothing held or deferred, no marker id, and no character a literal
         marker could start with. A family's parser may then skip the events."""
         s = self.s
-        if token_ids:
+        if token_ids and not s.ever_had_token_ids:
             s.ever_had_token_ids = True
+        grammar = self.grammar
         return (
             bool(text)
             and not s.held
             and not s.deferred
-            and self.grammar.marker_ids.isdisjoint(token_ids)
-            and self.grammar.first_chars.isdisjoint(text)
+            and grammar.marker_ids.isdisjoint(token_ids)
+            and grammar.first_chars.isdisjoint(text)
         )
 
     def plain_kind(self) -> str | None:
         """The event kind plain text is in the current state (None: none, it is dropped)."""
         return self.grammar.format.state_events.get(self.s.state)
+
+    def plain_event(self, text: str, token_ids: Sequence[int]) -> str | None:
+        """``plain_kind`` when the delta is ``plain`` (the same test), else None: a
+        family's fast path asks both of every chunk, so in one call."""
+        s = self.s
+        if token_ids and not s.ever_had_token_ids:
+            s.ever_had_token_ids = True
+        grammar = self.grammar
+        if (
+            not text
+            or s.held
+            or s.deferred
+            or not grammar.marker_ids.isdisjoint(token_ids)
+            or not grammar.first_chars.isdisjoint(text)
+        ):
+            return None
+        return grammar.format.state_events.get(s.state)
 
     def feed(self, text: str, token_ids: Sequence[int]) -> list[Event]:
         if self.plain(text, token_ids):

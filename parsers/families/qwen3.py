@@ -179,11 +179,7 @@ class Qwen3Reasoning:
             if state.engine is None:
                 state.engine = EngineState(self._start_state())
             live = self._live = self._engine(state.engine)
-        if (
-            not state.blank_content
-            and live.plain(text, token_ids)
-            and live.plain_kind() == REASONING_TEXT
-        ):
+        if not state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT:
             return Delta(reasoning=text)  # what the lone event's delta would be
         return self._delta(live.feed(text, token_ids), finished=False)
 
