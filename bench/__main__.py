@@ -215,6 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens per second per stream, as an engine decodes (0: as fast as answered)",
     )
     lo.add_argument("--ramp", type=float, default=0.0, help="seconds over which the streams start")
+    lo.add_argument(
+        "--py-spy",
+        type=Path,
+        help="py-spy executable: sample each mode's servers while measured (bench/profile.py)",
+    )
 
     he = commands.add_parser(
         "health",

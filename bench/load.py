@@ -9,7 +9,8 @@ every stream, on one connection (paced by ``--rate``, all streams from the first
 Reported: chunks per second, p50 and p99 of a chunk's round trip (a frame's, in the
 batched modes), server CPU per chunk and per generated token, chunks per second per
 server core (chunks over server CPU seconds), the cache hit ratio (from
-``x-derender-cache``) and the servers' peak resident memory.
+``x-derender-cache``) and the servers' peak resident memory. ``--py-spy PATH`` also
+samples each mode's servers while they are measured (bench/profile.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import msgspec
 from bench import plots
 from bench.client import BATCHED, StreamRecord, http_client, run_engine, run_stream, warm_up
 from bench.modes import BASELINE, Mode, Setup, by_name, started, style
+from bench.profile import sampled
 from bench.report import machine, progress, table, write
 from bench.servers import Target, cpu_seconds, peak_rss_mb
 from bench.stats import AtPosition, by_position, percentile
@@ -123,11 +125,12 @@ def measure(
 ) -> LoadRun:
     cpu_before = cpu_seconds(target)
     started = time.perf_counter()
-    if mode.wire in BATCHED:
-        records, latencies = asyncio.run(drive_engine(mode, target, output, prompt, args))
-    else:
-        records = asyncio.run(drive(mode, target, output, prompt, args))
-        latencies = [latency for record in records for latency in record.latencies]
+    with sampled(args.py_spy, target.pids, args.out, f"{mode.name}-{len(prompt)}"):
+        if mode.wire in BATCHED:
+            records, latencies = asyncio.run(drive_engine(mode, target, output, prompt, args))
+        else:
+            records = asyncio.run(drive(mode, target, output, prompt, args))
+            latencies = [latency for record in records for latency in record.latencies]
     wall = time.perf_counter() - started
     cpu = cpu_seconds(target) - cpu_before
     positions = [p for record in records for p in record.positions]

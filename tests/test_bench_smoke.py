@@ -177,6 +177,31 @@ def test_load_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "load-latency.png").stat().st_size > 0
 
 
+# A stand-in for py-spy: writes fixed folded stacks where ``--output`` says, then waits
+# to be stopped (``bench load --py-spy`` stops it with SIGINT once its mode is measured).
+FAKE_PY_SPY = """\
+import sys, time
+with open(sys.argv[sys.argv.index("--output") + 1], "w") as out:
+    out.write("main (app/x.py:1);leaf (app/y.py:2) 3\\nmain (app/x.py:1) 1\\n")
+time.sleep(600)
+"""
+
+
+def test_load_py_spy_profile(tmp_path: Path) -> None:
+    """--py-spy samples each mode's server while its streams are measured; the folded
+    stacks are kept and summed per function."""
+    fake = tmp_path / "py-spy"
+    fake.write_text(f"#!{sys.executable} -S\n{FAKE_PY_SPY}")
+    fake.chmod(0o755)
+    argv = ["--streams", "2", "--tokens", "60", "--rate", "200", "--modes", "batch"]
+    run(tmp_path, "load", *argv, "--py-spy", str(fake))
+    assert "leaf (app/y.py:2) 3" in (tmp_path / "load-profile-batch-100.txt").read_text()
+    summary = (tmp_path / "load-profile-batch-100.md").read_text()
+    assert "4 samples" in summary
+    assert re.search(r"75\.0% +\| +leaf \(app/y\.py\)", summary), summary
+    assert re.search(r"100\.0% +\| +main \(app/x\.py\)", summary), summary
+
+
 def test_health_smoke(tmp_path: Path) -> None:
     argv = ["--seconds", "1", "--interval", "0.1", "--slow-sockets", "5", "--choices", "2"]
     runs = run(tmp_path, "health", *argv, "--tokens", "64")["runs"]

@@ -346,6 +346,41 @@ class ParsedChunks:
             raise
 
 
+def answers_now(chunks: ParsedChunks, tokens: int) -> bool:
+    """Whether a chunk of ``tokens`` that found its session is answered by
+    ``respond_now``: small enough to derender on the event loop, and no Redis tier to
+    write to."""
+    return chunks.store.redis is None and chunks.service.inline(tokens)
+
+
+def respond_now(
+    chunks: ParsedChunks,
+    request: ChatStreamDerenderRequest,
+    model: str,
+    key: StreamKey,
+    fingerprint: Fingerprint,
+    session: StreamSession,
+    compact: bool,
+) -> tuple[ChatCompletionChunk, bytes]:
+    """``ParsedChunks.respond_parts`` without an await, for a chunk that continues its
+    found ``session`` and ``answers_now`` (a batch POST's common entry): the same
+    reply and state, the session kept or dropped the same way, without a coroutine per
+    step and without its ``Found``."""
+    store = chunks.store
+    try:
+        reply, state, fed = chunks.service.run_now(chunks._derender, request, model, session)
+    except BaseException:
+        store.drop_here(key, fingerprint, Eviction.ERROR)
+        raise
+    carried = carried_state(state, fed, fingerprint.digest if compact else None)
+    if fed is not None:
+        if request.generate_chunk.choices[0].finish_reason is not None:
+            store.drop_here(key, fingerprint, Eviction.FINISHED)
+        else:
+            store.keep_here(key, fingerprint, fed, carried)
+    return reply, carried
+
+
 def carried_as_sent(
     request: ChatStreamDerenderRequest, fingerprint: Fingerprint, compact: bool
 ) -> Carried:

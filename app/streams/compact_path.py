@@ -8,19 +8,27 @@ what this chunk found.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from collections.abc import Awaitable
+from typing import Literal
 
 import msgspec
 from msgspec import Raw, Struct
 from starlette.responses import Response
 
-from app.streams.chunk_path import Found, ParsedChunks, json_response
+from app.streams.chunk_path import (
+    Found,
+    ParsedChunks,
+    answers_now,
+    json_response,
+    respond_now,
+)
 from app.streams.session import Fingerprint, StreamSession
 from app.streams.session_store import Acquired, Source, StreamKey
 from app.wire.body import Received, decode_body
 from app.wire.errors import BadRequest, DerenderError, StateRequired
 from app.wire.protocol import (
     ChatCompletionChunk,
+    ChatStreamDerenderRequest,
     ChatStreamReply,
     CompactChatStreamRequest,
     GenerateChunk,
@@ -59,7 +67,7 @@ class _Continuing(Struct):
 _continuing = msgspec.json.Decoder(_Continuing)
 
 
-class CompactReply(NamedTuple):
+class CompactReply(Struct):
     """A compact chunk's answer: its stream, reply chunk and encoded state, and where its
     session came from (None for a usage-only chunk, which takes none)."""
 
@@ -116,12 +124,13 @@ class CompactChunks:
         reply, carried = await self.chunks.respond_parts(full, model, found, compact=True)
         return CompactReply(key, reply, carried, Source.HIT)
 
-    async def continued(self, body: bytes | Raw) -> CompactReply | None:
+    def continued(self, body: bytes | Raw) -> CompactReply | Awaitable[CompactReply] | None:
         """A compact chunk's reply in one decode of its body, when it continues a live
         session with the very state bytes its last reply carried (the common batch
-        entry; the caller counts its hit); else None, nothing taken or counted, and the
-        caller answers it with ``replied``, which gives any error its exact message. The
-        state is compared as bytes: they are ours, so they need no decode."""
+        entry; the caller counts its hit): at once when ``answers_now`` says so, else
+        to await. Else None, nothing taken or counted, and the caller answers it with
+        ``replied``, which gives any error its exact message. The state is compared as
+        bytes: they are ours, so they need no decode."""
         try:
             request = _continuing.decode(body)
         except (msgspec.DecodeError, RecursionError):
@@ -150,12 +159,20 @@ class CompactChunks:
             len(session.prompt_token_ids), session.output_tokens, delta, self.limits
         )
         if problem is not None:
-            await self.store.drop(key, fingerprint, Eviction.ERROR)
+            self.store.drop_here(key, fingerprint, Eviction.ERROR)  # no snapshot to drop
             raise BadRequest(problem)
         full = session.request_for(chunk, request.model, request.prompt_tokens)
+        if answers_now(self.chunks, delta):
+            reply, carried = respond_now(self.chunks, full, model, key, fingerprint, session, True)
+            return CompactReply(key, reply, carried, Source.HIT)
         hit = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
-        reply, carried = await self.chunks.respond_parts(full, model, hit, compact=True)
-        return CompactReply(key, reply, carried, Source.HIT)
+        return self._responded(full, model, hit)
+
+    async def _responded(
+        self, request: ChatStreamDerenderRequest, model: str, found: Found
+    ) -> CompactReply:
+        reply, carried = await self.chunks.respond_parts(request, model, found, compact=True)
+        return CompactReply(found.key, reply, carried, Source.HIT)
 
     def _fingerprint(self, received: Received, key: tuple[str, int], sent: bytes) -> Fingerprint:
         """The request's own when it sends its context, else the one of the session kept

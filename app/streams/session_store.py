@@ -218,25 +218,35 @@ class SessionStore:
     ) -> None:
         """Keep ``session`` for the chunk that sends ``carried`` back, in both tiers
         (``digest`` names it in its Redis snapshot's envelope)."""
-        if session.fingerprint is None:  # a kept session holds an equal one
-            session.fingerprint = fingerprint.detached()
-        kept = session.fingerprint
-        self.cache.checkin(key, session, kept, carried, session.size(carried))
+        kept = self.keep_here(key, fingerprint, session, carried)
         if self.redis is not None:
             snapshot = session.snapshot()
             self.metrics.redis_snapshot_bytes.observe(len(snapshot))
             history = session.output_tokens
             self._count(await self.redis.put(key, kept.digest, digest(), history, snapshot))
 
+    def keep_here(
+        self, key: StreamKey, fingerprint: Fingerprint, session: StreamSession, carried: bytes
+    ) -> Fingerprint:
+        """``keep``'s in-process tier (all of it without Redis); returns the fingerprint
+        the session is kept under."""
+        if session.fingerprint is None:  # a kept session holds an equal one
+            session.fingerprint = fingerprint.detached()
+        kept = session.fingerprint
+        self.cache.checkin(key, session, kept, carried, session.size(carried))
+        return kept
+
     async def drop(self, key: StreamKey, fingerprint: Fingerprint, reason: Eviction) -> None:
         """The stream is over (``FINISHED``: its snapshot goes too) or its chunk failed
         (``ERROR``: counted when the session came from the cache)."""
+        self.drop_here(key, fingerprint, reason)
+        if reason is Eviction.FINISHED and self.redis is not None:
+            self._count(await self.redis.drop(key, fingerprint.digest))
+
+    def drop_here(self, key: StreamKey, fingerprint: Fingerprint, reason: Eviction) -> None:
+        """``drop``'s in-process tier (all of it without Redis)."""
         released = self.cache.release(key, fingerprint)
-        if reason is Eviction.FINISHED:
-            self.metrics.cache_evictions.labels(reason).inc()
-            if self.redis is not None:
-                self._count(await self.redis.drop(key, fingerprint.digest))
-        elif released:
+        if reason is Eviction.FINISHED or released:
             self.metrics.cache_evictions.labels(reason).inc()
 
     def _count(self, outcome: Outcome) -> None:

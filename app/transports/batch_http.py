@@ -27,7 +27,7 @@ from app.transports.socket_streams import SocketReply
 from app.transports.websocket import SocketError, named_stream
 from app.wire.body import Received, received, too_large
 from app.wire.errors import BadRequest
-from app.wire.protocol import ErrorBody, encoder
+from app.wire.protocol import ErrorBody
 
 # An endpoint of a route: a request as received, to a response (app/transports/endpoints.py).
 Handler = Callable[[Received], Awaitable[Response]]
@@ -91,19 +91,42 @@ class BatchEndpoint:
             metrics.cache_hits.inc(hits.count)
         return Response(reply, media_type="application/json")
 
-    async def _entry(self, hits: _Hits, entry: Raw) -> Answer:
+    def _entry(self, hits: _Hits, entry: Raw) -> Answer | Awaitable[Answer]:
         """One entry's reply and status, as a compact POST of its route answers it; a
-        kept session's hit counted in ``hits``. The entry is copied out of its frame
-        only when it is read whole."""
+        kept session's hit counted in ``hits``. The common entry (a compact chunk that
+        continues its live session) is answered at once, in one decode and one lookup;
+        any other is awaited. The entry is copied out of its frame only when it is read
+        whole."""
+        if self.compact is not None and len(entry) <= self.service.settings.max_request_bytes:
+            try:
+                replied = self.compact.continued(entry)
+            except Exception as exc:
+                return self._failed(entry, exc)
+            if isinstance(replied, CompactReply):
+                hits.count += 1
+                return _entry_reply(replied), 200
+            if replied is not None:
+                return self._continued_later(hits, entry, replied)
+        return self._answered(entry)
+
+    async def _continued_later(
+        self, hits: _Hits, entry: Raw, replied: Awaitable[CompactReply]
+    ) -> Answer:
+        """The common entry's reply when its chunk is derendered off the event loop (or
+        its session goes to Redis too)."""
+        try:
+            reply = _entry_reply(await replied)
+        except Exception as exc:
+            return self._failed(entry, exc)
+        hits.count += 1
+        return reply, 200
+
+    async def _answered(self, entry: Raw) -> Answer:
+        """Any other entry's reply, as its route answers it."""
         try:
             limit = self.service.settings.max_request_bytes
             if len(entry) > limit:
                 raise too_large(limit)
-            if self.compact is not None:  # the common entry first: one decode, one lookup
-                replied = await self.compact.continued(entry)
-                if replied is not None:
-                    hits.count += 1
-                    return _entry_reply(replied), 200
             body = bytes(entry)
             request = received(body, self.endpoint, None, compact=True)
             if self.compact is not None and is_compact(request.view.stream_state):
@@ -112,15 +135,19 @@ class BatchEndpoint:
                 view = msgspec.structs.replace(request.view, stream=True)
                 request = dataclasses.replace(request, view=view)
             response = await self.handle(request)
-            status, content = response.status_code, bytes(response.body)
         except Exception as exc:
-            body = bytes(entry)
-            error = failure(exc, self.service.metrics, self.endpoint, body)
-            status, content = error.status, encoder.encode(error.body())
+            return self._failed(entry, exc)
+        status, content = response.status_code, bytes(response.body)
         # A chunk without a request_id (the server picks the reply's id) names none.
         request_id, index = named_stream(body) or (None, None)
         if status == 200:
             parts = _answered.decode(content)
             return SocketReply(request_id, index, parts.chunk, parts.stream_state), status
-        error_info = _error.decode(content).error
-        return SocketError(request_id, index, error_info), status
+        return SocketError(request_id, index, _error.decode(content).error), status
+
+    def _failed(self, entry: Raw, exc: Exception) -> Answer:
+        """The error reply of an entry refused or failed."""
+        body = bytes(entry)
+        error = failure(exc, self.service.metrics, self.endpoint, body)
+        request_id, index = named_stream(body) or (None, None)
+        return SocketError(request_id, index, error.body().error), error.status

@@ -174,10 +174,7 @@ class HeldStreams:
         message, measured again; None: the key's stream is over."""
         current = self._streams.get(key)
         if stream is not None and stream is current:
-            if stream.held is not None:
-                self._cache.touch(stream.held, stream.size())
-            else:  # evicted while its message was answered: what it took up goes
-                stream.evict()
+            self._held_again(stream)
             return
         self.drop(key)
         if stream is None:
@@ -185,6 +182,24 @@ class HeldStreams:
         self._streams[key] = stream
         stream.held = self._cache.hold(stream.size(), stream.evict)
         if stream.held is None:  # the cache keeps nothing this large (or nothing at all)
+            stream.evict()
+
+    def continue_with(
+        self, key: StreamKey, continued: OpenStream, stream: OpenStream | None
+    ) -> None:
+        """``put`` for a message that continued ``continued``, the stream held under
+        ``key`` (known without a lookup): ``stream`` is it again, or None once over."""
+        if stream is continued:
+            self._held_again(stream)
+        else:
+            self.put(key, stream)
+
+    def _held_again(self, stream: OpenStream) -> None:
+        """``stream`` stays held, measured again; evicted while its message was
+        answered, what it took up goes."""
+        if stream.held is not None:
+            self._cache.touch(stream.held, stream.size())
+        else:
             stream.evict()
 
     def drop(self, key: StreamKey) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -41,6 +42,8 @@ SOCKET_SUFFIX = "/ws"
 # The close code the server sends when it goes away (on the idle timeout).
 GOING_AWAY = 1001
 POLICY_VIOLATION = 1008
+# Where a chunk's JSON is found when it is needed whole: its message, or its frame's place.
+B = TypeVar("B")
 
 
 class SocketError(Struct):
@@ -91,6 +94,10 @@ class _Entries:
 _keyed = msgspec.json.Decoder(_Keyed)
 _message = msgspec.json.Decoder(SocketMessage)
 _messages = msgspec.json.Decoder(_Messages)
+
+
+def _copied(body: bytes | Raw) -> bytes:
+    return bytes(body)
 
 
 def named_stream(body: bytes) -> StreamKey | None:
@@ -181,31 +188,32 @@ class SocketConnection:
             message = self._read(body)
         except Exception as exc:
             return self._failed(bytes(body), None, exc)
-        return self._answer_read(message, functools.partial(bytes, body))
+        return self._answer_read(message, _copied, body)
 
     def _answer_entry(
         self, entries: _Entries, read: tuple[int, SocketMessage]
     ) -> Answer | Awaitable[Answer]:
         """The reply of a frame's entry ``read`` (its place and its message)."""
         index, message = read
-        return self._answer_read(message, functools.partial(entries.entry, index))
+        return self._answer_read(message, entries.entry, index)
 
     def _answer_read(
-        self, message: SocketMessage, body: Callable[[], bytes]
+        self, message: SocketMessage, body: Callable[[B], bytes], of: B
     ) -> Answer | Awaitable[Answer]:
-        """The reply of a chunk read as ``message`` (``body`` gives its JSON when it is
-        read whole, copied out of its frame): at once when it continues a held stream
+        """The reply of a chunk read as ``message`` (``body(of)`` gives its JSON when it
+        is read whole, copied out of its frame): at once when it continues a held stream
         with a chunk small enough to derender on the event loop (no await between its
         message and its reply), else to await."""
-        key = None
+        key = message.key
+        stream = None
         try:
-            key = message.key
             stream = self.streams.continued(key, message)
-            if stream is None or not self.service.inline(chunk_tokens(message.generate_chunk)):
-                return self._answer_later(body(), message, stream)
-            return self._replied(key, self.service.run_now(self.lane.proceed, message, stream))
+            if stream is not None and self.service.inline(chunk_tokens(message.generate_chunk)):
+                answered = self.service.run_now(self.lane.proceed, message, stream)
+                return self._continued(key, stream, answered)
         except Exception as exc:
-            return self._failed(body(), key, exc)
+            return self._failed(body(of), key, exc)
+        return self._answer_later(body(of), message, stream)
 
     async def _answer_later(
         self, body: bytes, message: SocketMessage, stream: OpenStream | None
@@ -235,6 +243,13 @@ class SocketConnection:
         """The reply of a chunk answered, its stream held for the next one."""
         reply, carried, held = answered
         self.streams.put(key, held)
+        return SocketReply(key[0], key[1], reply, carried), 200
+
+    def _continued(self, key: StreamKey, stream: OpenStream, answered: Answered) -> Answer:
+        """``_replied`` for a chunk that continued ``stream``, the one the connection
+        holds under ``key`` (no lookup to find it again)."""
+        reply, carried, held = answered
+        self.streams.continue_with(key, stream, held)
         return SocketReply(key[0], key[1], reply, carried), 200
 
     def _failed(self, body: bytes, key: StreamKey | None, exc: Exception) -> Answer:
