@@ -177,29 +177,16 @@ def test_load_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "load-latency.png").stat().st_size > 0
 
 
-# A stand-in for py-spy: writes fixed folded stacks where ``--output`` says, then waits
-# to be stopped (``bench load --py-spy`` stops it with SIGINT once its mode is measured).
-FAKE_PY_SPY = """\
-import sys, time
-with open(sys.argv[sys.argv.index("--output") + 1], "w") as out:
-    out.write("main (app/x.py:1);leaf (app/y.py:2) 3\\nmain (app/x.py:1) 1\\n")
-time.sleep(600)
-"""
-
-
 def test_load_py_spy_profile(tmp_path: Path) -> None:
-    """--py-spy samples each mode's server while its streams are measured; the folded
-    stacks are kept and summed per function."""
-    fake = tmp_path / "py-spy"
-    fake.write_text(f"#!{sys.executable} -S\n{FAKE_PY_SPY}")
-    fake.chmod(0o755)
-    argv = ["--streams", "2", "--tokens", "60", "--rate", "200", "--modes", "batch"]
-    run(tmp_path, "load", *argv, "--py-spy", str(fake))
-    assert "leaf (app/y.py:2) 3" in (tmp_path / "load-profile-batch-100.txt").read_text()
+    """--py-spy samples each mode's servers while its streams are measured (the bench
+    extra's py-spy); the folded stacks are kept and summed per function."""
+    py_spy = Path(sys.executable).parent / "py-spy"
+    argv = ["--streams", "2", "--tokens", "200", "--rate", "200", "--modes", "batch"]
+    run(tmp_path, "load", *argv, "--py-spy", str(py_spy))
+    stacks = (tmp_path / "load-profile-batch-100.txt").read_text()
+    assert "(app/" in stacks, stacks[:2000]
     summary = (tmp_path / "load-profile-batch-100.md").read_text()
-    assert "4 samples" in summary
-    assert re.search(r"75\.0% +\| +leaf \(app/y\.py\)", summary), summary
-    assert re.search(r"100\.0% +\| +main \(app/x\.py\)", summary), summary
+    assert re.search(r"\d+ samples", summary), summary
 
 
 def test_health_smoke(tmp_path: Path) -> None:
