@@ -2,13 +2,13 @@
 
 py-spy (the bench extra's, ``.venv/bin/py-spy``) samples each server process of a mode
 while its streams are measured, without pausing it (``--nonblocking``), and writes the
-folded stacks beside the load report (``load-profile-MODE.txt``); ``load-profile-
-MODE.md`` sums them per function: a function's own share of the samples (msgspec's
-native decode and encode, and a system call, show as their caller's own time) and its
-share with what it calls. py-spy samples a running thread by wall time: a process that
-waits on a lock or was preempted right after a system call that woke the client (a
-loopback write) is counted there too, so compare shares between runs of one box, not
-with the CPU the kernel counts.
+folded stacks beside the load report (``load-profile-MODE.txt``);
+``load-profile-MODE.md`` sums them per function: a function's own share of the samples
+(msgspec's native decode and encode, and a system call, show as their caller's own time)
+and its share with what it calls. py-spy samples a running thread by wall time: a
+process that waits on a lock or was preempted right after a system call that woke the
+client (a loopback write) is counted there too, so compare shares between runs of one
+box, not with the CPU the kernel counts.
 """
 
 from __future__ import annotations
