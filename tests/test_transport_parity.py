@@ -45,7 +45,7 @@ from app.transports.client import (
 )
 from app.wire.routing import STREAM_ID_HEADER
 from tests.support.apps import AppFactory
-from tests.support.golden import flags_of, load_cases, replay, stream_body
+from tests.support.golden import Answer, flags_of, load_cases, replay, stream_body
 from tests.support.parity import chunked
 from tests.support.processes import ServerProcess, serving
 from tests.support.replies import without_created
@@ -72,7 +72,7 @@ class Transcript:
         self.client = client
         self.streams: dict[tuple[str, int], ChatStream] = {}
 
-    def __call__(self, path: str, body: bytes, content_type: str) -> tuple[int, Any]:
+    def __call__(self, path: str, body: bytes, content_type: str) -> Answer:
         sent = json.loads(body)
         chunk = sent["generate_chunk"]
         index = chunk["choices"][0]["index"] if chunk["choices"] else 0
@@ -91,11 +91,9 @@ class Transcript:
         try:
             reply = stream.send_chunk(chunk, **fields)
         except ReplyError as exc:
-            return exc.status, json.loads(exc.body)
-        return 200, {"chunk": reply.chunk, "stream_state": json.loads(stream.full_state() or b"")}
-
-
-Answer = tuple[int, Any]
+            return exc.status, json.loads(exc.body), None
+        state = stream.full_state() or b""
+        return 200, {"chunk": reply.chunk, "stream_state": json.loads(state)}, state
 
 
 @dataclass
@@ -166,9 +164,9 @@ def _answer(pending: Pending) -> Answer:
     try:
         reply = pending.result()
     except ReplyError as exc:
-        return exc.status, json.loads(exc.body)  # the entry's reply: its error, its stream
+        return exc.status, json.loads(exc.body), None  # the entry's reply: its error, its stream
     state = pending.stream.full_state() or b""
-    return 200, {"chunk": reply.chunk, "stream_state": json.loads(state)}
+    return 200, {"chunk": reply.chunk, "stream_state": json.loads(state)}, state
 
 
 @pytest.mark.parametrize("config", CONFIGS)
