@@ -556,9 +556,12 @@ def test_websocket_streams_resume_after_drops(
     assert run.assembled() == expected(example)
 
 
-def test_websocket_streams_resume_on_a_restarted_server(expected: Expected) -> None:
+def test_websocket_streams_resume_on_a_restarted_server(
+    socket_replicas: list[ServerProcess], expected: Expected
+) -> None:
     """The server is stopped mid-stream and another started on its port: the client's
-    next chunk finds the connection gone, reconnects and resumes both streams."""
+    next chunk finds the connection gone, reconnects and resumes both streams. (A
+    replica of the module's serves: a start-up is seconds of CPU.)"""
     tokenizer = bundled_tokenizer("qwen3")
     texts = (
         f"<think>\n{SENTENCES[0] * 3}\n</think>\n\n{SENTENCES[2] * 2}",
@@ -573,20 +576,16 @@ def test_websocket_streams_resume_on_a_restarted_server(expected: Expected) -> N
              enumerate(step) if c is not None]  # fmt: skip
     example = Example(plans, order, {})
     middle = len(order) // 2
-    server = ServerProcess(*FLAGS)
-    try:
-        server.start()
-        with DerenderClient(server.url, "websocket") as client:
+    server = socket_replicas[0]
+    with DerenderClient(server.url, "websocket") as client:
 
-            def restart(step: int, run: Run) -> None:
-                if step == middle:
-                    server.stop()
-                    server.start()
+        def restart(step: int, run: Run) -> None:
+            if step == middle:
+                server.stop()
+                server.start()
 
-            run = drive(client, example, restart)
-            assert (client.connection, client.reconnects) == (2, 1)
-    finally:
-        server.stop()
+        run = drive(client, example, restart)
+        assert (client.connection, client.reconnects) == (2, 1)
     assert run.assembled() == expected(example)
 
 
