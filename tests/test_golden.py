@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.support.apps import build_app
@@ -14,6 +15,8 @@ from tests.support.asgi import InProcessClient
 from tests.support.golden import (
     CHUNK_DEPENDENT,
     DEVIATIONS,
+    Answer,
+    Echo,
     Post,
     flags_of,
     fold_reply,
@@ -86,18 +89,18 @@ def _client(model: str, flags: tuple[str, ...]) -> InProcessClient:
     return InProcessClient(build_app(model, flags))
 
 
-def _modes(case: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
-    """The session cache on, and for a parsed stream off too (pure replay). Pure replay
-    re-reads a stream's whole history on every chunk, so it runs on the multi-token
-    chunkings only (t3, r16): one token per chunk costs it the most and, with the
-    session kept, is what every stream's replies are checked on already."""
-    modes = [("session cache on", flags_of(case))]
-    if (
-        case["kind"] == "chat_stream"
-        and case["config"] not in WITHOUT_PARSERS
-        and case["chunking"] != "t1"
-    ):
-        modes.append(("session cache off", (*flags_of(case), *WITHOUT_CACHE)))
+def _modes(case: dict[str, Any]) -> list[tuple[str, tuple[str, ...], Echo]]:
+    """The session cache on, and for a parsed stream off too (pure replay, every chunk
+    rebuilt from the state it carries). A stream's states go back verbatim in one mode
+    and re-encoded by ``json.dumps`` in the other, so both encodings meet the session's
+    byte comparison and the replay's decode: verbatim with the cache on at one token a
+    chunk (t1, the most chunks), re-encoded at the other chunkings."""
+    one_token = case.get("chunking") == "t1"
+    on: Echo = "verbatim" if one_token else "json.dumps"
+    off: Echo = "json.dumps" if one_token else "verbatim"
+    modes = [("session cache on", flags_of(case), on)]
+    if case["kind"] == "chat_stream" and case["config"] not in WITHOUT_PARSERS:
+        modes.append(("session cache off", (*flags_of(case), *WITHOUT_CACHE), off))
     return modes
 
 
@@ -110,9 +113,10 @@ def test_golden_scenario(scenario: str) -> None:
     problems: list[str] = []
     folds: dict[tuple[str, str], str] = {}
     for case in SCENARIOS[scenario]:
-        for mode, flags in _modes(case):
+        for mode, flags, echo in _modes(case):
             replies: list[Any] = []
-            found = replay(case, _post_to(_client(tokenizer_of(case), flags), replies))
+            post = _post_to(_client(tokenizer_of(case), flags), replies)
+            found = replay(case, post, echo=echo)
             problems += [f"{case['id']}, {mode}: {problem}" for problem in found[:8]]
             if case["kind"] == "chat_stream":
                 folds[case["chunking"], mode] = _fold(replies)
@@ -125,13 +129,23 @@ def test_golden_scenario(scenario: str) -> None:
         assert len(set(by_chunking.values())) <= 1, f"{scenario} by chunking: {by_chunking}"
 
 
+class _StateOf(msgspec.Struct):
+    """A reply's ``stream_state``, the bytes as they came (none: empty)."""
+
+    stream_state: msgspec.Raw = msgspec.Raw()
+
+
+_state_of = msgspec.json.Decoder(_StateOf)
+
+
 def _post_to(client: InProcessClient, replies: list[Any]) -> Post:
     """Posts to ``client``, keeping each reply."""
 
-    def post(path: str, body: bytes, content_type: str) -> tuple[int, Any]:
+    def post(path: str, body: bytes, content_type: str) -> Answer:
         response = client.post(path, body, content_type=content_type)
         replies.append(json.loads(response.content))
-        return response.status_code, replies[-1]
+        state = bytes(_state_of.decode(response.content).stream_state)
+        return response.status_code, replies[-1], state or None
 
     return post
 

@@ -323,7 +323,7 @@ def test_any_chunking(output: str, cuts: list[int]) -> None:
     assert_same_deltas(pieces_of(output, cuts))
 
 
-@settings(PROPS, max_examples=300)
+@settings(PROPS, max_examples=150)
 @given(output=hostile_llama | corrupted_llama(), cuts=st.lists(st.integers(0, 900), max_size=40))
 def test_hostile_output(output: str, cuts: list[int]) -> None:
     assert_same_deltas(list(output))
@@ -339,7 +339,7 @@ SEPARATORS = ["; ", '"a', '{"', '["', '"[', "}]", '"}', ']"', "  ", ';"', "[]", 
 TAILS = ["", '"', "{", "]", "}", '"x": 1}', '"name": "q"}', ' {"name": "z", "arguments": {"c": [1']
 
 
-@settings(PROPS, max_examples=300)
+@settings(PROPS, max_examples=150)
 @given(
     calls=st.lists(st.tuples(st.sampled_from(CALLS), st.sampled_from(SEPARATORS)), max_size=4),
     tail=st.lists(st.sampled_from(TAILS), max_size=2),
@@ -386,7 +386,7 @@ OPENINGS = [
 ]
 
 
-@settings(PROPS, max_examples=300)
+@settings(PROPS, max_examples=150)
 @given(
     calls=st.lists(
         st.tuples(st.sampled_from(OPENINGS), st.lists(string_content, min_size=1, max_size=3)),
@@ -411,7 +411,7 @@ NAMELESS_PARTS = ['{"a": ', '"a": ', "[", "{", "1, ", '"x", ', "}", "]", ", ", '
 NAMELESS_PARTS += ['"name": "g", "parameters": {"k": ', "\\u006e", '"\\u006eame": "h", ', "; "]
 
 
-@settings(PROPS, max_examples=200)
+@settings(PROPS, max_examples=100)
 @given(
     head=st.lists(st.sampled_from(['{"a": ', '{"b": [', '"x": ']), min_size=1, max_size=60),
     tail=st.lists(st.sampled_from(NAMELESS_PARTS), max_size=12),
@@ -457,7 +457,7 @@ AFTER_SPOILER = ['\\"\\\\\'"', '"', "\\", ",", "}", "]", "{", "[", ":", "1", "1.
 AFTER_SPOILER += ["tru", '"x', ', "k": "v"', '; {"name": "g", "arguments": {}}', "\\u12", "\x01"]
 
 
-@settings(PROPS, max_examples=400)
+@settings(PROPS, max_examples=200)
 @given(
     head=st.sampled_from(SPOILED_HEADS),
     spoiler=st.sampled_from(SPOILERS),
@@ -489,7 +489,7 @@ NEST_PARTS = [
 ]
 
 
-@settings(PROPS, max_examples=300)
+@settings(PROPS, max_examples=150)
 @given(
     opening=st.sampled_from(['{"name": "f", "parameters": {"a": ', '{"name": "f", "arguments": ']),
     parts=st.lists(st.sampled_from(NEST_PARTS), max_size=40),
@@ -559,7 +559,7 @@ def regular_calls(draw: st.DrawFn) -> str:
     return output
 
 
-@settings(PROPS, max_examples=400)
+@settings(PROPS, max_examples=200)
 @given(output=regular_calls(), cuts=st.lists(st.integers(0, 900), max_size=40))
 # Arguments that are a JSON string, named in the chunk that closes the call: vLLM's last
 # chunk adds the string unquoted (`"`), and the final settle the rest of its dump (`\\""`).
@@ -598,7 +598,7 @@ CORNER_PARTS = ["1", "234", "234" * 30, ".5", "e7", ", ", '"a": ', '"b": ', "\\u
 CORNER_PARTS += ['"', "x", "\x01", "\n", " ", "}", "]", "[", "{", "; "]
 
 
-@settings(PROPS, max_examples=300)
+@settings(PROPS, max_examples=150)
 @given(
     parts=st.lists(st.sampled_from(CORNER_PARTS), max_size=30),
     cuts=st.lists(st.integers(0, 900), max_size=30),

@@ -45,7 +45,7 @@ from app.transports.client import (
 )
 from app.wire.routing import STREAM_ID_HEADER
 from tests.support.apps import AppFactory
-from tests.support.golden import flags_of, load_cases, replay, stream_body
+from tests.support.golden import Answer, flags_of, load_cases, replay, stream_body
 from tests.support.parity import chunked
 from tests.support.processes import ServerProcess, serving
 from tests.support.replies import without_created
@@ -72,7 +72,7 @@ class Transcript:
         self.client = client
         self.streams: dict[tuple[str, int], ChatStream] = {}
 
-    def __call__(self, path: str, body: bytes, content_type: str) -> tuple[int, Any]:
+    def __call__(self, path: str, body: bytes, content_type: str) -> Answer:
         sent = json.loads(body)
         chunk = sent["generate_chunk"]
         index = chunk["choices"][0]["index"] if chunk["choices"] else 0
@@ -91,11 +91,9 @@ class Transcript:
         try:
             reply = stream.send_chunk(chunk, **fields)
         except ReplyError as exc:
-            return exc.status, json.loads(exc.body)
-        return 200, {"chunk": reply.chunk, "stream_state": json.loads(stream.full_state() or b"")}
-
-
-Answer = tuple[int, Any]
+            return exc.status, json.loads(exc.body), None
+        state = stream.full_state() or b""
+        return 200, {"chunk": reply.chunk, "stream_state": json.loads(state)}, state
 
 
 @dataclass
@@ -166,9 +164,9 @@ def _answer(pending: Pending) -> Answer:
     try:
         reply = pending.result()
     except ReplyError as exc:
-        return exc.status, json.loads(exc.body)  # the entry's reply: its error, its stream
+        return exc.status, json.loads(exc.body), None  # the entry's reply: its error, its stream
     state = pending.stream.full_state() or b""
-    return 200, {"chunk": reply.chunk, "stream_state": json.loads(state)}
+    return 200, {"chunk": reply.chunk, "stream_state": json.loads(state)}, state
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -558,9 +556,12 @@ def test_websocket_streams_resume_after_drops(
     assert run.assembled() == expected(example)
 
 
-def test_websocket_streams_resume_on_a_restarted_server(expected: Expected) -> None:
+def test_websocket_streams_resume_on_a_restarted_server(
+    socket_replicas: list[ServerProcess], expected: Expected
+) -> None:
     """The server is stopped mid-stream and another started on its port: the client's
-    next chunk finds the connection gone, reconnects and resumes both streams."""
+    next chunk finds the connection gone, reconnects and resumes both streams. (A
+    replica of the module's serves: a start-up is seconds of CPU.)"""
     tokenizer = bundled_tokenizer("qwen3")
     texts = (
         f"<think>\n{SENTENCES[0] * 3}\n</think>\n\n{SENTENCES[2] * 2}",
@@ -575,20 +576,16 @@ def test_websocket_streams_resume_on_a_restarted_server(expected: Expected) -> N
              enumerate(step) if c is not None]  # fmt: skip
     example = Example(plans, order, {})
     middle = len(order) // 2
-    server = ServerProcess(*FLAGS)
-    try:
-        server.start()
-        with DerenderClient(server.url, "websocket") as client:
+    server = socket_replicas[0]
+    with DerenderClient(server.url, "websocket") as client:
 
-            def restart(step: int, run: Run) -> None:
-                if step == middle:
-                    server.stop()
-                    server.start()
+        def restart(step: int, run: Run) -> None:
+            if step == middle:
+                server.stop()
+                server.start()
 
-            run = drive(client, example, restart)
-            assert (client.connection, client.reconnects) == (2, 1)
-    finally:
-        server.stop()
+        run = drive(client, example, restart)
+        assert (client.connection, client.reconnects) == (2, 1)
     assert run.assembled() == expected(example)
 
 

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tests.support.llama_tokenizers import llama_tokenizer_dir
 from tests.support.synthetic_tokenizers import write_synthetic_tokenizer
@@ -253,7 +253,14 @@ CHUNK_DEPENDENT = {
 }  # fmt: skip
 CONTEXT_FIELDS = ("prompt_tokens", "prompt_token_ids", "chat_request", "completion_request")
 
-Post = Callable[[str, bytes, str], tuple[int, Any]]
+# A call's answer: its status, its decoded body, and the body's ``stream_state`` as the
+# bytes it came in (None when it has none), for a client that sends them back verbatim.
+Answer = tuple[int, Any, bytes | None]
+Post = Callable[[str, bytes, str], Answer]
+# How a client sends back the state a reply carried: the bytes as they came (as
+# app/transports/client.py does), or decoded and re-encoded with ``json.dumps`` defaults
+# (as a ``requests`` or ``aiohttp`` user does). The app answers both without a decode.
+Echo = Literal["verbatim", "json.dumps"]
 
 
 def load_cases(config: str) -> list[dict[str, Any]]:
@@ -402,16 +409,18 @@ def stream_body(case: dict[str, Any], chunk: dict[str, Any], state: Any) -> dict
 _HEAD = ("stream", "model")  # the keys stream_body puts before the chunk
 
 
-def stream_bodies(case: dict[str, Any]) -> Callable[[dict[str, Any], Any], bytes]:
-    """``json.dumps(stream_body(case, chunk, state))``, byte for byte, with the case's
-    context (its prompt and request, the bulk of every body) encoded once per case."""
+def stream_bodies(case: dict[str, Any]) -> Callable[[dict[str, Any], bytes | None], bytes]:
+    """``json.dumps(stream_body(case, chunk, state))``, byte for byte, but for the state,
+    given as the JSON to send (None: none); the case's context (its prompt and request,
+    the bulk of every body) is encoded once per case."""
     fields = stream_body(case, {}, None).items()
     head = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in fields if k in _HEAD)
     tail = "".join(f", {json.dumps(k)}: {json.dumps(v)}" for k, v in fields if k in CONTEXT_FIELDS)
+    opening, closing = f"{{{head}, ".encode(), f"{tail}}}".encode()
 
-    def encode(chunk: dict[str, Any], state: Any) -> bytes:
-        kept = "" if state is None else f', "stream_state": {json.dumps(state)}'
-        return f'{{{head}, "generate_chunk": {json.dumps(chunk)}{kept}{tail}}}'.encode()
+    def encode(chunk: dict[str, Any], state: bytes | None) -> bytes:
+        kept = b"" if state is None else b', "stream_state": ' + state
+        return b'%s"generate_chunk": %s%s%s' % (opening, json.dumps(chunk).encode(), kept, closing)
 
     return encode
 
@@ -516,8 +525,11 @@ def _differences(expected: Any, actual: Any, path: str, found: list[str]) -> Non
         found.append(f"{path}: expected {expected!r:.200} got {actual!r:.200}")
 
 
-def replay(case: dict[str, Any], post: Post, deltas: bool | None = None) -> list[str]:
-    """Run every call of a case through ``post`` and list what differs from vLLM.
+def replay(
+    case: dict[str, Any], post: Post, deltas: bool | None = None, echo: Echo = "json.dumps"
+) -> list[str]:
+    """Run every call of a case through ``post`` and list what differs from vLLM, each
+    reply's state sent back as ``echo`` says.
 
     Unless ``deltas`` says otherwise, a documented deviation's deltas are left out of
     the comparison; the rest of each chunk and the final states must still match.
@@ -528,21 +540,24 @@ def replay(case: dict[str, Any], post: Post, deltas: bool | None = None) -> list
     problems: list[str] = []
     endpoint = case["endpoint"]
     if case["kind"].endswith("_stream"):
-        states: dict[int, Any] = {}
+        states: dict[int, bytes | None] = {}
         encode = stream_bodies(case)
         for i, (chunk, lane, expected) in enumerate(
             zip(case["chunks"], case["lanes"], case["expected"], strict=True)
         ):
             body = encode(chunk, states.get(lane))
-            status, reply = post(endpoint, body, "application/json")
+            status, reply, sent_back = post(endpoint, body, "application/json")
             problems += _compare_call(expected, status, reply, ids, f"call {i}", deltas)
             if status == 200 and isinstance(reply, dict):
-                states[lane] = reply.get("stream_state")
+                if echo == "json.dumps":
+                    state = reply.get("stream_state")
+                    sent_back = None if state is None else json.dumps(state).encode()
+                states[lane] = sent_back
         return problems
     raw = case.get("raw_body")
     body = raw.encode() if raw is not None else json.dumps(case["request"]).encode()
     content_type = case.get("content_type", "application/json")
-    status, reply = post(endpoint, body, content_type)
+    status, reply, _ = post(endpoint, body, content_type)
     return _compare_call(case["expected"], status, reply, ids, "reply")
 
 

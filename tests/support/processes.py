@@ -47,15 +47,18 @@ class ServerProcess:
             env=self.env,
         )  # fmt: skip
         deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert self.process.poll() is None, "server exited during start-up"
-            assert time.monotonic() < deadline, "server did not start in time"
-            time.sleep(0.2)
+        # One client for the polls: a bare ``httpx.get`` builds an SSL context each time
+        # (about 25 ms of CPU), taken from the server starting beside it.
+        with httpx.Client(timeout=1) as client:
+            while True:
+                try:
+                    if client.get(f"{self.url}/health").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                assert self.process.poll() is None, "server exited during start-up"
+                assert time.monotonic() < deadline, "server did not start in time"
+                time.sleep(0.2)
 
     def stop(self) -> None:
         if self.process is not None:
