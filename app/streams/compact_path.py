@@ -15,6 +15,7 @@ from msgspec import Raw, Struct
 from starlette.responses import Response
 
 from app.streams.chunk_path import Found, ParsedChunks, json_response
+from app.streams.parsed_stream import Continued
 from app.streams.session import Fingerprint, StreamSession
 from app.streams.session_store import Acquired, Source, StreamKey
 from app.wire.body import Received, decode_body
@@ -111,9 +112,9 @@ class CompactChunks:
         if problem is not None:
             await self.store.drop(key, fingerprint, Eviction.ERROR)
             raise BadRequest(problem)
-        full = session.request_for(chunk, request.model, request.prompt_tokens)
+        hit = Continued(chunk, request.model, request.prompt_tokens)
         found = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
-        reply, carried = await self.chunks.respond_parts(full, model, found, compact=True)
+        reply, carried = await self.chunks.respond_parts(hit, model, found, compact=True)
         return CompactReply(key, reply, carried, Source.HIT)
 
     async def continued(self, body: bytes | Raw) -> CompactReply | None:
@@ -152,9 +153,9 @@ class CompactChunks:
         if problem is not None:
             await self.store.drop(key, fingerprint, Eviction.ERROR)
             raise BadRequest(problem)
-        full = session.request_for(chunk, request.model, request.prompt_tokens)
+        continued = Continued(chunk, request.model, request.prompt_tokens)
         hit = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
-        reply, carried = await self.chunks.respond_parts(full, model, hit, compact=True)
+        reply, carried = await self.chunks.respond_parts(continued, model, hit, compact=True)
         return CompactReply(key, reply, carried, Source.HIT)
 
     def _fingerprint(self, received: Received, key: tuple[str, int], sent: bytes) -> Fingerprint:

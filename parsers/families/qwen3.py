@@ -173,15 +173,22 @@ class Qwen3Reasoning:
         return self.state.ended
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        if self.plain(text, token_ids):
+            return Delta(reasoning=text)  # what the lone event's delta would be
+        live = self._live
+        assert live is not None  # made by ``plain``
+        return self._delta(live.feed(text, token_ids), finished=False)
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``text`` is reasoning text alone: plain text (the engine's test) in
+        reasoning, with no blank content held. The engine reads nothing more of it."""
         state = self.state
         live = self._live
         if live is None or live.s is not state.engine:
             if state.engine is None:
                 state.engine = EngineState(self._start_state())
             live = self._live = self._engine(state.engine)
-        if not state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT:
-            return Delta(reasoning=text)  # what the lone event's delta would be
-        return self._delta(live.feed(text, token_ids), finished=False)
+        return not state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT
 
     def finish(self) -> Delta | None:
         """Release what the engine holds (a partial marker, deferred whitespace)."""
