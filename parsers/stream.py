@@ -10,7 +10,7 @@ as the original would.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
@@ -130,6 +130,11 @@ class Settling(Protocol):
         ...
 
 
+def _passes(text: str, token_ids: Sequence[int]) -> bool:
+    """Content that passes through as it is: any text is plain."""
+    return True
+
+
 class ChatStream:
     """One choice's streamed parse; ``step`` once per chunk, in the producer's chunking."""
 
@@ -176,11 +181,7 @@ class ChatStream:
         self.plain_reasoning = (
             reasoning.plain if self.lean and isinstance(reasoning, ReadsPlain) else None
         )
-        self.plain_tools = (
-            tools.plain
-            if self.lean and self.tool_stream is not None and isinstance(tools, ReadsPlain)
-            else None
-        )
+        self.plain_tools = self._plain_tools() if self.lean else None
 
     def snapshot(self) -> bytes:
         return msgspec.msgpack.encode(self.state)
@@ -218,6 +219,16 @@ class ChatStream:
             if state.tools_streamed and finish_reason == "stop" and not forced_name:
                 finish_reason = "tool_calls"
         return delta, finish_reason
+
+    def _plain_tools(self) -> Callable[[str, Sequence[int]], bool] | None:
+        """The plain-text check of content once reasoning ended, where ``_tool_delta``
+        comes down to the tool parser's stream or to passing content through."""
+        tools, choice = self.tools, self.options.tool_choice
+        if tools is None or (self.tool_stream is None and choice != "none"):
+            return None  # no tool parser, or calls the stream processor forces
+        if choice == "none" and not self.engine_based:
+            return _passes
+        return tools.plain if isinstance(tools, ReadsPlain) else None
 
     def plain(self, text: str, token_ids: list[int]) -> Section | None:
         """The section a mid-stream chunk without a finish is plain text of, its delta
