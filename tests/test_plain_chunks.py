@@ -53,11 +53,11 @@ OUTPUTS = (
     "<think>\nA thought.\n</think>\n\nCalling it: <tool_call>\n<function=count>\n"
     "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call> and done.",
 )
-# parser configurations: (tool parser, reasoning parser); those without a plain-text
-# check (deepseek_r1) always take the general path.
+# parser configurations: (tool parser, reasoning parser); reasoning without a plain-text
+# check (deepseek_r1), or one that holds text back (glm45), takes the general path.
 Config = tuple[str | None, str | None]
 CONFIGS: list[Config] = [("hermes", "qwen3"), (None, "qwen3"), ("hermes", None), (None, None)]
-CONFIGS += [("qwen3_coder", "qwen3"), (None, "deepseek_r1")]
+CONFIGS += [("qwen3_coder", "qwen3"), (None, "deepseek_r1"), (None, "glm45")]
 
 
 def _mostly(common: T, *others: T) -> st.SearchStrategy[T]:
