@@ -1,9 +1,10 @@
 """The in-process cost of a one-token chunk on a kept session, per parser configuration.
 
 A chunk here is what a hit costs the server between its transport's bytes: the
-generate chunk decoded from JSON, the request continued from the session
-(``StreamSession.request_for``), the chunk derendered (``ParsedStreamDerenderer``, as
-``ParsedChunks`` runs it within the CPU budget), the carried state encoded
+generate chunk decoded from JSON, the chunk derendered as continuing the session
+(``ParsedStreamDerenderer.continued``; in a tree without it, the request continued
+from the session by ``StreamSession.request_for``, then derendered), as the hit paths
+run it within the CPU budget, the carried state encoded
 (``ParsedChunks.carried``) and the reply encoded: a WebSocket reply with a compact
 state (``socket``) and an HTTP reply with the full state (``http``). Framing, request
 validation and the session store are left out.
@@ -49,6 +50,11 @@ except ImportError:  # a tree from before the carried state's encoding was a mod
     from app.streams.chunk_path import ParsedChunks
 
     carried_state = ParsedChunks.carried  # type: ignore[attr-defined]
+
+try:
+    from app.streams.parsed_stream import Continued
+except ImportError:  # a tree from before a hit was derendered without its request first
+    Continued = None  # type: ignore[assignment,misc]
 
 # Reasoning's opening and closing text, where a family spells them otherwise than
 # ``<think>`` and ``</think>``.
@@ -145,10 +151,13 @@ class Stream:
         if session is None:
             first = msgspec.structs.replace(self.first, generate_chunk=chunk)
             session = self.session = self.builder.new(first)
-            request = first
+            reply, state = run_within(60.0, self.derenderer.chunk, first, "qwen3", session)
+        elif Continued is not None:
+            hit = Continued(chunk, None, None)
+            reply, state = run_within(60.0, self.derenderer.continued, hit, "qwen3", session)
         else:
             request = session.request_for(chunk, None, None)
-        reply, state = run_within(60.0, self.derenderer.chunk, request, "qwen3", session)
+            reply, state = run_within(60.0, self.derenderer.chunk, request, "qwen3", session)
         if lane == "socket":
             carried = carried_state(state, session, self.context)
             return encoder.encode(SocketReply("onetoken", 0, reply, Raw(carried)))

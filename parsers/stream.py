@@ -10,8 +10,8 @@ as the original would.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 from msgspec import Struct
@@ -44,6 +44,25 @@ class ContinuesPrompt(Protocol):
     reasoning open, as vLLM's ``adjust_initial_state_from_prompt`` is."""
 
     def continue_prompt(self, prompt_token_ids: Sequence[int]) -> None: ...
+
+
+@runtime_checkable
+class ReadsPlain(Protocol):
+    """A section's parser (reasoning, or tool calls) that tells plain text apart: the
+    text its ``stream`` reads as its section's text alone, in most chunks. ``ChatStream``
+    then steps such a chunk without a delta to build (``ChatStream.plain``)."""
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``stream(text, token_ids)`` gives exactly ``text`` as its section's
+        (reasoning for a reasoning parser, content for a tool parser) and nothing else:
+        True leaves the parser as that ``stream`` would have (a reasoning parser's
+        reasoning still open), False as it found it but for what that ``stream`` would
+        have set as well (never read otherwise)."""
+        ...
+
+
+# Where a plain chunk's text goes: the delta field it is alone in (``ChatStream.plain``).
+Section = Literal["reasoning", "content"]
 
 
 class ToolStream(Protocol):
@@ -111,6 +130,11 @@ class Settling(Protocol):
         ...
 
 
+def _passes(text: str, token_ids: Sequence[int]) -> bool:
+    """Content that passes through as it is: any text is plain."""
+    return True
+
+
 class ChatStream:
     """One choice's streamed parse; ``step`` once per chunk, in the producer's chunking."""
 
@@ -153,6 +177,11 @@ class ChatStream:
             and not (tools.supports_required_and_named and forced)
             else None
         )
+        # The sections' plain-text checks (``plain``), where a chunk's parse is theirs alone.
+        self.plain_reasoning = (
+            reasoning.plain if self.lean and isinstance(reasoning, ReadsPlain) else None
+        )
+        self.plain_tools = self._plain_tools() if self.lean else None
 
     def snapshot(self) -> bytes:
         return msgspec.msgpack.encode(self.state)
@@ -190,6 +219,39 @@ class ChatStream:
             if state.tools_streamed and finish_reason == "stop" and not forced_name:
                 finish_reason = "tool_calls"
         return delta, finish_reason
+
+    def _plain_tools(self) -> Callable[[str, Sequence[int]], bool] | None:
+        """The plain-text check of content once reasoning ended, where ``_tool_delta``
+        comes down to the tool parser's stream or to passing content through."""
+        tools, choice = self.tools, self.options.tool_choice
+        if tools is None or (self.tool_stream is None and choice != "none"):
+            return None  # no tool parser, or calls the stream processor forces
+        if choice == "none" and not self.engine_based:
+            return _passes
+        return tools.plain if isinstance(tools, ReadsPlain) else None
+
+    def plain(self, text: str, token_ids: list[int]) -> Section | None:
+        """The section a mid-stream chunk without a finish is plain text of, its delta
+        that text alone in that field (most chunks): the chunk is then stepped as
+        ``step`` steps it, and no delta is built. None: it is not such a chunk, or its
+        section cannot tell; nothing is stepped (``step`` reads it)."""
+        state = self.state
+        if not (text and token_ids and state.prompt_checked and self.lean):
+            return None
+        section: Section = "content"
+        # As ``_sections`` goes.
+        if self.reasoning is not None and not state.reasoning_ended:
+            plain = self.plain_reasoning
+            if plain is None or not plain(text, token_ids):
+                return None
+            section = "reasoning"
+        elif self.tools is not None and state.reasoning_ended:
+            plain = self.plain_tools
+            if plain is None or not plain(text, token_ids):
+                return None
+            state.tool_phase_started = True
+        state.output_tokens += len(token_ids)
+        return section
 
     def _parse(
         self,

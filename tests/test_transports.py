@@ -21,6 +21,7 @@ from app.transports.client import DEMO_OUTPUT_IDS, DEMO_PROMPT_IDS, DerenderClie
 from app.transports.socket_streams import HeldStreams, OpenStream, SocketMessage
 from app.wire.errors import StateRequired
 from cache.sessions import SessionCache
+from parsers.stream import ChatStream
 from tests.support.apps import AppFactory, internal_errors
 from tests.support.processes import redis_server, serving
 from tests.support.replies import without_created
@@ -286,7 +287,9 @@ def test_a_failure_inside_a_parser_answers_a_500_on_its_stream_alone(
             raise RuntimeError("parser bug")
 
         with monkeypatch.context() as patch, caplog.at_level(logging.ERROR, "derender_server"):
-            patch.setattr(StreamSession, "feed", explode)
+            # A parser's either way of stepping a chunk: plain text, or the full step.
+            patch.setattr(ChatStream, "plain", explode)
+            patch.setattr(ChatStream, "step", explode)
             socket.send_text(_socket_message("first", 1, False))
             error = json.loads(socket.receive_text())
         assert error["error"] == {

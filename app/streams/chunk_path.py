@@ -19,6 +19,7 @@ from starlette.responses import Response
 from app.serving.metrics import Metrics
 from app.serving.service import DerenderService
 from app.streams.compact import compact_of
+from app.streams.parsed_stream import ChunkRequest, Continued
 from app.streams.session import Fingerprint, StreamSession
 from app.streams.session_store import Acquired, Carried, Source, StreamKey
 from app.streams.state_json import (
@@ -143,9 +144,9 @@ class ParsedChunks:
         if self.store.cache.enabled:
             session = self.store.acquire_echoed(key, fingerprint, sent, history, fits)
         if session is not None:
-            request = session.request_for(chunk, requested, prompt_tokens)
+            hit = Continued(chunk, requested, prompt_tokens)
             acquired = Acquired(session, Source.HIT)
-            return await self.respond(request, model, Found(key, fingerprint, acquired, delta))
+            return await self.respond(hit, model, Found(key, fingerprint, acquired, delta))
         if self.store.redis is None or history is None:
             return None
         state = lifted_state(sent)
@@ -284,18 +285,8 @@ class ParsedChunks:
         )
         return Found(key, fingerprint, acquired, tokens, diverged)
 
-    def _derender(
-        self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
-    ) -> tuple[ChatCompletionChunk | Raw, StreamState, StreamSession | None]:
-        """The chunk fed to ``session``, rebuilt by replay when None (on a worker
-        thread when the replay is long)."""
-        if session is None and request.generate_chunk.choices:
-            session = self.service.sessions.replayed(request)
-        reply, state = self.service.parsed_stream.chunk(request, model, session)
-        return reply, state, session
-
     async def respond(
-        self, request: ChatStreamDerenderRequest, model: str, found: Found, compact: bool = False
+        self, request: ChunkRequest, model: str, found: Found, compact: bool = False
     ) -> Response:
         """Feed the chunk to its session and reply, with a compact state if ``compact``.
 
@@ -310,7 +301,7 @@ class ParsedChunks:
         return response
 
     async def respond_parts(
-        self, request: ChatStreamDerenderRequest, model: str, found: Found, compact: bool
+        self, request: ChunkRequest, model: str, found: Found, compact: bool
     ) -> tuple[ChatCompletionChunk | Raw, bytes]:
         """``respond``'s reply chunk and encoded state, before they are a response."""
         chunk = request.generate_chunk
@@ -332,14 +323,16 @@ class ParsedChunks:
         return reply, carried
 
     async def derendered(
-        self, request: ChatStreamDerenderRequest, model: str, found: Found
+        self, request: ChunkRequest, model: str, found: Found
     ) -> tuple[ChatCompletionChunk | Raw, StreamState, StreamSession | None]:
-        """The chunk fed to the found session (or a replay). Any failure or cancellation
+        """The chunk fed to the found session (or a replay; a hit, ``Continued``,
+        continues it without its request built first). Any failure or cancellation
         drops the checked-out session; the error itself is re-raised and answered as
         ours (a logged 500)."""
         session = found.acquired.session
         try:
-            return await self.service.run(found.tokens, self._derender, request, model, session)
+            args = (self.service, request, model, session)
+            return await self.service.run(found.tokens, derender, *args)
         except BaseException:
             if found.fingerprint is not None:
                 await self.store.drop(found.key, found.fingerprint, Eviction.ERROR)
@@ -355,20 +348,20 @@ def answers_now(chunks: ParsedChunks, tokens: int) -> bool:
 
 def respond_now(
     chunks: ParsedChunks,
-    request: ChatStreamDerenderRequest,
+    request: ChunkRequest,
     model: str,
     key: StreamKey,
     fingerprint: Fingerprint,
     session: StreamSession,
     compact: bool,
-) -> tuple[ChatCompletionChunk, bytes]:
+) -> tuple[ChatCompletionChunk | Raw, bytes]:
     """``ParsedChunks.respond_parts`` without an await, for a chunk that continues its
     found ``session`` and ``answers_now`` (a batch POST's common entry): the same
     reply and state, the session kept or dropped the same way, without a coroutine per
     step and without its ``Found``."""
-    store = chunks.store
+    store, service = chunks.store, chunks.service
     try:
-        reply, state, fed = chunks.service.run_now(chunks._derender, request, model, session)
+        reply, state, fed = service.run_now(derender, service, request, model, session)
     except BaseException:
         store.drop_here(key, fingerprint, Eviction.ERROR)
         raise
@@ -379,6 +372,21 @@ def respond_now(
         else:
             store.keep_here(key, fingerprint, fed, carried)
     return reply, carried
+
+
+def derender(
+    service: DerenderService, request: ChunkRequest, model: str, session: StreamSession | None
+) -> tuple[ChatCompletionChunk | Raw, StreamState, StreamSession | None]:
+    """The chunk fed to ``session``, rebuilt by replay when None (on a worker thread when
+    the replay is long); a hit (``Continued``) continues it."""
+    if isinstance(request, Continued):
+        assert session is not None  # a hit's
+        reply, state = service.parsed_stream.continued(request, model, session)
+        return reply, state, session
+    if session is None and request.generate_chunk.choices:
+        session = service.sessions.replayed(request)
+    reply, state = service.parsed_stream.chunk(request, model, session)
+    return reply, state, session
 
 
 def carried_as_sent(

@@ -22,13 +22,13 @@ from app.streams.chunk_path import (
     json_response,
     respond_now,
 )
+from app.streams.parsed_stream import ChunkRequest, Continued
 from app.streams.session import Fingerprint, StreamSession
 from app.streams.session_store import Acquired, Source, StreamKey
 from app.wire.body import Received, decode_body
 from app.wire.errors import BadRequest, DerenderError, StateRequired
 from app.wire.protocol import (
     ChatCompletionChunk,
-    ChatStreamDerenderRequest,
     ChatStreamReply,
     CompactChatStreamRequest,
     GenerateChunk,
@@ -119,9 +119,9 @@ class CompactChunks:
         if problem is not None:
             await self.store.drop(key, fingerprint, Eviction.ERROR)
             raise BadRequest(problem)
-        full = session.request_for(chunk, request.model, request.prompt_tokens)
+        hit = Continued(chunk, request.model, request.prompt_tokens)
         found = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
-        reply, carried = await self.chunks.respond_parts(full, model, found, compact=True)
+        reply, carried = await self.chunks.respond_parts(hit, model, found, compact=True)
         return CompactReply(key, reply, carried, Source.HIT)
 
     def continued(self, body: bytes | Raw) -> CompactReply | Awaitable[CompactReply] | None:
@@ -161,16 +161,14 @@ class CompactChunks:
         if problem is not None:
             self.store.drop_here(key, fingerprint, Eviction.ERROR)  # no snapshot to drop
             raise BadRequest(problem)
-        full = session.request_for(chunk, request.model, request.prompt_tokens)
+        continued = Continued(chunk, request.model, request.prompt_tokens)
         if answers_now(self.chunks, delta):
-            reply, carried = respond_now(self.chunks, full, model, key, fingerprint, session, True)
-            return CompactReply(key, reply, carried, Source.HIT)
+            answer = respond_now(self.chunks, continued, model, key, fingerprint, session, True)
+            return CompactReply(key, *answer, Source.HIT)
         hit = Found(key, fingerprint, Acquired(session, Source.HIT), delta)
-        return self._responded(full, model, hit)
+        return self._responded(continued, model, hit)
 
-    async def _responded(
-        self, request: ChatStreamDerenderRequest, model: str, found: Found
-    ) -> CompactReply:
+    async def _responded(self, request: ChunkRequest, model: str, found: Found) -> CompactReply:
         reply, carried = await self.chunks.respond_parts(request, model, found, compact=True)
         return CompactReply(found.key, reply, carried, Source.HIT)
 

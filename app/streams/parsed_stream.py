@@ -18,7 +18,7 @@ from app.streams.derender import (
     resolve_stream_logprobs,
 )
 from app.streams.parsing import to_wire_delta
-from app.streams.reply import encoded_chunk
+from app.streams.reply import encoded_chunk, plain_chunk
 from app.streams.session import StreamSession
 from app.tokens.logprobs import context_tail
 from app.tokens.tokenizer import Tokenizer
@@ -27,6 +27,7 @@ from app.wire.protocol import (
     ChatRequest,
     ChatStreamChoice,
     ChatStreamDerenderRequest,
+    GenerateChunk,
     StreamState,
 )
 from parsers.types import Delta
@@ -35,20 +36,87 @@ from parsers.types import Delta
 _NO_DELTA = Delta()
 
 
+class Continued(msgspec.Struct, gc=False):  # gc=False: as the wire's per-chunk structs
+    """A chunk that continues its session's last answered request (a hit), with the
+    ``model`` and ``prompt_tokens`` its body gave: the request it makes with the
+    session's (``StreamSession.request_for``) is built only if the chunk needs it."""
+
+    generate_chunk: GenerateChunk
+    model: str | None = None
+    prompt_tokens: int | None = None
+
+
+# A chunk to derender: its request, or a hit's chunk that continues its session's.
+ChunkRequest = ChatStreamDerenderRequest | Continued
+
+
 class ParsedStreamDerenderer:
     """One parsed chunk at a time, fed to the stream's session."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
 
+    def continued(
+        self, hit: Continued, model: str, session: StreamSession
+    ) -> tuple[ChatCompletionChunk | Raw, StreamState]:
+        """``chunk`` of the request that continues ``session`` with ``hit``: the same
+        reply and state, but that most chunks (one id of plain text, nothing else:
+        ``ChatStream.plain``) go from the id to the reply's bytes, without the request,
+        the wire delta or choice."""
+        chunk = hit.generate_chunk
+        choices = chunk.choices
+        state = session.carried
+        if (
+            len(choices) == 1
+            and session.plain_replies
+            and chunk.usage is None
+            and chunk.metrics is None
+            and chunk.prompt_token_ids is None
+            and state is not None
+            and state.role_sent
+            and not state.output_token_ids
+            and not state.output_chunk_lens
+        ):
+            choice = choices[0]
+            token_ids = choice.token_ids
+            if (
+                token_ids is not None
+                and len(token_ids) == 1
+                and choice.finish_reason is None
+                and choice.stop_reason is None
+                and choice.logprobs is None
+            ):
+                parser = session.parser
+                parser.state.tools_streamed = state.tools_streamed  # as ``_feed``
+                text = session.detokenizer.step(token_ids[0])  # as ``StreamSession.feed``
+                section = parser.plain(text, token_ids)
+                if section is not None:
+                    session.grown(token_ids)
+                    context = context_tail(state.logprob_context_token_ids, token_ids)
+                    state = session.carried = msgspec.structs.replace(
+                        state, logprob_context_token_ids=context
+                    )
+                    reply = plain_chunk(
+                        session, chunk.request_id, choice.index, model, section, text
+                    )
+                    return reply, state
+                request = session.request_for(chunk, hit.model, hit.prompt_tokens)
+                return self.chunk(request, model, session, text)
+        return self.chunk(session.request_for(chunk, hit.model, hit.prompt_tokens), model, session)
+
     def chunk(
-        self, request: ChatStreamDerenderRequest, model: str, session: StreamSession | None
+        self,
+        request: ChatStreamDerenderRequest,
+        model: str,
+        session: StreamSession | None,
+        text: str | None = None,
     ) -> tuple[ChatCompletionChunk | Raw, StreamState]:
         """The chunk's reply (as JSON when it is a common one: app/streams/reply.py) and
         the state it carries, but for its history when a session was fed: the session
         holds that (``StreamSession.history_json``). ``session`` is None only for a chunk
         without a choice (a usage-only chunk), which needs no parser; its state is the
-        request's, history and all."""
+        request's, history and all. ``text``: the text of the chunk's one id, when the
+        session decoded it already (``continued``: the chunk was not plain text)."""
         chat_request = request.chat_request
         assert chat_request is not None
         state = request.stream_state or StreamState()
@@ -56,7 +124,7 @@ class ParsedStreamDerenderer:
         if not request.generate_chunk.choices:
             return chat_chunk(request, model, [], return_token_ids), state
         assert session is not None
-        choice, state = self._feed(request, chat_request, session, state, return_token_ids)
+        choice, state = self._feed(request, chat_request, session, state, return_token_ids, text)
         return encoded_chunk(request, model, choice, return_token_ids, session), state
 
     def _feed(
@@ -66,6 +134,7 @@ class ParsedStreamDerenderer:
         session: StreamSession,
         state: StreamState,
         return_token_ids: bool,
+        text: str | None,
     ) -> tuple[ChatStreamChoice, StreamState]:
         parser = session.parser
         # The carried flag is authoritative over the one the session rebuilt.
@@ -78,7 +147,7 @@ class ParsedStreamDerenderer:
             text_ids, stop_reason = drop_stop_token(
                 self.tokenizer, token_ids, finish_reason, stop_reason, chat_request
             )
-        delta, finish_reason = session.feed(token_ids, text_ids, finish_reason)
+        delta, finish_reason = session.feed(token_ids, text_ids, finish_reason, text)
         # Hidden reasoning would leak through per-token metadata, so it goes too.
         shows_metadata = parser.options.include_reasoning
         logprobs = None

@@ -13,7 +13,9 @@ encoded.
 from __future__ import annotations
 
 import time
+from typing import get_args
 
+import msgspec
 from msgspec import Raw
 
 from app.streams.derender import chat_chunk
@@ -25,6 +27,7 @@ from app.wire.protocol import (
     DeltaMessage,
     encoder,
 )
+from parsers.stream import Section
 
 # Markers that each encode as one string or integer nothing else in a chunk writes.
 _ID, _MODEL = "\x01id", "\x01model"
@@ -52,6 +55,21 @@ def _frame() -> list[bytes]:
 _BEFORE_ID, _BEFORE_CREATED, _BEFORE_MODEL, _BEFORE_INDEX, _BEFORE_DELTA, _AFTER = _frame()
 
 
+def _plain_delta(section: Section) -> tuple[bytes, bytes]:
+    """The bytes of a delta that is a text alone in ``section``, before and after the
+    text's JSON (the chunk's end after it), cut out of msgspec's encoding of one."""
+    marker = "\x01text"
+    delta = DeltaMessage(role=None, content=None, reasoning=None)
+    before, found, after = encoder.encode(
+        msgspec.structs.replace(delta, **{section: marker})
+    ).partition(encoder.encode(marker))
+    assert found and marker.encode() not in after, "the marker is written once"
+    return before, after + _AFTER
+
+
+_PLAIN = {section: _plain_delta(section) for section in get_args(Section)}
+
+
 def encoded_chunk(
     request: ChatStreamDerenderRequest,
     model: str,
@@ -72,14 +90,38 @@ def encoded_chunk(
         or (return_token_ids and chunk.prompt_token_ids is not None)
     ):
         return chat_chunk(request, model, [choice], return_token_ids)
+    delta = encoder.encode(choice.delta)
+    return _written(session, chunk.request_id, choice.index, model, b"", delta, _AFTER)
+
+
+def plain_chunk(
+    session: StreamSession, request_id: str, index: int, model: str, section: Section, text: str
+) -> Raw:
+    """The reply chunk of a plain chunk (``ChatStream.plain``): one choice whose delta
+    is ``text`` alone, in ``section``, and nothing else; as ``encoded_chunk`` writes it."""
+    before, after = _PLAIN[section]
+    return _written(session, request_id, index, model, before, encoder.encode(text), after)
+
+
+def _written(
+    session: StreamSession,
+    request_id: str,
+    index: int,
+    model: str,
+    before: bytes,
+    delta: bytes,
+    after: bytes,
+) -> Raw:
+    """A common chunk of ``session``'s stream: its frame around ``delta`` (the delta's
+    JSON, or a value of it between ``before`` and ``after``, the frame's end included)."""
     head = session.reply_head
-    if head is None or head[0] != (chunk.request_id, choice.index, model):
-        head = session.reply_head = _heads(chunk.request_id, choice.index, model)
+    if head is None or head[0] != (request_id, index, model):
+        head = session.reply_head = _heads(request_id, index, model)
     now = time.time()
     second = _second[0]
     if not second[0] <= now < second[1]:
         second = _second[0] = _second_of(now)
-    return Raw(b"".join((head[1], second[2], head[2], encoder.encode(choice.delta), _AFTER)))
+    return Raw(b"".join((head[1], second[2], head[2], before, delta, after)))
 
 
 # The second chunks are being created in, as its bounds and JSON (``created`` is whole

@@ -174,6 +174,8 @@ class StreamSession:
         self.answered: ChatStreamDerenderRequest | None = None
         self.carried: StreamState | None = None
         self.chat_request: ChatRequest | None = None
+        # Whether its chunks' replies may be plain ones (``plain``): no token ids asked.
+        self.plain_replies = False
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
         # The stream's reply frame around its chunks' values (app/streams/reply.py).
@@ -211,6 +213,7 @@ class StreamSession:
         if self.answered is None:
             assert request.chat_request is not None
             self.chat_request = kept_chat_request(request.chat_request)
+            self.plain_replies = not self.chat_request.return_token_ids
             self.answered = msgspec.structs.replace(
                 request,
                 generate_chunk=_NO_CHUNK,
@@ -293,9 +296,14 @@ class StreamSession:
             budget.check()
 
     def feed(
-        self, token_ids: list[int], text_ids: list[int], finish_reason: str | None
+        self,
+        token_ids: list[int],
+        text_ids: list[int],
+        finish_reason: str | None,
+        text: str | None = None,
     ) -> tuple[Delta | None, str | None]:
-        """Parse one chunk; ``text_ids`` are the ids whose text it shows (no stop token).
+        """Parse one chunk; ``text_ids`` are the ids whose text it shows (no stop token),
+        ``text`` that text when it was decoded already (``ChatStream.plain`` was asked).
 
         A chunk with neither tokens nor a finish reason leaves the parser alone.
         """
@@ -303,10 +311,16 @@ class StreamSession:
             if finish_reason is None:
                 return None, None
             return self.parser.step("", token_ids, finish_reason, self.prompt_token_ids)
-        detokenizer = self.detokenizer
-        # One id, most chunks: its step straight.
-        text = detokenizer.step(text_ids[0]) if len(text_ids) == 1 else detokenizer.decode(text_ids)
+        if text is None:  # one id, most chunks: its step straight
+            decoder = self.detokenizer
+            text = decoder.step(text_ids[0]) if len(text_ids) == 1 else decoder.decode(text_ids)
         stepped = self.parser.step(text, token_ids, finish_reason, self.prompt_token_ids)
+        self.grown(token_ids)
+        return stepped
+
+    def grown(self, token_ids: list[int]) -> None:
+        """The history grown by a chunk the parser read (``feed``, or a plain chunk's
+        step: ``ChatStream.plain``), in each form it is kept in."""
         count = len(token_ids)
         self.output_tokens += count
         history = self._token_ids
@@ -317,7 +331,6 @@ class StreamSession:
             self._history.extend(token_ids)
         if self._dumps_history is not None:
             self._dumps_history.extend(token_ids)
-        return stepped
 
     def history_json(self) -> tuple[Raw, Raw]:
         """``output_token_ids`` and ``output_chunk_lens`` as JSON, as msgspec encodes

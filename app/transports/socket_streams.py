@@ -25,6 +25,7 @@ from app.serving.service import DerenderService
 from app.streams.chunk_path import ParsedChunks, carried_state
 from app.streams.compact import is_compact
 from app.streams.memsize import deep_size
+from app.streams.parsed_stream import Continued
 from app.streams.session import StreamSession, kept_chat_request
 from app.streams.session_store import Source, StreamKey
 from app.wire.body import Received, decode_body
@@ -286,9 +287,9 @@ class ParsedChatLane:
         problem = stream_length_error(*used, delta, self.limits)
         if problem is not None:
             raise BadRequest(problem)
-        request = session.request_for(chunk, requested, prompt_tokens)
         # The session is the connection's, none of the store's to drop if this fails.
-        reply, state = self.chunks.service.parsed_stream.chunk(request, model, session)
+        hit = Continued(chunk, requested, prompt_tokens)
+        reply, state = self.chunks.service.parsed_stream.continued(hit, model, session)
         carried = session.compact_state(state, context)  # as ``carried_state`` has it
         return reply, carried, None if _finished(chunk) else stream
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 import msgspec
 from msgspec import Struct, field
@@ -234,6 +235,14 @@ class HermesStream:
 
     engine_based = False
     supports_required_and_named = False
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``text`` is content alone: content with nothing held, in which no
+        tag can start. It changes nothing then."""
+        s = self.s
+        return (
+            bool(text) and s.mode == "content" and not s.pending and self.tags.start[0] not in text
+        )
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s

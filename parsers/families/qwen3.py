@@ -173,15 +173,27 @@ class Qwen3Reasoning:
         return self.state.ended
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
+        live = self._live_engine()
+        if not self.state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT:
+            return Delta(reasoning=text)  # what the lone event's delta would be
+        return self._delta(live.feed(text, token_ids), finished=False)
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``text`` is reasoning text alone (``stream``'s own test): plain text
+        (the engine's test) in reasoning, with no blank content held. A subclass whose
+        ``stream`` reads text otherwise says so with its own ``plain``."""
+        live = self._live_engine()
+        return not self.state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT
+
+    def _live_engine(self) -> MarkerEngine:
+        """The stream's engine, made once over its state's engine state."""
         state = self.state
         live = self._live
         if live is None or live.s is not state.engine:
             if state.engine is None:
                 state.engine = EngineState(self._start_state())
             live = self._live = self._engine(state.engine)
-        if not state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT:
-            return Delta(reasoning=text)  # what the lone event's delta would be
-        return self._delta(live.feed(text, token_ids), finished=False)
+        return live
 
     def finish(self) -> Delta | None:
         """Release what the engine holds (a partial marker, deferred whitespace)."""

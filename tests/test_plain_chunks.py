@@ -1,0 +1,198 @@
+"""A hit's chunk answered by ``ParsedStreamDerenderer.continued`` (a one-id chunk of plain
+text goes from the id to its reply's bytes) is the chunk the general path answers, from
+the request ``StreamSession.request_for`` builds: the same reply bytes, state and carried
+states, and the same session after it, whatever the tokens, chunking, logprobs, options
+and finish."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from msgspec import Raw
+
+from app.streams.chunk_path import carried_state
+from app.streams.parsed_stream import Continued, ParsedStreamDerenderer
+from app.streams.session import SessionBuilder, StreamSession
+from app.tokens.tokenizer import Tokenizer
+from app.wire.protocol import (
+    ChatRequest,
+    ChatStreamDerenderRequest,
+    ChatTool,
+    FunctionDefinition,
+    GenerateChunk,
+    GenerateLogProb,
+    GenerateLogProbs,
+    GenerateLogProbsContent,
+    GenerateStreamChoice,
+    UsageInput,
+    encoder,
+)
+from tests.support.streams import PROMPT, PROPS, TOOLS, factory_for
+
+T = TypeVar("T")
+_CREATED = re.compile(rb'"created":\d+')
+CONTEXT = bytes(range(16))
+MODEL = "served-model"
+# Outputs whose stretches of plain text lie between markers (partial ones included), in
+# reasoning and in content, with characters a tokenizer splits across ids.
+OUTPUTS = (
+    "<think>\nCompare the fares, the weather and the hotels near Alfama & <weather> tags, "
+    "then decide on one of them.\n</think>\n\nHere is the plan: "
+    "“Alfama” at dusk 你好 🙂 <tool_call>\n"
+    '{"name": "get_weather", "arguments": {"city": "Lisbon"}}\n</tool_call>',
+    "<think>  \n</think>\n\n  \n Content after blanks, < and > and <tool and </think> "
+    'mid-way. <tool_call>{"name": "noop", "arguments": {}}</tool_call> after it.',
+    "An answer without thinking: 1 < 2, <b>bold</b>, <tool_call>"
+    '{"name": "count", "arguments": {"n": 3}}</tool_call>',
+    "<think>\nA thought.\n</think>\n\nCalling it: <tool_call>\n<function=count>\n"
+    "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call> and done.",
+)
+# parser configurations: (tool parser, reasoning parser); reasoning without a plain-text
+# check (deepseek_r1), or one that holds text back (glm45), takes the general path.
+Config = tuple[str | None, str | None]
+CONFIGS: list[Config] = [("hermes", "qwen3"), (None, "qwen3"), ("hermes", None), (None, None)]
+CONFIGS += [("qwen3_coder", "qwen3"), (None, "deepseek_r1"), (None, "glm45")]
+
+
+def _mostly(common: T, *others: T) -> st.SearchStrategy[T]:
+    """``common`` four times in five, else one of ``others`` (most streams and chunks
+    are the common ones)."""
+    return st.sampled_from([common] * 4 * len(others) + list(others))
+
+
+def _seldom() -> st.SearchStrategy[bool]:
+    return st.integers(0, 7).map(lambda n: n == 0)
+
+
+class Case:
+    """One stream: its options, chunks and how each chunk comes."""
+
+    def __init__(self, data: st.DataObject, tokenizer: Tokenizer, config: Config) -> None:
+        draw = data.draw
+        self.tool, self.reasoning = config
+        self.chat_request = ChatRequest(
+            messages=Raw(b"[]"),
+            tools=[
+                ChatTool(FunctionDefinition(spec.name, parameters=spec.parameters))
+                for spec in TOOLS
+            ],
+            tool_choice=draw(st.sampled_from(["auto", "none", "required"])),
+            include_reasoning=draw(_mostly(True, False)),
+            logprobs=draw(st.booleans()),
+            top_logprobs=draw(st.integers(0, 1)),
+            return_token_ids=draw(_mostly(None, False, True)),
+            chat_template_kwargs={"enable_thinking": draw(_mostly(True, False))},
+        )
+        # Hermes' calls, or those of qwen3_coder's format in a stream it reads.
+        outputs = OUTPUTS[3:] if self.tool == "qwen3_coder" else OUTPUTS[:3]
+        output = tokenizer.encode(draw(st.sampled_from(outputs)))
+        output = output[: draw(st.integers(1, len(output)))]
+        # Any id besides: the outputs' (markers among them), or any of the vocabulary's.
+        any_id = st.sampled_from(output) | st.integers(0, tokenizer.vocab_size - 1)
+        output += draw(st.lists(any_id, max_size=6))
+        sizes = st.integers(1, 3) | st.just(1) | st.just(1) | st.just(0)
+        self.chunks: list[GenerateChunk] = []
+        at = 0
+        while at < len(output):
+            size = draw(sizes)
+            self.chunks.append(self._chunk(draw, output[at : at + size]))
+            at += size
+        last = self.chunks[-1].choices[0]
+        last.finish_reason = draw(st.sampled_from([None, "stop", "length"]))
+        last.stop_reason = draw(st.sampled_from([None, 7, "</s>"]))
+        self.requested = draw(st.sampled_from([None, "asked-model"]))
+
+    @staticmethod
+    def _chunk(draw: Callable[[st.SearchStrategy[Any]], Any], ids: list[int]) -> GenerateChunk:
+        logprobs = None
+        if draw(_seldom()):
+            top = (GenerateLogProb(token_id=ids[0] if ids else 0, logprob=-1.0),)
+            content = [GenerateLogProbsContent(i, None, -0.5, 1, top) for i in ids]
+            logprobs = GenerateLogProbs(content)
+        sent = bool(ids) or draw(st.booleans())  # an empty chunk's ids may be left out
+        choice = GenerateStreamChoice(0, token_ids=ids if sent else None)
+        choice.logprobs = logprobs
+        usage = UsageInput(3, 4) if draw(_seldom()) else None
+        return GenerateChunk(choices=[choice], request_id="stream", usage=usage)
+
+
+def _written(reply: object) -> bytes:
+    """A reply's bytes, but for ``created`` (the clock may tick between the two paths)."""
+    encoded = bytes(reply) if isinstance(reply, Raw) else encoder.encode(reply)
+    return _CREATED.sub(b"", encoded)
+
+
+def _answers(tokenizer: Tokenizer, case: Case, fast: bool) -> list[bytes]:
+    """Everything a stream's chunks answer and leave in its session, chunk by chunk:
+    continued as a hit (``fast``) or by the request built from the session."""
+    builder = SessionBuilder(tokenizer, factory_for(tokenizer, case.tool, case.reasoning))
+    derenderer = ParsedStreamDerenderer(tokenizer)
+    first = ChatStreamDerenderRequest(
+        case.chunks[0], prompt_token_ids=tokenizer.encode(PROMPT), chat_request=case.chat_request
+    )
+    session = builder.new(first)
+    reply, state = derenderer.chunk(first, MODEL, session)
+    answers = [_written(reply), encoder.encode(state)]
+    for chunk in case.chunks[1:]:
+        if fast:
+            hit = Continued(chunk, case.requested, 5)
+            reply, state = derenderer.continued(hit, MODEL, session)
+        else:
+            request = session.request_for(chunk, case.requested, 5)
+            reply, state = derenderer.chunk(request, MODEL, session)
+        answers += [_written(reply), encoder.encode(state)]
+        answers += [carried_state(state, session, CONTEXT), carried_state(state, session, None)]
+        answers += [session.snapshot(), encoder.encode(session.carried)]
+    return answers
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@settings(PROPS, max_examples=60)
+@given(data=st.data())
+def test_a_hit_is_answered_as_the_request_built_for_it_is(
+    tokenizer: Tokenizer, config: Config, data: st.DataObject
+) -> None:
+    case = Case(data, tokenizer, config)
+    assert _answers(tokenizer, case, fast=True) == _answers(tokenizer, case, fast=False)
+
+
+def test_a_plain_chunk_builds_no_request_and_writes_its_reply_at_once(
+    tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builder = SessionBuilder(tokenizer, factory_for(tokenizer, "hermes", "qwen3"))
+    derenderer = ParsedStreamDerenderer(tokenizer)
+    first = ChatStreamDerenderRequest(
+        GenerateChunk([GenerateStreamChoice(0, token_ids=tokenizer.encode("<think>\n"))]),
+        prompt_token_ids=tokenizer.encode(PROMPT),
+        chat_request=ChatRequest(messages=Raw(b"[]")),
+    )
+    session = builder.new(first)
+    derenderer.chunk(first, MODEL, session)
+
+    def refused(*args: object) -> None:
+        raise AssertionError("a plain chunk's request was built")
+
+    def fed(text: str) -> str:
+        """The chunks of ``text``, an id each; the text of their replies' deltas."""
+        shown = []
+        for token in tokenizer.encode(text):
+            chunk = GenerateChunk([GenerateStreamChoice(0, token_ids=[token])])
+            reply, _ = derenderer.continued(Continued(chunk), MODEL, session)
+            assert isinstance(reply, Raw)  # written at once
+            delta = msgspec.json.decode(bytes(reply))["choices"][0]["delta"]
+            shown.append(delta["reasoning"] or delta["content"] or "")
+        return "".join(shown)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(StreamSession, "request_for", refused)
+        assert fed("A plain thought, its words.") == "A plain thought, its words."
+    fed("\n</think>\n\n")
+    with monkeypatch.context() as patch:
+        patch.setattr(StreamSession, "request_for", refused)
+        assert fed("A plain answer, in words.") == "A plain answer, in words."
