@@ -409,13 +409,17 @@ def carried_state(
     """The encoded state a reply carries: the full one, its history from the
     session's ready JSON (never encoded again), or with ``compact_under`` (a
     fingerprint's digest) the compact one, its history named under it."""
-    if compact_under is not None:
-        if session is None:  # a usage-only chunk
+    if session is None:  # a usage-only chunk
+        if compact_under is not None:
             return encoder.encode(compact_of(state, compact_under))
-        return encoder.encode(session.compact_state(state, compact_under))
-    if session is not None:
+        return encoder.encode(state)
+    if compact_under is None:
         return session.full_state(state)
-    return encoder.encode(state)
+    frame = session.frame
+    if frame is not None and frame.state is state:  # a plain chunk's: written in its frame
+        name = session.history_name(compact_under, state.last_tool_call_ids)
+        return frame.compact(session.output_tokens, name)
+    return encoder.encode(session.compact_state(state, compact_under))
 
 
 def report_restart(metrics: Metrics, key: StreamKey, response: Response) -> None:

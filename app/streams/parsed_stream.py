@@ -20,6 +20,7 @@ from app.streams.derender import (
 from app.streams.parsing import to_wire_delta
 from app.streams.reply import encoded_chunk, plain_chunk
 from app.streams.session import StreamSession
+from app.streams.state_frame import StateFrame
 from app.tokens.logprobs import context_tail
 from app.tokens.tokenizer import Tokenizer
 from app.wire.protocol import (
@@ -93,7 +94,10 @@ class ParsedStreamDerenderer:
                 if section is not None:
                     session.grown(token_ids)
                     context = context_tail(state.logprob_context_token_ids, token_ids)
-                    state = session.carried = msgspec.structs.replace(
+                    frame = session.frame
+                    if frame is None or frame.state is not state:
+                        frame = session.frame = StateFrame(state)
+                    state = session.carried = frame.state = msgspec.structs.replace(
                         state, logprob_context_token_ids=context
                     )
                     reply = plain_chunk(

@@ -32,6 +32,7 @@ from app.serving import budget
 from app.streams.compact import StreamDigest, compact
 from app.streams.memsize import deep_size, int_list_bytes
 from app.streams.parsing import parse_options
+from app.streams.state_frame import StateFrame
 from app.streams.state_json import (
     COMPACT,
     JSON_DUMPS,
@@ -180,6 +181,7 @@ class StreamSession:
         self.fingerprint: Fingerprint | None = None
         # The stream's reply frame around its chunks' values (app/streams/reply.py).
         self.reply_head: tuple[tuple[str, int, str], bytes, bytes] | None = None
+        self.frame: StateFrame | None = None  # a plain chunk's state (state_frame.py)
         self._meter = SizeMeter()
 
     @property
@@ -342,7 +344,7 @@ class StreamSession:
         """``state`` (this session's, after its last chunk: its history left to the
         session) as we encode it with the session's history, which is copied once into
         it, never encoded again."""
-        return self._json().state(state)
+        return self._json().state(state, self.frame)
 
     def state_digest(self, state: StreamState) -> bytes:
         """What names ``state`` (this session's, after its last chunk) in a Redis
@@ -360,6 +362,11 @@ class StreamSession:
         history named by the session's digest under ``context`` (the digest of its
         fingerprint)."""
         return compact(state, self._digest, context, self._decoded())
+
+    def history_name(self, context: bytes, call_ids: list[str]) -> str:
+        """The digest naming the history and ``call_ids`` under ``context`` (compact.py)."""
+        ids, lens = self._decoded()  # unpacked: a starred call costs a third more
+        return self._digest.named(context, ids, lens, call_ids)
 
     def _dumps(self) -> HistoryJson:
         """The history as ``json.dumps`` writes it: built at the first call (a client

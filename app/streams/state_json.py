@@ -35,11 +35,14 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from app.wire.protocol import StreamState, encoder
+
+if TYPE_CHECKING:
+    from app.streams.state_frame import StateFrame
 
 COMPACT = ","
 JSON_DUMPS = ", "
@@ -127,13 +130,17 @@ class HistoryJson:
     def arrays(self) -> tuple[bytes, bytes]:
         return b"".join((self._ids, b"]")), b"".join((self._lens, b"]"))
 
-    def state(self, state: StreamState) -> bytes:
+    def state(self, state: StreamState, frame: StateFrame | None = None) -> bytes:
         """``state``, whose history is left empty, as we encode it with these arrays as
-        its history: they are copied once, into the state's bytes."""
-        encoded = encoder.encode(state)
-        at = encoded.index(_NO_HISTORY)
-        after = encoded[at + len(_NO_HISTORY) :]
-        pieces = (encoded[:at], _IDS_OPEN, self._ids, _LENS_OPEN, self._lens, b"]", after)
+        its history: they are copied once, into the state's bytes. ``frame``: the
+        session's, which writes ``state`` if it is its state (a plain chunk's)."""
+        if frame is not None and frame.state is state:
+            before, after = frame.full()
+        else:
+            encoded = encoder.encode(state)
+            at = encoded.index(_NO_HISTORY)
+            before, after = encoded[:at], encoded[at + len(_NO_HISTORY) :]
+        pieces = (before, _IDS_OPEN, self._ids, _LENS_OPEN, self._lens, b"]", after)
         return b"".join(pieces)
 
     def digest(self) -> bytes:
