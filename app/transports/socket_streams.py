@@ -290,7 +290,7 @@ class ParsedChatLane:
         # The session is the connection's, none of the store's to drop if this fails.
         hit = Continued(chunk, requested, prompt_tokens)
         reply, state = self.chunks.service.parsed_stream.continued(hit, model, session)
-        carried = session.compact_state(state, context)  # as ``carried_state`` has it
+        carried = Raw(carried_state(state, session, context))  # a plain chunk's: its frame
         return reply, carried, None if _finished(chunk) else stream
 
 
