@@ -33,7 +33,7 @@ from pathlib import Path
 import msgspec
 
 from app.streams.oneshot import OneShotDerenderer
-from app.streams.parsed_stream import ParsedStreamDerenderer
+from app.streams.parsed_stream import Continued, ParsedStreamDerenderer
 from app.streams.session import SessionBuilder, StreamSession
 from app.tokens.tokenizer import Tokenizer
 from app.wire.protocol import (
@@ -83,10 +83,15 @@ class Derender:
     def chunk(
         self, request: ChatStreamDerenderRequest, session: StreamSession | None
     ) -> tuple[StreamState, StreamSession]:
-        """One chunk fed to ``session``, or to one rebuilt by replay when None."""
+        """One chunk fed to ``session`` as the server's hit path feeds it (``continued``,
+        the request made from the session's only where the chunk needs it), or to a
+        session rebuilt by replay when None."""
         if session is None:
             session = self.sessions.replayed(request)
-        _, state = self.parsed.chunk(request, "qwen3", session)
+            _, state = self.parsed.chunk(request, "qwen3", session)
+            return state, session
+        hit = Continued(request.generate_chunk, request.model, request.prompt_tokens)
+        _, state = self.parsed.continued(hit, "qwen3", session)
         return state, session
 
 

@@ -196,3 +196,23 @@ def test_a_plain_chunk_builds_no_request_and_writes_its_reply_at_once(
     with monkeypatch.context() as patch:
         patch.setattr(StreamSession, "request_for", refused)
         assert fed("A plain answer, in words.") == "A plain answer, in words."
+
+
+def test_a_reasoning_parser_that_reads_chunks_otherwise_calls_no_text_plain() -> None:
+    """``Qwen3Reasoning.plain`` is its own ``stream``'s test: a subclass with its own
+    ``stream``, ``ended_by`` or ``_delta`` and no ``plain`` of its own says no text is
+    plain (its chunks go through the general path); one that keeps them keeps ``plain``."""
+    from parsers.engine.reasoning import HoldingReasoning
+    from parsers.families.minicpmv import MiniCPMVReasoning
+    from parsers.families.qwen3 import Qwen3Reasoning
+
+    def subclass(**members: Any) -> type[Qwen3Reasoning]:
+        return type("Sub", (Qwen3Reasoning,), members)
+
+    assert Qwen3Reasoning._stream_is_ours
+    assert not HoldingReasoning._stream_is_ours and not MiniCPMVReasoning._stream_is_ours
+    for name in ("stream", "ended_by", "_delta"):
+        assert not subclass(**{name: getattr(Qwen3Reasoning, name)})._stream_is_ours
+    assert subclass(finish=Qwen3Reasoning.finish)._stream_is_ours
+    own = subclass(stream=Qwen3Reasoning.stream, plain=Qwen3Reasoning.plain)
+    assert own._stream_is_ours

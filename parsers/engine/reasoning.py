@@ -142,11 +142,6 @@ class HoldingReasoning(Qwen3Reasoning):
         delta = super().stream(text, token_ids)
         return hold_trailing_reasoning(delta, self.held, self.held.ended)
 
-    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
-        """Never: trailing whitespace may be held back, so no text is sure to be the
-        delta whole (``stream`` reads every chunk)."""
-        return False
-
 
 class EngineReasoningState(HeldReasoningState, tag="engine_reasoning"):
     """Kimi K2's and GLM's reasoning state, tagged for snapshots."""

@@ -145,10 +145,6 @@ class MiniCPMVReasoning(Qwen3Reasoning):
         events = engine.feed(text, []) + engine.finish()
         return None, "".join(e.value for e in events if e.kind == TEXT) or None
 
-    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
-        """Never: its ``stream`` reads every chunk."""
-        return False
-
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         delta = super().stream(text, token_ids)
         if self.thinking or delta is None:

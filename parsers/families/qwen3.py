@@ -10,7 +10,7 @@ arguments coerced to the tool's schema.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
 from msgspec import Struct, field
 
@@ -126,6 +126,8 @@ class Qwen3Reasoning:
     """``qwen3`` reasoning: everything up to ``</think>`` (or a ``<tool_call>``)."""
 
     engine_based = True
+    # Whether ``plain`` is ``stream``'s test: False where a subclass reads otherwise.
+    _stream_is_ours: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -180,10 +182,22 @@ class Qwen3Reasoning:
 
     def plain(self, text: str, token_ids: Sequence[int]) -> bool:
         """Whether ``text`` is reasoning text alone (``stream``'s own test): plain text
-        (the engine's test) in reasoning, with no blank content held. A subclass whose
-        ``stream`` reads text otherwise says so with its own ``plain``."""
+        (the engine's test) in reasoning, with no blank content held. Never in a
+        subclass that reads a chunk otherwise (``__init_subclass__``)."""
+        if not self._stream_is_ours:
+            return False
         live = self._live_engine()
         return not self.state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT
+
+    def __init_subclass__(cls) -> None:
+        """A subclass with its own ``stream``, ``ended_by`` or ``_delta`` (trailing
+        whitespace held back, a rewrite) reads chunks otherwise than ``plain`` tests,
+        unless it gives its own ``plain``."""
+        super().__init_subclass__()
+        if "plain" not in vars(cls) and any(
+            name in vars(cls) for name in ("stream", "ended_by", "_delta")
+        ):
+            cls._stream_is_ours = False
 
     def _live_engine(self) -> MarkerEngine:
         """The stream's engine, made once over its state's engine state."""
