@@ -529,6 +529,7 @@ class SizeMeter:
                 + deep_size(session.detokenizer.window, seen)
                 + deep_size(session.carried, seen)
                 + deep_size(session.reply_head, seen)
+                + deep_size(session.frame, seen)  # its encodings of the carried state
             )
             self.walked_at = tokens
         return (
