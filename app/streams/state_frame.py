@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import msgspec
 
+from app.streams.state_json import NO_HISTORY
 from app.wire.protocol import CompactStreamState, StreamState, encoder
 
 _CONTEXT_KEY = b'"logprob_context_token_ids":'
 _COUNT_KEY = b'"output_tokens":'
 _DIGEST_KEY = b',"output_digest":"'
-# Where a state without a history has it (as app/streams/state_json.py finds it).
-_NO_HISTORY = b'"output_token_ids":[],"output_chunk_lens":[]'
 _ints = msgspec.json.Encoder().encode
 
 
@@ -66,8 +65,8 @@ def _cut_context(encoded: bytes) -> tuple[bytes, int]:
 def _full_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
     encoded = encoder.encode(msgspec.structs.replace(state, logprob_context_token_ids=[0]))
     head, end = _cut_context(encoded)
-    at = encoded.index(_NO_HISTORY, end)
-    return head, encoded[end:at], encoded[at + len(_NO_HISTORY) :]
+    at = encoded.index(NO_HISTORY, end)
+    return head, encoded[end:at], encoded[at + len(NO_HISTORY) :]
 
 
 def _compact_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:

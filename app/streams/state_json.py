@@ -58,7 +58,7 @@ _IDS_KEY = json.dumps(_FIELDS[_IDS_AT].encode_name).encode()
 _LENS_KEY = json.dumps(_FIELDS[_IDS_AT + 1].encode_name).encode()
 # A state without a history as we encode it has this where its history goes: found as
 # written, since a string's quotes are escaped in it.
-_NO_HISTORY = b"%s:[],%s:[]" % (_IDS_KEY, _LENS_KEY)
+NO_HISTORY = b"%s:[],%s:[]" % (_IDS_KEY, _LENS_KEY)
 _IDS_OPEN = _IDS_KEY + b":"
 _LENS_OPEN = b"],%s:" % _LENS_KEY
 
@@ -138,8 +138,8 @@ class HistoryJson:
             before, after = frame.full()
         else:
             encoded = encoder.encode(state)
-            at = encoded.index(_NO_HISTORY)
-            before, after = encoded[:at], encoded[at + len(_NO_HISTORY) :]
+            at = encoded.index(NO_HISTORY)
+            before, after = encoded[:at], encoded[at + len(NO_HISTORY) :]
         pieces = (before, _IDS_OPEN, self._ids, _LENS_OPEN, self._lens, b"]", after)
         return b"".join(pieces)
 
