@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import Raw
 
-from app.streams import reply
 from app.streams.derender import chat_chunk
 from app.streams.reply import encoded_chunk
 from app.streams.session import StreamSession
@@ -114,7 +113,8 @@ def test_created_is_the_clocks_second_even_after_the_clock_went_back(
     )
     for ahead in (0, 3600, -3600):  # as written last: now, or a second the clock left
         now = time.time()
-        reply._second[0] = reply._second_of(now + ahead)
+        if session.reply_head is not None:
+            session.reply_head.moved_to(now + ahead)
         written = encoded_chunk(request, "m", choice, False, session)
         assert isinstance(written, Raw)
         created = msgspec.json.decode(bytes(written))["created"]

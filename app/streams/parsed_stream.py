@@ -65,18 +65,17 @@ class ParsedStreamDerenderer:
         ``ChatStream.plain``) go from the id to the reply's bytes, without the request,
         the wire delta or choice."""
         chunk = hit.generate_chunk
-        choices = chunk.choices
         state = session.carried
+        frame = session.frame
+        if frame is None or frame.state is not state:
+            frame = _plain_frame(session)
+        choices = chunk.choices
         if (
-            len(choices) == 1
-            and session.plain_replies
+            frame is not None
+            and len(choices) == 1
             and chunk.usage is None
             and chunk.metrics is None
             and chunk.prompt_token_ids is None
-            and state is not None
-            and state.role_sent
-            and not state.output_token_ids
-            and not state.output_chunk_lens
         ):
             choice = choices[0]
             token_ids = choice.token_ids
@@ -87,18 +86,13 @@ class ParsedStreamDerenderer:
                 and choice.stop_reason is None
                 and choice.logprobs is None
             ):
-                parser = session.parser
-                parser.state.tools_streamed = state.tools_streamed  # as ``_feed``
                 text = session.detokenizer.step(token_ids[0])  # as ``StreamSession.feed``
-                section = parser.plain(text, token_ids)
+                section = session.parser.plain(text, token_ids)
                 if section is not None:
                     session.grown(token_ids)
-                    context = context_tail(state.logprob_context_token_ids, token_ids)
-                    frame = session.frame
-                    if frame is None or frame.state is not state:
-                        frame = session.frame = StateFrame(state)
+                    context = context_tail(frame.state.logprob_context_token_ids, token_ids)
                     state = session.carried = frame.state = msgspec.structs.replace(
-                        state, logprob_context_token_ids=context
+                        frame.state, logprob_context_token_ids=context
                     )
                     reply = plain_chunk(
                         session, chunk.request_id, choice.index, model, section, text
@@ -175,6 +169,26 @@ class ParsedStreamDerenderer:
         state = _next_state(state, parser.state.tools_streamed, pinned_ids, token_ids)
         session.answer(request, state)
         return reply, state
+
+
+def _plain_frame(session: StreamSession) -> StateFrame | None:
+    """The frame of ``session``'s carried state (the session's, from now on), when a
+    chunk continuing it may be a plain one (``continued``): the state moves only its
+    logprob context (no pinned history, the role sent) and the replies show no token
+    ids. While the frame's state is the carried one, that holds without asking again."""
+    state = session.carried
+    if (
+        not session.plain_replies
+        or state is None
+        or not state.role_sent
+        or state.output_token_ids
+        or state.output_chunk_lens
+    ):
+        return None
+    # As ``_feed``; a plain chunk leaves the flag as it is, so this holds for the frame.
+    session.parser.state.tools_streamed = state.tools_streamed
+    frame = session.frame = StateFrame(state)
+    return frame
 
 
 def _next_state(

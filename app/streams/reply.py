@@ -115,31 +115,50 @@ def _written(
     """A common chunk of ``session``'s stream: its frame around ``delta`` (the delta's
     JSON, or a value of it between ``before`` and ``after``, the frame's end included)."""
     head = session.reply_head
-    if head is None or head[0] != (request_id, index, model):
-        head = session.reply_head = _heads(request_id, index, model)
+    if head is None or head.model != model or head.request_id != request_id or head.index != index:
+        head = session.reply_head = ReplyHead(request_id, index, model)
     now = time.time()
-    second = _second[0]
-    if not second[0] <= now < second[1]:
-        second = _second[0] = _second_of(now)
-    return Raw(b"".join((head[1], second[2], head[2], before, delta, after)))
+    if not head.start <= now < head.end:
+        head.moved_to(now)
+    prefix = head.prefixes.get(before)
+    if prefix is None:
+        prefix = head.prefixes[before] = b"".join((head.head, head.created, head.middle, before))
+    return Raw(b"".join((prefix, delta, after)))
 
 
-# The second chunks are being created in, as its bounds and JSON (``created`` is whole
-# seconds): compared with the clock, not formatted again, per chunk. One tuple, replaced
-# whole, so a thread reads bounds and JSON of the same second.
-_second: list[tuple[float, float, bytes]] = [(0.0, 0.0, b"0")]
+class ReplyHead:
+    """A stream's chunks' bytes before their delta (or the delta's value, after
+    ``before``) in the second they are created in (``created`` is whole seconds, as
+    ``chat_chunk`` has it): joined once per second and delta shape, so a chunk joins
+    three pieces and formats nothing. The stream's (and model's) own: a chunk of
+    another is written under a new one."""
 
-
-def _second_of(now: float) -> tuple[float, float, bytes]:
-    second = int(now)  # as ``chat_chunk`` has it
-    return second, second + 1, b"%d" % second
-
-
-def _heads(request_id: str, index: int, model: str) -> tuple[tuple[str, int, str], bytes, bytes]:
-    """A stream's frame before created and between created and the delta, with the
-    stream (and model) they are of."""
-    head = b"".join((_BEFORE_ID, encoder.encode(request_id), _BEFORE_CREATED))
-    middle = b"".join(
-        (_BEFORE_MODEL, encoder.encode(model), _BEFORE_INDEX, b"%d" % index, _BEFORE_DELTA)
+    __slots__ = (
+        "created",
+        "end",
+        "head",
+        "index",
+        "middle",
+        "model",
+        "prefixes",
+        "request_id",
+        "start",
     )
-    return (request_id, index, model), head, middle
+
+    def __init__(self, request_id: str, index: int, model: str) -> None:
+        self.request_id, self.index, self.model = request_id, index, model
+        self.head = b"".join((_BEFORE_ID, encoder.encode(request_id), _BEFORE_CREATED))
+        self.middle = b"".join(
+            (_BEFORE_MODEL, encoder.encode(model), _BEFORE_INDEX, b"%d" % index, _BEFORE_DELTA)
+        )
+        self.start = self.end = 0
+        self.created = b"0"
+        # Per ``before`` (one per delta shape: three at most), the frame up to its end.
+        self.prefixes: dict[bytes, bytes] = {}
+
+    def moved_to(self, now: float) -> None:
+        """Chunks are created in ``now``'s second from now on."""
+        second = int(now)
+        self.start, self.end = second, second + 1
+        self.created = b"%d" % second
+        self.prefixes = {}

@@ -24,6 +24,7 @@ import hashlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Raw
@@ -56,6 +57,9 @@ from cache.redis_tier import Outcome
 from parsers.registry import ParserFactory
 from parsers.stream import ChatStream, ChatStreamState
 from parsers.types import Delta
+
+if TYPE_CHECKING:  # reply.py writes a session's chunks: it imports this module
+    from app.streams.reply import ReplyHead
 
 
 @dataclass(slots=True)
@@ -180,7 +184,7 @@ class StreamSession:
         # The request bytes it continues, detached; set when it is first kept.
         self.fingerprint: Fingerprint | None = None
         # The stream's reply frame around its chunks' values (app/streams/reply.py).
-        self.reply_head: tuple[tuple[str, int, str], bytes, bytes] | None = None
+        self.reply_head: ReplyHead | None = None
         self.frame: StateFrame | None = None  # a plain chunk's state (state_frame.py)
         self._meter = SizeMeter()
 
