@@ -4,16 +4,17 @@ A chunk here is what a hit costs the server between its transport's bytes: the
 generate chunk decoded from JSON, the chunk derendered as continuing the session
 (``ParsedStreamDerenderer.continued``; in a tree without it, the request continued
 from the session by ``StreamSession.request_for``, then derendered), as the hit paths
-run it within the CPU budget, the carried state encoded
-(``ParsedChunks.carried``) and the reply encoded: a WebSocket reply with a compact
-state (``socket``) and an HTTP reply with the full state (``http``). Framing, request
-validation and the session store are left out.
+run it within the CPU budget, the carried state encoded (``carried_state``) and the
+reply written as the server writes it: a WebSocket reply with a compact state
+(``socket``) and an HTTP reply with the full state (``http``: ``reply_json``, or the
+reply struct encoded in a tree without it). Framing, request validation and the
+session store are left out.
 
 Each scenario streams its opening (markers included) untimed, then times one-token
 chunks of plain text where no marker can start: reasoning text, or content after the
 reasoning ended. It is run as a module by ``python -m bench micro`` in this tree and,
 copied there, in an earlier commit's tree (``--against``), so the code that measures
-is the same on both sides; it uses only what both trees have.
+is the same on both sides; what an earlier tree lacks, it does as that tree's server did.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import gc
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 from msgspec import Raw
@@ -50,6 +52,14 @@ except ImportError:  # a tree from before the carried state's encoding was a mod
     from app.streams.chunk_path import ParsedChunks
 
     carried_state = ParsedChunks.carried  # type: ignore[attr-defined]
+
+try:
+    from app.streams.reply import reply_json
+except ImportError:  # a tree from before an HTTP reply was written around its parts
+
+    def reply_json(chunk: Any, state: bytes) -> bytes:
+        return encoder.encode(ChatStreamReply(chunk, Raw(state)))
+
 
 try:
     from app.streams.parsed_stream import Continued
@@ -161,8 +171,7 @@ class Stream:
         if lane == "socket":
             carried = carried_state(state, session, self.context)
             return encoder.encode(SocketReply("onetoken", 0, reply, Raw(carried)))
-        carried = carried_state(state, session, None)
-        return encoder.encode(ChatStreamReply(reply, Raw(carried)))
+        return reply_json(reply, carried_state(state, session, None))
 
 
 def timed(

@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 from msgspec import Raw
 
 from app.streams.derender import chat_chunk
-from app.streams.reply import encoded_chunk
+from app.streams.reply import encoded_chunk, reply_json
 from app.streams.session import StreamSession
 from app.tokens.tokenizer import Tokenizer
 from app.wire.protocol import (
     ChatRequest,
     ChatStreamChoice,
     ChatStreamDerenderRequest,
+    ChatStreamReply,
     DeltaFunctionCall,
     DeltaMessage,
     DeltaToolCall,
@@ -119,3 +120,17 @@ def test_created_is_the_clocks_second_even_after_the_clock_went_back(
         assert isinstance(written, Raw)
         created = msgspec.json.decode(bytes(written))["created"]
         assert int(now) <= created <= int(time.time())
+
+
+@PROPS
+@given(delta=deltas, state=st.dictionaries(st.text(), st.integers() | st.text()), raw=st.booleans())
+def test_an_http_reply_is_written_as_msgspec_encodes_it(
+    tokenizer: Tokenizer, delta: DeltaMessage, state: dict[str, object], raw: bool
+) -> None:
+    session = _session(tokenizer)
+    request = _request("r", 0)
+    choice = ChatStreamChoice(0, delta, None, None, None, None if raw else [1])
+    chunk = encoded_chunk(request, "m", choice, not raw, session)
+    assert isinstance(chunk, Raw) is raw  # the common chunk's JSON, or any other's struct
+    carried = encoder.encode(state)
+    assert reply_json(chunk, carried) == encoder.encode(ChatStreamReply(chunk, Raw(carried)))

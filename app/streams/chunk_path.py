@@ -20,6 +20,7 @@ from app.serving.metrics import Metrics
 from app.serving.service import DerenderService
 from app.streams.compact import compact_of
 from app.streams.parsed_stream import ChunkRequest, Continued
+from app.streams.reply import reply_json
 from app.streams.session import Fingerprint, StreamSession
 from app.streams.session_store import Acquired, Carried, Source, StreamKey
 from app.streams.state_json import (
@@ -39,7 +40,6 @@ from app.wire.protocol import (
     ChatCompletionChunk,
     ChatRequest,
     ChatStreamDerenderRequest,
-    ChatStreamReply,
     GenerateChunk,
     StreamState,
     TokenIds,
@@ -93,6 +93,11 @@ class Asked(NamedTuple):
 
 def json_response(value: object) -> Response:
     return Response(encoder.encode(value), media_type="application/json")
+
+
+def reply_response(chunk: ChatCompletionChunk | Raw, carried: bytes) -> Response:
+    """A streamed chat chunk's response: its reply chunk and the state it carries."""
+    return Response(reply_json(chunk, carried), media_type="application/json")
 
 
 class ParsedChunks:
@@ -295,7 +300,7 @@ class ParsedChunks:
         or fails, the store keeps it for the next chunk.
         """
         reply, carried = await self.respond_parts(request, model, found, compact)
-        response = json_response(ChatStreamReply(reply, Raw(carried)))
+        response = reply_response(reply, carried)
         if request.generate_chunk.choices:
             response.headers["x-derender-cache"] = found.acquired.source
         return response

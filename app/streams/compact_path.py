@@ -19,7 +19,7 @@ from app.streams.chunk_path import (
     Found,
     ParsedChunks,
     answers_now,
-    json_response,
+    reply_response,
     respond_now,
 )
 from app.streams.parsed_stream import ChunkRequest, Continued
@@ -29,7 +29,6 @@ from app.wire.body import Received, decode_body
 from app.wire.errors import BadRequest, DerenderError, StateRequired
 from app.wire.protocol import (
     ChatCompletionChunk,
-    ChatStreamReply,
     CompactChatStreamRequest,
     GenerateChunk,
     encoder,
@@ -87,7 +86,7 @@ class CompactChunks:
 
     async def answer(self, received: Received) -> Response:
         replied = await self.replied(received)
-        response = json_response(ChatStreamReply(replied.chunk, Raw(replied.stream_state)))
+        response = reply_response(replied.chunk, replied.stream_state)
         if replied.source is not None:
             response.headers["x-derender-cache"] = replied.source
         return response

@@ -20,10 +20,12 @@ from msgspec import Raw
 
 from app.streams.derender import chat_chunk
 from app.streams.session import StreamSession
+from app.wire.frames import cut
 from app.wire.protocol import (
     ChatCompletionChunk,
     ChatStreamChoice,
     ChatStreamDerenderRequest,
+    ChatStreamReply,
     DeltaMessage,
     encoder,
 )
@@ -37,19 +39,12 @@ _DELTA = DeltaMessage(role=None, content="\x01content", reasoning=None)
 
 def _frame() -> list[bytes]:
     """The bytes of a common chunk around its values (id, created, model, index, delta:
-    six pieces), cut out of msgspec's encoding of one."""
+    six pieces)."""
     choice = ChatStreamChoice(_INDEX, _DELTA, None, None, None, None)
     chunk = ChatCompletionChunk(
         _ID, "chat.completion.chunk", _CREATED, _MODEL, [choice], None, None, None, None, None
     )
-    rest = encoder.encode(chunk)
-    pieces = []
-    for value in (_ID, _CREATED, _MODEL, _INDEX, _DELTA):
-        marker = encoder.encode(value)
-        piece, found, rest = rest.partition(marker)
-        assert found and marker not in rest, "each marker is written once"
-        pieces.append(piece)
-    return [*pieces, rest]
+    return cut(chunk, [encoder.encode(value) for value in (_ID, _CREATED, _MODEL, _INDEX, _DELTA)])
 
 
 _BEFORE_ID, _BEFORE_CREATED, _BEFORE_MODEL, _BEFORE_INDEX, _BEFORE_DELTA, _AFTER = _frame()
@@ -57,17 +52,28 @@ _BEFORE_ID, _BEFORE_CREATED, _BEFORE_MODEL, _BEFORE_INDEX, _BEFORE_DELTA, _AFTER
 
 def _plain_delta(section: Section) -> tuple[bytes, bytes]:
     """The bytes of a delta that is a text alone in ``section``, before and after the
-    text's JSON (the chunk's end after it), cut out of msgspec's encoding of one."""
+    text's JSON (the chunk's end after it)."""
     marker = "\x01text"
     delta = DeltaMessage(role=None, content=None, reasoning=None)
-    before, found, after = encoder.encode(
-        msgspec.structs.replace(delta, **{section: marker})
-    ).partition(encoder.encode(marker))
-    assert found and marker.encode() not in after, "the marker is written once"
+    before, after = cut(
+        msgspec.structs.replace(delta, **{section: marker}), [encoder.encode(marker)]
+    )
     return before, after + _AFTER
 
 
 _PLAIN = {section: _plain_delta(section) for section in get_args(Section)}
+
+
+# A chunk's reply (``ChatStreamReply``) around its chunk's and state's JSON.
+_REPLY = cut(ChatStreamReply(Raw(b"\x01chunk"), Raw(b"\x01state")), [b"\x01chunk", b"\x01state"])
+
+
+def reply_json(chunk: ChatCompletionChunk | Raw, state: bytes) -> bytes:
+    """``ChatStreamReply(chunk, Raw(state))`` as ``encoder.encode`` writes it: joined
+    around the two when the chunk is JSON already (a common one), not encoded."""
+    if type(chunk) is Raw:
+        return b"".join((_REPLY[0], chunk, _REPLY[1], state, _REPLY[2]))
+    return encoder.encode(ChatStreamReply(chunk, Raw(state)))
 
 
 def encoded_chunk(
