@@ -263,6 +263,17 @@ def collect(into: Lanes, scenarios: list[onetoken.Scenario]) -> None:
         lanes = into.setdefault((s.config, s.section), {})
         lanes.setdefault("socket", []).append(s.socket_us)
         lanes.setdefault("http", []).append(s.http_us)
+        if s.plain is not None:
+            lanes.setdefault("plain", []).append(s.plain)
+
+
+def fast_path(lanes: dict[str, list[float]]) -> str:
+    """The share of a scenario's chunks the plain-text fast path answered."""
+    shares = lanes.get("plain")
+    if shares is None:
+        return "-"  # a tree without one
+    share = statistics.median(shares)
+    return f"{share:.0%}" if share else "none"
 
 
 def keyed(lanes: Lanes) -> dict[str, dict[str, list[float]]]:
@@ -275,12 +286,12 @@ def one_token_table(
 ) -> str:
     """One row per configuration and section: µs per chunk (the median over rounds of
     each round's least block mean)."""
-    columns = ["parsers", "text"]
+    columns = ["parsers", "text", "fast path"]
     for lane in onetoken.LANES:
         columns += [f"{lane} µs"] if before is None else [f"{lane} µs {ref}", "now", "ratio"]
     rows = []
     for (config, section), lanes in after.items():
-        row = [config, section]
+        row = [config, section, fast_path(lanes)]
         for lane in onetoken.LANES:
             cost = statistics.median(lanes[lane])
             if before is None:
@@ -296,7 +307,9 @@ def one_token_table(
     title = (
         "cost of a one-token chunk of plain text on a kept session, in-process (chunk "
         "decoded, derendered, its state and reply encoded; no framing, checks or store): "
-        "socket = WebSocket reply with a compact state, http = reply with the full state"
+        "socket = WebSocket reply with a compact state, http = reply with the full state; "
+        "fast path = the share of chunks the plain-text fast path answered (none: this "
+        "parser configuration's section takes the general path)"
     )
     if before is not None:
         title += f"; {ref} and {now} alternated round by round, medians, ratio = {ref}/now"

@@ -90,6 +90,8 @@ class Scenario(msgspec.Struct):
     section: str  # "reasoning" or "content"
     socket_us: float
     http_us: float
+    # The share of its chunks the plain-text fast path answered (None: the tree has none).
+    plain: float | None = None
 
 
 def scenarios(config: str) -> list[str]:
@@ -198,6 +200,25 @@ def timed(
     return 1e6 * min(means), stream
 
 
+def plain_share(tokenizer: Tokenizer, config: str, section: str, chunks: int) -> float | None:
+    """The share of the timed chunks that the server's plain-text fast path answers (a
+    chunk's reply carries the state its session's frame writes:
+    ``ParsedStreamDerenderer.continued``), streamed again untimed; None in a tree
+    without that path."""
+    ids, _ = output(tokenizer, config, section, WARM_UP + chunks)
+    stream = Stream(tokenizer, config)
+    plain = 0
+    for at, token in enumerate(ids):
+        stream.feed(stream.message(token), "socket")
+        session = stream.session
+        frame = getattr(session, "frame", None)
+        if frame is None and not hasattr(session, "frame"):
+            return None
+        if at >= WARM_UP and frame is not None and frame.state is session.carried:
+            plain += 1
+    return plain / chunks
+
+
 def measure(configs: list[str], chunks: int) -> list[Scenario]:
     results = []
     for config in configs:
@@ -207,7 +228,8 @@ def measure(configs: list[str], chunks: int) -> list[Scenario]:
             for lane in LANES:
                 gc.collect()
                 costs[lane], _ = timed(tokenizer, config, section, lane, chunks)
-            results.append(Scenario(config, section, costs["socket"], costs["http"]))
+            plain = plain_share(tokenizer, config, section, chunks)
+            results.append(Scenario(config, section, costs["socket"], costs["http"], plain))
     return results
 
 

@@ -60,6 +60,26 @@ def test_micro_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "micro.png").stat().st_size > 0
 
 
+def test_micro_one_token_lists_each_configurations_fast_path(tmp_path: Path) -> None:
+    configs = ("qwen3+hermes", "glm45+glm45")
+    done = bench(
+        "micro", "--one-token", "--configs", *configs, "--chunks", "128", "--out", str(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    now = json.loads((tmp_path / "micro-one-token.json").read_text())["now"]
+    # Qwen3 reasoning and Hermes content answer plain text on the fast path; GLM-4.5 holds
+    # text back, so its chunks take the general path.
+    shares = {key: lanes.get("plain") for key, lanes in now.items()}
+    assert shares == {
+        "qwen3+hermes|reasoning": [1.0],
+        "qwen3+hermes|content": [1.0],
+        "glm45+glm45|reasoning": [0.0],
+        "glm45+glm45|content": [0.0],
+    }
+    table = (tmp_path / "micro-one-token.md").read_text()
+    assert "| fast path |" in table and "100%" in table and "none" in table
+
+
 def test_transport_smoke(tmp_path: Path) -> None:
     result = run(tmp_path, "transport", "--tokens", "64", "--streams", "3")
     wires = ["full", "compact", "websocket", "batch", "batch-http"]
