@@ -55,11 +55,11 @@ class DecodeWindow:
 class Detokenizer:
     """Turns token ids into text one id at a time, continuing a ``DecodeWindow``."""
 
-    __slots__ = ("_special", "_tokenizer", "_whole_text", "window")
+    __slots__ = ("_special", "_tokenizer", "_whole_texts", "window")
 
     def __init__(self, tokenizer: Tokenizer, window: DecodeWindow, skip_special: bool) -> None:
         self._tokenizer = tokenizer
-        self._whole_text = tokenizer.whole_text  # asked of every id: bound once
+        self._whole_texts = tokenizer.whole_texts  # asked of every id
         self._special = tokenizer.special_ids if skip_special else frozenset()
         self.window = window
 
@@ -76,7 +76,7 @@ class Detokenizer:
             window.prefix_offset <= window.read_offset == len(window.prev_tokens)
             and token_id not in self._special
         ):
-            whole = self._whole_text(token_id)
+            whole = self._whole_texts[token_id]
             if whole is not None:
                 window.prev_tokens = [whole[1]]
                 window.prefix_offset = 0

@@ -94,8 +94,8 @@ class Tokenizer:
         self.default_max_model_len = default_max_model_len
         self.space_marker = _leading_space_marker(backend)
         self._byte_level = _component_type(decoder) == "ByteLevel"
-        # By id: (its text, its piece), or None; filled in as ids are first met.
-        self._whole: list[object] = [_UNKNOWN] * self.vocab_size
+        # ``whole_text`` by id, worked out as ids are first met.
+        self.whole_texts = WholeTexts(self._whole_of, self.vocab_size)
 
     def _encode(self, text: str) -> list[int]:
         """The ids of ``text``, no special tokens added (read once, at start-up)."""
@@ -133,12 +133,7 @@ class Tokenizer:
         start at a character boundary, so appended to any bytes they decode to this
         text after what those decode to (app/tokens/detokenizer.py relies on it).
         """
-        if not 0 <= token_id < self.vocab_size:
-            return None
-        found = self._whole[token_id]
-        if found is _UNKNOWN:
-            found = self._whole[token_id] = self._whole_of(token_id)
-        return found  # type: ignore[return-value]
+        return self.whole_texts[token_id]
 
     def _whole_of(self, token_id: int) -> tuple[str, str] | None:
         piece = self.piece(token_id)
@@ -202,7 +197,21 @@ class Tokenizer:
         return " " * missing + text if missing > 0 else text
 
 
-_UNKNOWN = object()
+class WholeTexts(dict[int, "tuple[str, str] | None"]):
+    """``Tokenizer.whole_text`` by id, each worked out when first asked (an id out of the
+    vocabulary is None, and not kept): the detokenizer reads it for every id, and a
+    lookup costs less than a call."""
+
+    def __init__(self, whole_of: Callable[[int], tuple[str, str] | None], size: int) -> None:
+        super().__init__()
+        self._whole_of = whole_of
+        self._size = size
+
+    def __missing__(self, token_id: int) -> tuple[str, str] | None:
+        if not 0 <= token_id < self._size:
+            return None
+        found = self[token_id] = self._whole_of(token_id)
+        return found
 
 
 def _byte_chars() -> dict[str, int]:
