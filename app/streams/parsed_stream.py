@@ -67,11 +67,9 @@ class ParsedStreamDerenderer:
         chunk = hit.generate_chunk
         state = session.carried
         frame = session.frame
-        if frame is None or frame.state is not state:
-            frame = _plain_frame(session)
         choices = chunk.choices
         if (
-            frame is not None
+            ((frame is not None and frame.state is state) or _plain_ready(session))
             and len(choices) == 1
             and chunk.usage is None
             and chunk.metrics is None
@@ -89,10 +87,13 @@ class ParsedStreamDerenderer:
                 text = session.detokenizer.step(token_ids[0])  # as ``StreamSession.feed``
                 section = session.parser.plain(text, token_ids)
                 if section is not None:
+                    assert state is not None  # ``_plain_ready``
                     session.grown(token_ids)
-                    context = context_tail(frame.state.logprob_context_token_ids, token_ids)
+                    if frame is None or frame.state is not state:
+                        frame = session.frame = StateFrame(state)
+                    context = context_tail(state.logprob_context_token_ids, token_ids)
                     state = session.carried = frame.state = msgspec.structs.replace(
-                        frame.state, logprob_context_token_ids=context
+                        state, logprob_context_token_ids=context
                     )
                     reply = plain_chunk(
                         session, chunk.request_id, choice.index, model, section, text
@@ -171,11 +172,11 @@ class ParsedStreamDerenderer:
         return reply, state
 
 
-def _plain_frame(session: StreamSession) -> StateFrame | None:
-    """The frame of ``session``'s carried state (the session's, from now on), when a
-    chunk continuing it may be a plain one (``continued``): the state moves only its
-    logprob context (no pinned history, the role sent) and the replies show no token
-    ids. While the frame's state is the carried one, that holds without asking again."""
+def _plain_ready(session: StreamSession) -> bool:
+    """Whether a chunk continuing ``session``'s carried state may be a plain one
+    (``continued``): the state moves only its logprob context (no pinned history, the
+    role sent) and the replies show no token ids. Asked until a plain chunk makes the
+    session's frame (state_frame.py), which holds it while its state is the carried one."""
     state = session.carried
     if (
         not session.plain_replies
@@ -184,11 +185,10 @@ def _plain_frame(session: StreamSession) -> StateFrame | None:
         or state.output_token_ids
         or state.output_chunk_lens
     ):
-        return None
+        return False
     # As ``_feed``; a plain chunk leaves the flag as it is, so this holds for the frame.
     session.parser.state.tools_streamed = state.tools_streamed
-    frame = session.frame = StateFrame(state)
-    return frame
+    return True
 
 
 def _next_state(
