@@ -10,10 +10,10 @@ so neither a reply nor a lookup reads the history again.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import msgspec
+import xxhash
 
 from app.wire.protocol import CompactStreamState, StreamState
 
@@ -37,19 +37,24 @@ _key_decoder = msgspec.json.Decoder(_CompactKey | None)
 class StreamDigest:
     """The running digest of what a compact state leaves out: the history, chunk by
     chunk (its boundaries included), and the pinned tool-call ids, one by one. The
-    history is one hash under the stream's context (its key) fed each chunk as a JSON
-    array, so a chunk costs one update and the name one finalization; the arrays
-    delimit themselves, so the hash reads one history one way only. It does not depend
-    on when it was taken: a session kept live and one rebuilt by replay name the same
-    stream the same way. It folds in what was added since it was last taken, so a
-    stream that never asks for a compact state never pays for one.
+    history is one hash fed the stream's context (a fixed-size digest) and then each
+    chunk as a JSON array, so a chunk costs one update and the name one finalization;
+    the arrays delimit themselves, so the hash reads one history one way only. It does
+    not depend on when it was taken: a session kept live and one rebuilt by replay name
+    the same stream the same way. It folds in what was added since it was last taken,
+    so a stream that never asks for a compact state never pays for one.
 
-    BLAKE2s: its finalization, paid by every reply, costs a sixth less than BLAKE2b's."""
+    XXH3-128, not a cryptographic hash: its finalization costs a seventh of BLAKE2s's.
+    The digest is a name, not a secret or a MAC: a compact state is answered only by
+    the live session whose own name equals it (a Redis snapshot is HMAC'd apart), so
+    the name need only keep distinct histories apart by accident (128 bits) and be
+    made only by whoever knows the context and the history it names, as any hash of
+    them is."""
 
     __slots__ = ("_chunks_seen", "_context", "_history", "_ids", "_ids_seen", "_tokens_seen")
 
     def __init__(self) -> None:
-        # The hash of the history so far, keyed by the context it was begun under (a
+        # The hash of the history so far, after the context it was begun under (a
         # placeholder until the first is named).
         self._history = _EMPTY
         self._context: bytes | None = None
@@ -94,7 +99,7 @@ class StreamDigest:
 
     def _begun(self, context: bytes) -> Any:
         """The history's hash begun again under ``context``."""
-        self._history = hashlib.blake2s(key=context, digest_size=_DIGEST_BYTES)
+        self._history = xxhash.xxh3_128(context)
         self._context = context
         self._chunks_seen = self._tokens_seen = 0
         return self._history
@@ -102,15 +107,12 @@ class StreamDigest:
 
 _json = msgspec.json.Encoder().encode  # an array of ints: b"[%d]" % id for one
 _IDS_MARK = b";"
-# Copied rather than built per link of the ids' chain: a copy costs half what parsing a
-# constructor's parameters does.
-_EMPTY = hashlib.blake2s(digest_size=_DIGEST_BYTES)
+_EMPTY = xxhash.xxh3_128()
 
 
 def _link(chain: bytes, item: bytes) -> bytes:
-    linked = _EMPTY.copy()
-    linked.update(chain + item)
-    return linked.digest()
+    """The ids' chain after ``item`` (the chain is of fixed size: the two read apart)."""
+    return xxhash.xxh3_128_digest(chain + item)
 
 
 def compact(
