@@ -10,8 +10,6 @@ so neither a reply nor a lookup reads the history again.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 import xxhash
 
@@ -67,37 +65,43 @@ class StreamDigest:
         token_ids: list[int],
         chunk_lens: list[int],
         call_ids: list[str],
-    ) -> str:
+    ) -> bytes:
         """The digest of a state's history (``token_ids`` in chunks of ``chunk_lens``)
         and tool-call ids under ``context`` (the stream's fingerprint digest: two streams
-        sharing a request id and a history still differ). They continue what it was last
-        taken of: a stream's history and pinned ids only grow."""
+        sharing a request id and a history still differ), in hex as a state's bytes
+        carry it. They continue what it was last taken of: a stream's history and pinned
+        ids only grow."""
         history = self._history
         if context is not self._context and context != self._context:
             history = self._begun(context)  # a session has one context
-        chunks = len(chunk_lens)
-        if self._chunks_seen + 1 == chunks and chunk_lens[-1] == 1:  # most replies
-            history.update(b"[%d]" % token_ids[self._tokens_seen])
+        chunks, seen = len(chunk_lens), self._chunks_seen
+        if seen + 1 == chunks and chunk_lens[-1] == 1:  # most replies
+            history.update(b"[%d]" % token_ids[-1])
             self._tokens_seen += 1
             self._chunks_seen = chunks
-        elif self._chunks_seen < chunks:
-            seen = self._tokens_seen
-            for size in chunk_lens[self._chunks_seen :]:
-                history.update(_json(token_ids[seen : seen + size]))
-                seen += size
-            self._tokens_seen, self._chunks_seen = seen, chunks
+        elif seen < chunks:
+            at = self._tokens_seen
+            for size in chunk_lens[seen:]:
+                history.update(_json(token_ids[at : at + size]))
+                at += size
+            self._tokens_seen, self._chunks_seen = at, chunks
+        if call_ids:
+            return self._with_ids(history, call_ids)
+        return history.hexdigest().encode()  # cheaper than hexlify(digest())
+
+    def _with_ids(self, history: xxhash.xxh3_128, call_ids: list[str]) -> bytes:
+        """The name of ``history`` with ``call_ids``, the ids' chain grown by those it
+        has not seen."""
         if self._ids_seen < len(call_ids):
             for call_id in call_ids[self._ids_seen :]:
                 self._ids = _link(self._ids, call_id.encode())
             self._ids_seen = len(call_ids)
-        if not self._ids_seen:
-            return history.hexdigest()
         # After the arrays, a byte no JSON array starts with, then the ids' chain.
         named = history.copy()
         named.update(_IDS_MARK + self._ids)
-        return named.hexdigest()
+        return named.hexdigest().encode()
 
-    def _begun(self, context: bytes) -> Any:
+    def _begun(self, context: bytes) -> xxhash.xxh3_128:
         """The history's hash begun again under ``context``."""
         self._history = xxhash.xxh3_128(context)
         self._context = context
@@ -134,7 +138,7 @@ def compact(
         state.logprob_context_token_ids,
         state.logprob_text_offset,
         len(token_ids),  # output_tokens
-        digest.named(context, token_ids, chunk_lens, call_ids),  # output_digest
+        digest.named(context, token_ids, chunk_lens, call_ids).decode(),  # output_digest
         state.tools_streamed,
         len(call_ids),  # tool_calls
     )

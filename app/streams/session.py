@@ -239,8 +239,7 @@ class StreamSession:
         )
 
     def size(self, carried: bytes) -> int:
-        """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must
-        match)."""
+        """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must match)."""
         return self._meter.size(self, carried)
 
     def leave_store(self) -> None:
@@ -359,13 +358,14 @@ class StreamSession:
 
     def compact_state(self, state: StreamState, context: bytes) -> CompactStreamState:
         """``state`` (this session's, after its last chunk) as a compact state: its
-        history named by the session's digest under ``context`` (the digest of its
-        fingerprint)."""
+        history named by the session's digest under ``context`` (its fingerprint's)."""
         return compact(state, self._digest, context, self._decoded())
 
-    def history_name(self, context: bytes, call_ids: list[str]) -> str:
-        """The digest naming the history and ``call_ids`` under ``context`` (compact.py)."""
-        ids, lens = self._decoded()  # unpacked: a starred call costs a third more
+    def history_name(self, context: bytes, call_ids: list[str]) -> bytes:
+        """The hex digest naming the history and ``call_ids`` under ``context`` (compact.py)."""
+        ids, lens = self._token_ids, self._chunk_lens
+        if ids is None or lens is None:  # a restored session's, until first read
+            ids, lens = self._decoded()
         return self._digest.named(context, ids, lens, call_ids)
 
     def _dumps(self) -> HistoryJson:

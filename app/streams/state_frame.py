@@ -32,7 +32,7 @@ class StateFrame:
 
     def __init__(self, state: StreamState) -> None:
         self.state = state
-        self._compact: tuple[bytes, bytes, bytes] | None = None
+        self._compact: bytes | None = None
         self._full: tuple[bytes, bytes, bytes] | None = None
 
     def full(self) -> tuple[bytes, bytes]:
@@ -44,16 +44,15 @@ class StateFrame:
         head, middle, tail = self._full
         return b"".join((head, _ints(state.logprob_context_token_ids), middle)), tail
 
-    def compact(self, count: int, digest: str) -> bytes:
+    def compact(self, count: int, digest: bytes) -> bytes:
         """``state`` as ``encoder.encode`` writes its compact form, with a history of
-        ``count`` ids named ``digest`` (both not at their defaults: a plain chunk grew it)."""
+        ``count`` ids named ``digest`` (both not at their defaults: a plain chunk grew
+        it). The frame is a template: one formatting writes the three values."""
         state = self.state
-        if self._compact is None:
-            self._compact = _compact_frame(state)
-        head, middle, tail = self._compact
-        context = _ints(state.logprob_context_token_ids)
-        written = (head, context, middle, b"%d" % count, _DIGEST_KEY, digest.encode(), tail)
-        return b"".join(written)
+        template = self._compact
+        if template is None:
+            template = self._compact = _compact_frame(state)
+        return template % (_ints(state.logprob_context_token_ids), count, digest)
 
 
 def _cut_context(encoded: bytes) -> tuple[bytes, int]:
@@ -69,7 +68,7 @@ def _full_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
     return head, encoded[end:at], encoded[at + len(NO_HISTORY) :]
 
 
-def _compact_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
+def _compact_frame(state: StreamState) -> bytes:
     compact = CompactStreamState(  # by position, as app/streams/compact.py builds it
         state.prev_tokens,
         state.prefix_offset,
@@ -86,4 +85,6 @@ def _compact_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
     head, end = _cut_context(encoded)
     count = encoded.index(_COUNT_KEY, end) + len(_COUNT_KEY)
     digest = encoded.index(_DIGEST_KEY, count) + len(_DIGEST_KEY)
-    return head, encoded[end:count], encoded[encoded.index(b'"', digest) :]
+    pieces = (head, encoded[end:count], encoded[encoded.index(b'"', digest) :])
+    head, middle, tail = (piece.replace(b"%", b"%%") for piece in pieces)  # escaped
+    return b"".join((head, b"%b", middle, b"%d", _DIGEST_KEY, b"%b", tail))
