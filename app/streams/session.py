@@ -343,7 +343,7 @@ class StreamSession:
         """``state`` (this session's, after its last chunk: its history left to the
         session) as we encode it with the session's history, which is copied once into
         it, never encoded again."""
-        return self._json().state(state, self.frame)
+        return (self._history or self._json()).state(state, self.frame)
 
     def state_digest(self, state: StreamState) -> bytes:
         """What names ``state`` (this session's, after its last chunk) in a Redis

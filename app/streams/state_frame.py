@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from app.streams.state_json import NO_HISTORY
+from app.streams.state_json import IDS_OPEN, LENS_OPEN, NO_HISTORY
 from app.wire.protocol import CompactStreamState, StreamState, encoder
 
 _CONTEXT_KEY = b'"logprob_context_token_ids":'
@@ -35,14 +35,16 @@ class StateFrame:
         self._compact: bytes | None = None
         self._full: tuple[bytes, bytes, bytes] | None = None
 
-    def full(self) -> tuple[bytes, bytes]:
-        """``state`` as ``encoder.encode`` writes it, before and after its (empty) history:
-        the session's is written between them (``HistoryJson.state``)."""
+    def full(self, ids: bytes | bytearray, lens: bytes | bytearray) -> bytes:
+        """``state`` as ``encoder.encode`` writes it with the session's history, its
+        arrays ``ids`` and ``lens`` as ``HistoryJson`` keeps them (open: without their
+        closing brackets), copied once, in one join."""
         state = self.state
         if self._full is None:
             self._full = _full_frame(state)
         head, middle, tail = self._full
-        return b"".join((head, _ints(state.logprob_context_token_ids), middle)), tail
+        context = _ints(state.logprob_context_token_ids)
+        return b"".join((head, context, middle, ids, LENS_OPEN, lens, tail))
 
     def compact(self, count: int, digest: bytes) -> bytes:
         """``state`` as ``encoder.encode`` writes its compact form, with a history of
@@ -65,7 +67,7 @@ def _full_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
     encoded = encoder.encode(msgspec.structs.replace(state, logprob_context_token_ids=[0]))
     head, end = _cut_context(encoded)
     at = encoded.index(NO_HISTORY, end)
-    return head, encoded[end:at], encoded[at + len(NO_HISTORY) :]
+    return head, encoded[end:at] + IDS_OPEN, b"]" + encoded[at + len(NO_HISTORY) :]
 
 
 def _compact_frame(state: StreamState) -> bytes:
