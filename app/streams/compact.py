@@ -49,7 +49,7 @@ class StreamDigest:
     made only by whoever knows the context and the history it names, as any hash of
     them is."""
 
-    __slots__ = ("_chunks_seen", "_context", "_history", "_ids", "_ids_seen", "_tokens_seen")
+    __slots__ = ("_chunks_seen", "_context", "_history", "_ids", "_ids_seen")
 
     def __init__(self) -> None:
         # The hash of the history so far, after the context it was begun under (a
@@ -57,7 +57,7 @@ class StreamDigest:
         self._history = _EMPTY
         self._context: bytes | None = None
         self._ids = bytes(_DIGEST_BYTES)
-        self._chunks_seen = self._tokens_seen = self._ids_seen = 0
+        self._chunks_seen = self._ids_seen = 0
 
     def named(
         self,
@@ -77,14 +77,13 @@ class StreamDigest:
         chunks, seen = len(chunk_lens), self._chunks_seen
         if seen + 1 == chunks and chunk_lens[-1] == 1:  # most replies
             history.update(b"[%d]" % token_ids[-1])
-            self._tokens_seen += 1
             self._chunks_seen = chunks
         elif seen < chunks:
-            at = self._tokens_seen
+            at = len(token_ids) - sum(chunk_lens[seen:])  # where the unseen chunks begin
             for size in chunk_lens[seen:]:
                 history.update(_json(token_ids[at : at + size]))
                 at += size
-            self._tokens_seen, self._chunks_seen = at, chunks
+            self._chunks_seen = chunks
         if call_ids:
             return self._with_ids(history, call_ids)
         return history.hexdigest().encode()  # cheaper than hexlify(digest())
@@ -105,7 +104,7 @@ class StreamDigest:
         """The history's hash begun again under ``context``."""
         self._history = xxhash.xxh3_128(context)
         self._context = context
-        self._chunks_seen = self._tokens_seen = 0
+        self._chunks_seen = 0
         return self._history
 
 
