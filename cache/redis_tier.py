@@ -38,7 +38,7 @@ logger = logging.getLogger("derender_server.redis")
 
 # Raised whenever what a snapshot holds changes meaning (a parser's state included), so a
 # replica of another release never restores it: the chunk replays instead.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 KEY_PREFIX = "derender:session:"
 MAC_BYTES = hashlib.sha256().digest_size
 # Room for the envelope's own fields around a snapshot of the largest size written.

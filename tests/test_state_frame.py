@@ -63,4 +63,4 @@ def test_a_frame_writes_what_msgspec_encodes(
             state.tools_streamed,
             len(state.last_tool_call_ids),
         )
-        assert frame.compact(len(history), digest) == encoder.encode(compact)
+        assert frame.compact(len(history), digest.encode()) == encoder.encode(compact)

@@ -10,10 +10,8 @@ so neither a reply nor a lookup reads the history again.
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any
-
 import msgspec
+import xxhash
 
 from app.wire.protocol import CompactStreamState, StreamState
 
@@ -37,24 +35,29 @@ _key_decoder = msgspec.json.Decoder(_CompactKey | None)
 class StreamDigest:
     """The running digest of what a compact state leaves out: the history, chunk by
     chunk (its boundaries included), and the pinned tool-call ids, one by one. The
-    history is one hash under the stream's context (its key) fed each chunk as a JSON
-    array, so a chunk costs one update and the name one finalization; the arrays
-    delimit themselves, so the hash reads one history one way only. It does not depend
-    on when it was taken: a session kept live and one rebuilt by replay name the same
-    stream the same way. It folds in what was added since it was last taken, so a
-    stream that never asks for a compact state never pays for one.
+    history is one hash fed the stream's context (a fixed-size digest) and then each
+    chunk as a JSON array, so a chunk costs one update and the name one finalization;
+    the arrays delimit themselves, so the hash reads one history one way only. It does
+    not depend on when it was taken: a session kept live and one rebuilt by replay name
+    the same stream the same way. It folds in what was added since it was last taken,
+    so a stream that never asks for a compact state never pays for one.
 
-    BLAKE2s: its finalization, paid by every reply, costs a sixth less than BLAKE2b's."""
+    XXH3-128, not a cryptographic hash: its finalization costs a seventh of BLAKE2s's.
+    The digest is a name, not a secret or a MAC: a compact state is answered only by
+    the live session whose own name equals it (a Redis snapshot is HMAC'd apart), so
+    the name need only keep distinct histories apart by accident (128 bits) and be
+    made only by whoever knows the context and the history it names, as any hash of
+    them is."""
 
-    __slots__ = ("_chunks_seen", "_context", "_history", "_ids", "_ids_seen", "_tokens_seen")
+    __slots__ = ("_chunks_seen", "_context", "_history", "_ids", "_ids_seen")
 
     def __init__(self) -> None:
-        # The hash of the history so far, keyed by the context it was begun under (a
+        # The hash of the history so far, after the context it was begun under (a
         # placeholder until the first is named).
         self._history = _EMPTY
         self._context: bytes | None = None
         self._ids = bytes(_DIGEST_BYTES)
-        self._chunks_seen = self._tokens_seen = self._ids_seen = 0
+        self._chunks_seen = self._ids_seen = 0
 
     def named(
         self,
@@ -62,55 +65,57 @@ class StreamDigest:
         token_ids: list[int],
         chunk_lens: list[int],
         call_ids: list[str],
-    ) -> str:
+    ) -> bytes:
         """The digest of a state's history (``token_ids`` in chunks of ``chunk_lens``)
         and tool-call ids under ``context`` (the stream's fingerprint digest: two streams
-        sharing a request id and a history still differ). They continue what it was last
-        taken of: a stream's history and pinned ids only grow."""
+        sharing a request id and a history still differ), in hex as a state's bytes
+        carry it. They continue what it was last taken of: a stream's history and pinned
+        ids only grow."""
         history = self._history
         if context is not self._context and context != self._context:
             history = self._begun(context)  # a session has one context
-        chunks = len(chunk_lens)
-        if self._chunks_seen + 1 == chunks and chunk_lens[-1] == 1:  # most replies
-            history.update(b"[%d]" % token_ids[self._tokens_seen])
-            self._tokens_seen += 1
+        chunks, seen = len(chunk_lens), self._chunks_seen
+        if seen + 1 == chunks and chunk_lens[-1] == 1:  # most replies
+            history.update(b"[%d]" % token_ids[-1])
             self._chunks_seen = chunks
-        elif self._chunks_seen < chunks:
-            seen = self._tokens_seen
-            for size in chunk_lens[self._chunks_seen :]:
-                history.update(_json(token_ids[seen : seen + size]))
-                seen += size
-            self._tokens_seen, self._chunks_seen = seen, chunks
+        elif seen < chunks:
+            at = len(token_ids) - sum(chunk_lens[seen:])  # where the unseen chunks begin
+            for size in chunk_lens[seen:]:
+                history.update(_json(token_ids[at : at + size]))
+                at += size
+            self._chunks_seen = chunks
+        if call_ids:
+            return self._with_ids(history, call_ids)
+        return history.hexdigest().encode()  # cheaper than hexlify(digest())
+
+    def _with_ids(self, history: xxhash.xxh3_128, call_ids: list[str]) -> bytes:
+        """The name of ``history`` with ``call_ids``, the ids' chain grown by those it
+        has not seen."""
         if self._ids_seen < len(call_ids):
             for call_id in call_ids[self._ids_seen :]:
                 self._ids = _link(self._ids, call_id.encode())
             self._ids_seen = len(call_ids)
-        if not self._ids_seen:
-            return history.hexdigest()
         # After the arrays, a byte no JSON array starts with, then the ids' chain.
         named = history.copy()
         named.update(_IDS_MARK + self._ids)
-        return named.hexdigest()
+        return named.hexdigest().encode()
 
-    def _begun(self, context: bytes) -> Any:
+    def _begun(self, context: bytes) -> xxhash.xxh3_128:
         """The history's hash begun again under ``context``."""
-        self._history = hashlib.blake2s(key=context, digest_size=_DIGEST_BYTES)
+        self._history = xxhash.xxh3_128(context)
         self._context = context
-        self._chunks_seen = self._tokens_seen = 0
+        self._chunks_seen = 0
         return self._history
 
 
 _json = msgspec.json.Encoder().encode  # an array of ints: b"[%d]" % id for one
 _IDS_MARK = b";"
-# Copied rather than built per link of the ids' chain: a copy costs half what parsing a
-# constructor's parameters does.
-_EMPTY = hashlib.blake2s(digest_size=_DIGEST_BYTES)
+_EMPTY = xxhash.xxh3_128()
 
 
 def _link(chain: bytes, item: bytes) -> bytes:
-    linked = _EMPTY.copy()
-    linked.update(chain + item)
-    return linked.digest()
+    """The ids' chain after ``item`` (the chain is of fixed size: the two read apart)."""
+    return xxhash.xxh3_128_digest(chain + item)
 
 
 def compact(
@@ -132,7 +137,7 @@ def compact(
         state.logprob_context_token_ids,
         state.logprob_text_offset,
         len(token_ids),  # output_tokens
-        digest.named(context, token_ids, chunk_lens, call_ids),  # output_digest
+        digest.named(context, token_ids, chunk_lens, call_ids).decode(),  # output_digest
         state.tools_streamed,
         len(call_ids),  # tool_calls
     )

@@ -243,8 +243,7 @@ class StreamSession:
         )
 
     def size(self, carried: bytes) -> int:
-        """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must
-        match)."""
+        """Bytes this session keeps alive, with ``carried`` (the state bytes a hit must match)."""
         return self._meter.size(self, carried)
 
     def leave_store(self) -> None:
@@ -348,7 +347,7 @@ class StreamSession:
         """``state`` (this session's, after its last chunk: its history left to the
         session) as we encode it with the session's history, which is copied once into
         it, never encoded again."""
-        return self._json().state(state, self.frame)
+        return (self._history or self._json()).state(state, self.frame)
 
     def state_digest(self, state: StreamState) -> bytes:
         """What names ``state`` (this session's, after its last chunk) in a Redis
@@ -363,13 +362,14 @@ class StreamSession:
 
     def compact_state(self, state: StreamState, context: bytes) -> CompactStreamState:
         """``state`` (this session's, after its last chunk) as a compact state: its
-        history named by the session's digest under ``context`` (the digest of its
-        fingerprint)."""
+        history named by the session's digest under ``context`` (its fingerprint's)."""
         return compact(state, self._digest, context, self._decoded())
 
-    def history_name(self, context: bytes, call_ids: list[str]) -> str:
-        """The digest naming the history and ``call_ids`` under ``context`` (compact.py)."""
-        ids, lens = self._decoded()  # unpacked: a starred call costs a third more
+    def history_name(self, context: bytes, call_ids: list[str]) -> bytes:
+        """The hex digest naming the history and ``call_ids`` under ``context`` (compact.py)."""
+        ids, lens = self._token_ids, self._chunk_lens
+        if ids is None or lens is None:  # a restored session's, until first read
+            ids, lens = self._decoded()
         return self._digest.named(context, ids, lens, call_ids)
 
     def _dumps(self) -> HistoryJson:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from app.streams.state_json import NO_HISTORY
+from app.streams.state_json import IDS_OPEN, LENS_OPEN, NO_HISTORY
 from app.wire.protocol import CompactStreamState, StreamState, encoder
 
 _CONTEXT_KEY = b'"logprob_context_token_ids":'
@@ -32,28 +32,29 @@ class StateFrame:
 
     def __init__(self, state: StreamState) -> None:
         self.state = state
-        self._compact: tuple[bytes, bytes, bytes] | None = None
+        self._compact: bytes | None = None
         self._full: tuple[bytes, bytes, bytes] | None = None
 
-    def full(self) -> tuple[bytes, bytes]:
-        """``state`` as ``encoder.encode`` writes it, before and after its (empty) history:
-        the session's is written between them (``HistoryJson.state``)."""
+    def full(self, ids: bytes | bytearray, lens: bytes | bytearray) -> bytes:
+        """``state`` as ``encoder.encode`` writes it with the session's history, its
+        arrays ``ids`` and ``lens`` as ``HistoryJson`` keeps them (open: without their
+        closing brackets), copied once, in one join."""
         state = self.state
         if self._full is None:
             self._full = _full_frame(state)
         head, middle, tail = self._full
-        return b"".join((head, _ints(state.logprob_context_token_ids), middle)), tail
-
-    def compact(self, count: int, digest: str) -> bytes:
-        """``state`` as ``encoder.encode`` writes its compact form, with a history of
-        ``count`` ids named ``digest`` (both not at their defaults: a plain chunk grew it)."""
-        state = self.state
-        if self._compact is None:
-            self._compact = _compact_frame(state)
-        head, middle, tail = self._compact
         context = _ints(state.logprob_context_token_ids)
-        written = (head, context, middle, b"%d" % count, _DIGEST_KEY, digest.encode(), tail)
-        return b"".join(written)
+        return b"".join((head, context, middle, ids, LENS_OPEN, lens, tail))
+
+    def compact(self, count: int, digest: bytes) -> bytes:
+        """``state`` as ``encoder.encode`` writes its compact form, with a history of
+        ``count`` ids named ``digest`` (both not at their defaults: a plain chunk grew
+        it). The frame is a template: one formatting writes the three values."""
+        state = self.state
+        template = self._compact
+        if template is None:
+            template = self._compact = _compact_frame(state)
+        return template % (_ints(state.logprob_context_token_ids), count, digest)
 
 
 def _cut_context(encoded: bytes) -> tuple[bytes, int]:
@@ -66,10 +67,10 @@ def _full_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
     encoded = encoder.encode(msgspec.structs.replace(state, logprob_context_token_ids=[0]))
     head, end = _cut_context(encoded)
     at = encoded.index(NO_HISTORY, end)
-    return head, encoded[end:at], encoded[at + len(NO_HISTORY) :]
+    return head, encoded[end:at] + IDS_OPEN, b"]" + encoded[at + len(NO_HISTORY) :]
 
 
-def _compact_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
+def _compact_frame(state: StreamState) -> bytes:
     compact = CompactStreamState(  # by position, as app/streams/compact.py builds it
         state.prev_tokens,
         state.prefix_offset,
@@ -86,4 +87,6 @@ def _compact_frame(state: StreamState) -> tuple[bytes, bytes, bytes]:
     head, end = _cut_context(encoded)
     count = encoded.index(_COUNT_KEY, end) + len(_COUNT_KEY)
     digest = encoded.index(_DIGEST_KEY, count) + len(_DIGEST_KEY)
-    return head, encoded[end:count], encoded[encoded.index(b'"', digest) :]
+    pieces = (head, encoded[end:count], encoded[encoded.index(b'"', digest) :])
+    head, middle, tail = (piece.replace(b"%", b"%%") for piece in pieces)  # escaped
+    return b"".join((head, b"%b", middle, b"%d", _DIGEST_KEY, b"%b", tail))

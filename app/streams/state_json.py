@@ -59,8 +59,9 @@ _LENS_KEY = json.dumps(_FIELDS[_IDS_AT + 1].encode_name).encode()
 # A state without a history as we encode it has this where its history goes: found as
 # written, since a string's quotes are escaped in it.
 NO_HISTORY = b"%s:[],%s:[]" % (_IDS_KEY, _LENS_KEY)
-_IDS_OPEN = _IDS_KEY + b":"
-_LENS_OPEN = b"],%s:" % _LENS_KEY
+# Before each array of a history as it is kept (open: its closing bracket follows).
+IDS_OPEN = _IDS_KEY + b":"
+LENS_OPEN = b"],%s:" % _LENS_KEY
 
 
 class HistoryJson:
@@ -71,20 +72,21 @@ class HistoryJson:
 
     __slots__ = (
         "_glue",
+        "_id_after",
         "_ids",
         "_ids_hash",
         "_ids_hashed",
         "_lens",
         "_lens_hash",
         "_lens_hashed",
+        "_one_after",
         "separator",
     )
 
     def __init__(
         self, separator: str, token_ids: Sequence[int] = (), chunk_lens: Sequence[int] = ()
     ) -> None:
-        self.separator = separator
-        self._glue = separator.encode()
+        self._separated(separator)
         self._ids = self._opened(token_ids)
         self._lens = self._opened(chunk_lens)
         self._ids_hash, self._lens_hash = hashlib.sha256(), hashlib.sha256()
@@ -96,13 +98,20 @@ class HistoryJson:
         pass to copy each array (and one to hash it, when its digest is taken), none to
         decode it."""
         adopted = cls.__new__(cls)
-        adopted.separator = COMPACT
-        adopted._glue = COMPACT.encode()
+        adopted._separated(COMPACT)
         adopted._ids = bytearray(history.token_ids[:-1])
         adopted._lens = bytearray(history.chunk_lens[:-1])
         adopted._ids_hash, adopted._lens_hash = hashlib.sha256(), hashlib.sha256()
         adopted._ids_hashed = adopted._lens_hashed = 0
         return adopted
+
+    def _separated(self, separator: str) -> None:
+        """Items joined by ``separator``, and what a one-id chunk appends to each array
+        made once: the id's format, its length's bytes."""
+        self.separator = separator
+        self._glue = separator.encode()
+        self._id_after = self._glue + b"%d"
+        self._one_after = self._glue + b"1"
 
     def _opened(self, values: Sequence[int]) -> bytearray:
         """``values`` as a JSON array without its closing bracket, encoded at C speed
@@ -117,8 +126,8 @@ class HistoryJson:
         lens = self._lens
         if len(token_ids) == 1:  # most chunks
             if len(lens) > 1:
-                self._ids += b"%s%d" % (self._glue, token_ids[0])
-                lens += self._glue + b"1"
+                self._ids += self._id_after % token_ids[0]
+                lens += self._one_after
             else:
                 self._ids += b"%d" % token_ids[0]
                 lens += b"1"
@@ -135,12 +144,11 @@ class HistoryJson:
         its history: they are copied once, into the state's bytes. ``frame``: the
         session's, which writes ``state`` if it is its state (a plain chunk's)."""
         if frame is not None and frame.state is state:
-            before, after = frame.full()
-        else:
-            encoded = encoder.encode(state)
-            at = encoded.index(NO_HISTORY)
-            before, after = encoded[:at], encoded[at + len(NO_HISTORY) :]
-        pieces = (before, _IDS_OPEN, self._ids, _LENS_OPEN, self._lens, b"]", after)
+            return frame.full(self._ids, self._lens)
+        encoded = encoder.encode(state)
+        at = encoded.index(NO_HISTORY)
+        before, after = encoded[:at], encoded[at + len(NO_HISTORY) :]
+        pieces = (before, IDS_OPEN, self._ids, LENS_OPEN, self._lens, b"]", after)
         return b"".join(pieces)
 
     def digest(self) -> bytes:
