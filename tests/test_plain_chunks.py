@@ -199,9 +199,9 @@ def test_a_plain_chunk_builds_no_request_and_writes_its_reply_at_once(
 
 
 def test_a_reasoning_parser_that_reads_chunks_otherwise_calls_no_text_plain() -> None:
-    """``Qwen3Reasoning.plain`` is its own ``stream``'s test: a subclass with its own
-    ``stream``, ``ended_by`` or ``_delta`` and no ``plain`` of its own says no text is
-    plain (its chunks go through the general path); one that keeps them keeps ``plain``."""
+    """``Qwen3Reasoning.plain_text`` is its own ``stream``'s test: a subclass with its own
+    ``stream``, ``ended_by`` or ``_delta`` and no ``plain_text`` of its own says no text is
+    plain (its chunks go through the general path); one that keeps them keeps ``plain_text``."""
     from parsers.engine.reasoning import HoldingReasoning
     from parsers.families.minicpmv import MiniCPMVReasoning
     from parsers.families.qwen3 import Qwen3Reasoning
@@ -214,5 +214,5 @@ def test_a_reasoning_parser_that_reads_chunks_otherwise_calls_no_text_plain() ->
     for name in ("stream", "ended_by", "_delta"):
         assert not subclass(**{name: getattr(Qwen3Reasoning, name)})._stream_is_ours
     assert subclass(finish=Qwen3Reasoning.finish)._stream_is_ours
-    own = subclass(stream=Qwen3Reasoning.stream, plain=Qwen3Reasoning.plain)
+    own = subclass(stream=Qwen3Reasoning.stream, plain_text=Qwen3Reasoning.plain_text)
     assert own._stream_is_ours
