@@ -148,21 +148,48 @@ def _plain_check(
 ) -> Callable[[str, list[int]], Section | None]:
     """``ChatStream.plain`` while the section's parser stands as it did when it told
     what ``looks`` plain: a chunk of such text is stepped (counted) as ``step`` would
-    step it, which leaves the parser as it stands."""
+    step it, which leaves the parser as it stands. Made for what the test needs: a
+    character or two are looked for one by one and a chunk's one id alone (``in``
+    costs less than a set's ``isdisjoint``)."""
     ids, chars = looks
-    if not ids:  # the parser reads no marker by id
+    if not ids and not chars:
 
-        def plain(text: str, token_ids: list[int]) -> Section | None:
-            if text and token_ids and chars.isdisjoint(text):
+        def plain_any(text: str, token_ids: list[int]) -> Section | None:
+            if text and token_ids:
                 state.output_tokens += len(token_ids)
                 return section
             return None
 
-        return plain
+        return plain_any
+    if not chars or len(chars) > 2:
+
+        def plain_sets(text: str, token_ids: list[int]) -> Section | None:
+            if text and token_ids and ids.isdisjoint(token_ids) and chars.isdisjoint(text):
+                state.output_tokens += len(token_ids)
+                return section
+            return None
+
+        return plain_sets
+    first, second = min(chars), max(chars)  # the same character where there is one
+    if not ids:  # the parser reads no marker by id
+
+        def plain_chars(text: str, token_ids: list[int]) -> Section | None:
+            if text and token_ids and first not in text and second not in text:
+                state.output_tokens += len(token_ids)
+                return section
+            return None
+
+        return plain_chars
 
     def plain_ids(text: str, token_ids: list[int]) -> Section | None:
-        if text and token_ids and ids.isdisjoint(token_ids) and chars.isdisjoint(text):
-            state.output_tokens += len(token_ids)
+        count = len(token_ids)
+        if (
+            text
+            and first not in text
+            and second not in text
+            and (token_ids[0] not in ids if count == 1 else count and ids.isdisjoint(token_ids))
+        ):
+            state.output_tokens += count
             return section
         return None
 
