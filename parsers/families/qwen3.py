@@ -193,7 +193,7 @@ class Qwen3Reasoning:
 
     def __init_subclass__(cls) -> None:
         """A subclass with its own ``stream``, ``ended_by`` or ``_delta`` (trailing
-        whitespace held back, a rewrite) reads chunks otherwise than ``plain`` tests,
+        whitespace held back, a rewrite) reads chunks otherwise than ``plain_text`` tells,
         unless it gives its own ``plain_text``."""
         super().__init_subclass__()
         if "plain_text" not in vars(cls) and any(
