@@ -20,7 +20,7 @@ from parsers.families import REASONING_STATES, TOOL_STATES, WHOLE_STATES
 from parsers.family import WholeStream, WholeWithRequest
 from parsers.forced import RequiredCalls, RequiredState, named_call_delta
 from parsers.rewrite import Rewrites
-from parsers.types import Delta, ParseOptions
+from parsers.types import ANY_TEXT, Delta, ParseOptions, PlainText
 
 
 class ReasoningStream(Protocol):
@@ -52,12 +52,14 @@ class ReadsPlain(Protocol):
     text its ``stream`` reads as its section's text alone, in most chunks. ``ChatStream``
     then steps such a chunk without a delta to build (``ChatStream.plain``)."""
 
-    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
-        """Whether ``stream(text, token_ids)`` gives exactly ``text`` as its section's
-        (reasoning for a reasoning parser, content for a tool parser) and nothing else:
-        True leaves the parser as that ``stream`` would have (a reasoning parser's
-        reasoning still open), False as it found it but for what that ``stream`` would
-        have set as well (never read otherwise)."""
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """What reads as plain text to the parser as it stands, asked with the ids of a
+        chunk it reads next (by this answer or by ``stream``); None: no text is plain
+        now. ``stream`` gives a chunk of such text exactly that text as its section's
+        (reasoning for a reasoning parser, content for a tool parser) and nothing else,
+        and leaves the parser as it stands (a reasoning parser's reasoning still open),
+        so the answer holds until the parser reads a chunk otherwise. Asking changes
+        only what reading that chunk would set as well."""
         ...
 
 
@@ -130,9 +132,68 @@ class Settling(Protocol):
         ...
 
 
-def _passes(text: str, token_ids: Sequence[int]) -> bool:
+def _any_text(token_ids: Sequence[int]) -> PlainText:
     """Content that passes through as it is: any text is plain."""
-    return True
+    return ANY_TEXT
+
+
+def _never_plain(text: str, token_ids: list[int]) -> None:
+    """``ChatStream.plain`` of a stream whose chunks' deltas are read after their
+    section's parser: no chunk is plain text alone."""
+    return None
+
+
+def _plain_check(
+    state: ChatStreamState, section: Section, looks: PlainText
+) -> Callable[[str, list[int]], Section | None]:
+    """``ChatStream.plain`` while the section's parser stands as it did when it told
+    what ``looks`` plain: a chunk of such text is stepped (counted) as ``step`` would
+    step it, which leaves the parser as it stands. Made for what the test needs: a
+    character or two are looked for one by one and a chunk's one id alone (``in``
+    costs less than a set's ``isdisjoint``)."""
+    ids, chars = looks
+    if not ids and not chars:
+
+        def plain_any(text: str, token_ids: list[int]) -> Section | None:
+            if text and token_ids:
+                state.output_tokens += len(token_ids)
+                return section
+            return None
+
+        return plain_any
+    if not chars or len(chars) > 2:
+
+        def plain_sets(text: str, token_ids: list[int]) -> Section | None:
+            if text and token_ids and ids.isdisjoint(token_ids) and chars.isdisjoint(text):
+                state.output_tokens += len(token_ids)
+                return section
+            return None
+
+        return plain_sets
+    first, second = min(chars), max(chars)  # the same character where there is one
+    if not ids:  # the parser reads no marker by id
+
+        def plain_chars(text: str, token_ids: list[int]) -> Section | None:
+            if text and token_ids and first not in text and second not in text:
+                state.output_tokens += len(token_ids)
+                return section
+            return None
+
+        return plain_chars
+
+    def plain_ids(text: str, token_ids: list[int]) -> Section | None:
+        count = len(token_ids)
+        if (
+            text
+            and first not in text
+            and second not in text
+            and (token_ids[0] not in ids if count == 1 else count and ids.isdisjoint(token_ids))
+        ):
+            state.output_tokens += count
+            return section
+        return None
+
+    return plain_ids
 
 
 class ChatStream:
@@ -177,11 +238,23 @@ class ChatStream:
             and not (tools.supports_required_and_named and forced)
             else None
         )
-        # The sections' plain-text checks (``plain``), where a chunk's parse is theirs alone.
+        # What the sections' parsers read as plain text (``ReadsPlain``), where a chunk's
+        # parse is theirs alone.
         self.plain_reasoning = (
-            reasoning.plain if self.lean and isinstance(reasoning, ReadsPlain) else None
+            reasoning.plain_text if self.lean and isinstance(reasoning, ReadsPlain) else None
         )
         self.plain_tools = self._plain_tools() if self.lean else None
+        # ``plain`` once a chunk was read otherwise: the parsers are asked anew.
+        self.plain_anew: Callable[[str, list[int]], Section | None] = (
+            self._plain_anew if self.lean else _never_plain
+        )
+        # The section a mid-stream chunk without a finish is plain text of, its delta
+        # that text alone in that field (most chunks): the chunk is then stepped as
+        # ``step`` steps it, and no delta is built. None: it is not such a chunk, or its
+        # section cannot tell; nothing is stepped (``step`` reads it). A check made for
+        # the section's parser as it stands (``_plain_check``) until ``step`` reads a
+        # chunk, not a method: a chunk's one call.
+        self.plain: Callable[[str, list[int]], Section | None] = self.plain_anew
 
     def snapshot(self) -> bytes:
         return msgspec.msgpack.encode(self.state)
@@ -195,6 +268,7 @@ class ChatStream:
     ) -> tuple[Delta | None, str | None]:
         """Parse one chunk; returns its delta (None: nothing yet) and finish_reason."""
         state = self.state
+        self.plain = self.plain_anew  # what the parsers read as plain text may change
         delta: Delta | None
         if finish_reason is None and self.lean and token_ids and state.prompt_checked:
             # What ``_parse`` does then, without the steps that do nothing.
@@ -220,38 +294,41 @@ class ChatStream:
                 finish_reason = "tool_calls"
         return delta, finish_reason
 
-    def _plain_tools(self) -> Callable[[str, Sequence[int]], bool] | None:
-        """The plain-text check of content once reasoning ended, where ``_tool_delta``
-        comes down to the tool parser's stream or to passing content through."""
+    def _plain_tools(self) -> Callable[[Sequence[int]], PlainText | None] | None:
+        """What reads as plain content once reasoning ended, where ``_tool_delta`` comes
+        down to the tool parser's stream or to passing content through."""
         tools, choice = self.tools, self.options.tool_choice
         if tools is None or (self.tool_stream is None and choice != "none"):
             return None  # no tool parser, or calls the stream processor forces
         if choice == "none" and not self.engine_based:
-            return _passes
-        return tools.plain if isinstance(tools, ReadsPlain) else None
+            return _any_text
+        return tools.plain_text if isinstance(tools, ReadsPlain) else None
 
-    def plain(self, text: str, token_ids: list[int]) -> Section | None:
-        """The section a mid-stream chunk without a finish is plain text of, its delta
-        that text alone in that field (most chunks): the chunk is then stepped as
-        ``step`` steps it, and no delta is built. None: it is not such a chunk, or its
-        section cannot tell; nothing is stepped (``step`` reads it)."""
+    def _plain_anew(self, text: str, token_ids: list[int]) -> Section | None:
+        """``plain`` at the stream's start and after a chunk read otherwise: the
+        section's parser tells what reads as plain text now, and the check made of its
+        answer is ``plain`` from then on, until ``step`` reads a chunk."""
         state = self.state
-        if not (text and token_ids and state.prompt_checked and self.lean):
+        if not (text and token_ids and state.prompt_checked):
             return None
         section: Section = "content"
+        read_by_tools = False
         # As ``_sections`` goes.
         if self.reasoning is not None and not state.reasoning_ended:
-            plain = self.plain_reasoning
-            if plain is None or not plain(text, token_ids):
-                return None
             section = "reasoning"
+            ask = self.plain_reasoning
         elif self.tools is not None and state.reasoning_ended:
-            plain = self.plain_tools
-            if plain is None or not plain(text, token_ids):
-                return None
-            state.tool_phase_started = True
-        state.output_tokens += len(token_ids)
-        return section
+            read_by_tools = True
+            ask = self.plain_tools
+        else:
+            ask = _any_text
+        looks = ask(token_ids) if ask is not None else None
+        if looks is None:
+            return None
+        plain = self.plain = _plain_check(state, section, looks)
+        if read_by_tools:
+            state.tool_phase_started = True  # as the chunk read otherwise would set it
+        return plain(text, token_ids)
 
     def _parse(
         self,

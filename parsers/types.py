@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from msgspec import Struct
 
@@ -102,6 +102,19 @@ class Delta(Struct, gc=False):
     reasoning: str | None = None
     tool_calls: list[DeltaToolCall] = []
     citations: list[Citation] = []
+
+
+class PlainText(NamedTuple):
+    """What a parser, as it stands, reads as its section's text alone: a chunk of text
+    with none of ``chars`` whose ids are none of ``ids`` (``ReadsPlain``). Tested per
+    chunk, so sets: a chunk's test costs its length, not the markers' count."""
+
+    ids: frozenset[int]
+    chars: frozenset[str]
+
+
+# Any text: content that passes through as it is.
+ANY_TEXT = PlainText(frozenset(), frozenset())
 
 
 def _no_text(token_id: int) -> str:

@@ -709,3 +709,36 @@ def test_the_engines_plain_event_is_its_plain_test_and_plain_kind(
     expected = two[0].plain_kind() if two[0].plain(text, ids) else None
     assert two[1].plain_event(text, ids) == expected
     assert two[0].s == two[1].s
+
+
+@PROPS
+@given(
+    texts=st.lists(st.text(alphabet="<>/thinkol_cab \n", max_size=12), min_size=1, max_size=4),
+    held=st.sampled_from(["", "<", "</thi"]),
+    marker=st.booleans(),
+    section=st.sampled_from(["reasoning", "content", "tool_args", "message_header"]),
+    had_ids=st.booleans(),
+)
+def test_the_engines_plain_text_is_its_plain_test_while_it_reads_plain_deltas(
+    tokenizer: Tokenizer, texts: list[str], held: str, marker: bool, section: str, had_ids: bool
+) -> None:
+    """``plain_text``, asked once, tells apart what ``plain`` passes for every delta the
+    engine reads after it, as long as each of them was plain (it leaves the engine as
+    ``plain`` does)."""
+    grammar = Qwen3Grammar(tokenizer.vocabulary).grammar
+    ids = [next(iter(grammar.marker_ids))] if marker else tokenizer.encode("ab")
+    two = [MarkerEngine(grammar, EngineState(section, held=held)) for _ in range(2)]
+    for engine in two:
+        engine.s.ever_had_token_ids = had_ids
+    looks = two[1].plain_text(ids)
+    for delta in texts:
+        passes = (
+            looks is not None
+            and bool(delta)
+            and looks.ids.isdisjoint(ids)
+            and looks.chars.isdisjoint(delta)
+        )
+        assert two[0].plain(delta, ids) == passes
+        assert two[0].s == two[1].s
+        if not passes:
+            break

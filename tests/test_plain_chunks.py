@@ -33,6 +33,8 @@ from app.wire.protocol import (
     UsageInput,
     encoder,
 )
+from parsers.stream import ChatStreamState, Section, _plain_check
+from parsers.types import PlainText
 from tests.support.streams import PROMPT, PROPS, TOOLS, factory_for
 
 T = TypeVar("T")
@@ -199,9 +201,9 @@ def test_a_plain_chunk_builds_no_request_and_writes_its_reply_at_once(
 
 
 def test_a_reasoning_parser_that_reads_chunks_otherwise_calls_no_text_plain() -> None:
-    """``Qwen3Reasoning.plain`` is its own ``stream``'s test: a subclass with its own
-    ``stream``, ``ended_by`` or ``_delta`` and no ``plain`` of its own says no text is
-    plain (its chunks go through the general path); one that keeps them keeps ``plain``."""
+    """``Qwen3Reasoning.plain_text`` is its own ``stream``'s test: a subclass with its own
+    ``stream``, ``ended_by`` or ``_delta`` and no ``plain_text`` of its own says no text is
+    plain (its chunks go through the general path); one that keeps them keeps ``plain_text``."""
     from parsers.engine.reasoning import HoldingReasoning
     from parsers.families.minicpmv import MiniCPMVReasoning
     from parsers.families.qwen3 import Qwen3Reasoning
@@ -214,5 +216,26 @@ def test_a_reasoning_parser_that_reads_chunks_otherwise_calls_no_text_plain() ->
     for name in ("stream", "ended_by", "_delta"):
         assert not subclass(**{name: getattr(Qwen3Reasoning, name)})._stream_is_ours
     assert subclass(finish=Qwen3Reasoning.finish)._stream_is_ours
-    own = subclass(stream=Qwen3Reasoning.stream, plain=Qwen3Reasoning.plain)
+    own = subclass(stream=Qwen3Reasoning.stream, plain_text=Qwen3Reasoning.plain_text)
     assert own._stream_is_ours
+
+
+@settings(PROPS, max_examples=300)
+@given(
+    ids=st.frozensets(st.integers(0, 5), max_size=3),
+    chars=st.frozensets(st.sampled_from("<>[a"), max_size=4),
+    text=st.text(alphabet="<>[ab ", max_size=5),
+    token_ids=st.lists(st.integers(0, 7), max_size=3),
+    section=st.sampled_from(["reasoning", "content"]),
+)
+def test_a_plain_check_passes_what_its_parser_told_plain_and_counts_it(
+    ids: frozenset[int], chars: frozenset[str], text: str, token_ids: list[int], section: Section
+) -> None:
+    """Each shape of ``_plain_check`` (characters one by one or as a set, one id or
+    many) passes a chunk of text and ids iff neither has one of what ``PlainText``
+    names, and counts the chunk's ids when it does."""
+    state = ChatStreamState(output_tokens=4)
+    plain = _plain_check(state, section, PlainText(ids, chars))
+    passes = bool(text and token_ids) and ids.isdisjoint(token_ids) and chars.isdisjoint(text)
+    assert plain(text, token_ids) == (section if passes else None)
+    assert state.output_tokens == 4 + (len(token_ids) if passes else 0)

@@ -287,8 +287,9 @@ def test_a_failure_inside_a_parser_answers_a_500_on_its_stream_alone(
             raise RuntimeError("parser bug")
 
         with monkeypatch.context() as patch, caplog.at_level(logging.ERROR, "derender_server"):
-            # A parser's either way of stepping a chunk: plain text, or the full step.
-            patch.setattr(ChatStream, "plain", explode)
+            # A parser's either way of stepping a chunk after a step: plain text (the
+            # check made anew), or the full step.
+            patch.setattr("parsers.stream._plain_check", explode)
             patch.setattr(ChatStream, "step", explode)
             socket.send_text(_socket_message("first", 1, False))
             error = json.loads(socket.receive_text())

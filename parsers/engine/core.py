@@ -27,6 +27,7 @@ from typing import NamedTuple
 from msgspec import Struct, field
 
 from parsers import budget
+from parsers.types import PlainText
 
 # Terminal names.
 THINK_START = "THINK_START"
@@ -226,6 +227,8 @@ class Grammar:
         )
         self.id_terminal_names = frozenset(self.id_terminals.values())
         self.marker_ids = frozenset(self.id_terminals)  # asked of every chunk: a set
+        # Plain text (``MarkerEngine.plain``) with nothing held or deferred.
+        self.plain_text = PlainText(self.marker_ids, self.first_chars)
         self.token_text = token_text
 
 
@@ -317,6 +320,16 @@ class MarkerEngine:
             and grammar.marker_ids.isdisjoint(token_ids)
             and grammar.first_chars.isdisjoint(text)
         )
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """What ``plain`` passes while the engine stands as it is (None: nothing, a
+        marker is held or deferred), asked with the ids of a delta it reads next."""
+        s = self.s
+        if token_ids and not s.ever_had_token_ids:
+            s.ever_had_token_ids = True
+        if s.held or s.deferred:
+            return None
+        return self.grammar.plain_text
 
     def plain_kind(self) -> str | None:
         """The event kind plain text is in the current state (None: none, it is dropped)."""

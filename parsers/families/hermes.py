@@ -17,18 +17,20 @@ from parsers.family import Family, Request, Tools, reuse
 from parsers.growing_text import Text
 from parsers.ids import opening_call_delta
 from parsers.readers.jsonscan import JsonScanner, JsonScanState
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
+from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, PlainText
 
 
 class CallTags:
     """The tags around a call, and vLLM's pattern for the calls between them: each
     closed call, or an unclosed one running to the end of the text."""
 
-    __slots__ = ("calls", "end", "start")
+    __slots__ = ("calls", "end", "plain", "start")
 
     def __init__(self, start: str, end: str) -> None:
         self.start = start
         self.end = end
+        # Content no tag can start in (``HermesStream.plain_text``).
+        self.plain = PlainText(frozenset(), frozenset(start[0]))
         opening, closing = re.escape(start), re.escape(end)
         self.calls = re.compile(f"{opening}(.*?){closing}|{opening}(.*)", re.DOTALL)
 
@@ -236,13 +238,11 @@ class HermesStream:
     engine_based = False
     supports_required_and_named = False
 
-    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
-        """Whether ``text`` is content alone: content with nothing held, in which no
-        tag can start. It changes nothing then."""
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """Content with nothing held, where text no tag can start in is content alone
+        (``stream``'s own test); it stays so until a tag starts."""
         s = self.s
-        return (
-            bool(text) and s.mode == "content" and not s.pending and self.tags.start[0] not in text
-        )
+        return self.tags.plain if s.mode == "content" and not s.pending else None
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s

@@ -35,7 +35,7 @@ from parsers.engine.core import (
     MarkerEngine,
 )
 from parsers.family import Family, Reasoning, Request, reuse
-from parsers.types import Delta, ParseOptions, Vocabulary
+from parsers.types import Delta, ParseOptions, PlainText, Vocabulary
 
 
 class Spelling(NamedTuple):
@@ -126,7 +126,7 @@ class Qwen3Reasoning:
     """``qwen3`` reasoning: everything up to ``</think>`` (or a ``<tool_call>``)."""
 
     engine_based = True
-    # Whether ``plain`` is ``stream``'s test: False where a subclass reads otherwise.
+    # Whether ``plain_text`` is ``stream``'s test: False where a subclass reads otherwise.
     _stream_is_ours: ClassVar[bool] = True
 
     def __init__(
@@ -180,21 +180,23 @@ class Qwen3Reasoning:
             return Delta(reasoning=text)  # what the lone event's delta would be
         return self._delta(live.feed(text, token_ids), finished=False)
 
-    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
-        """Whether ``text`` is reasoning text alone (``stream``'s own test): plain text
-        (the engine's test) in reasoning, with no blank content held. Never in a
-        subclass that reads a chunk otherwise (``__init_subclass__``)."""
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """What ``stream`` reads as reasoning text alone as the stream stands (its own
+        test): the engine's plain text in reasoning, with no blank content held. None
+        in a subclass that reads a chunk otherwise (``__init_subclass__``)."""
         if not self._stream_is_ours:
-            return False
+            return None
         live = self._live_engine()
-        return not self.state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT
+        if self.state.blank_content or live.plain_kind() != REASONING_TEXT:
+            return None
+        return live.plain_text(token_ids)
 
     def __init_subclass__(cls) -> None:
         """A subclass with its own ``stream``, ``ended_by`` or ``_delta`` (trailing
-        whitespace held back, a rewrite) reads chunks otherwise than ``plain`` tests,
-        unless it gives its own ``plain``."""
+        whitespace held back, a rewrite) reads chunks otherwise than ``plain_text`` tells,
+        unless it gives its own ``plain_text``."""
         super().__init_subclass__()
-        if "plain" not in vars(cls) and any(
+        if "plain_text" not in vars(cls) and any(
             name in vars(cls) for name in ("stream", "ended_by", "_delta")
         ):
             cls._stream_is_ours = False
