@@ -209,8 +209,10 @@ def test_a_reasoning_parser_that_reads_chunks_otherwise_calls_no_text_plain() ->
     def subclass(**members: Any) -> type[Qwen3Reasoning]:
         return type("Sub", (Qwen3Reasoning,), members)
 
-    assert Qwen3Reasoning._stream_is_ours
-    assert not HoldingReasoning._stream_is_ours and not MiniCPMVReasoning._stream_is_ours
+    assert Qwen3Reasoning._stream_is_ours and HoldingReasoning._stream_is_ours
+    assert not MiniCPMVReasoning._stream_is_ours
+    held = type("Held", (HoldingReasoning,), {"stream": HoldingReasoning.stream})
+    assert not held._stream_is_ours
     for name in ("stream", "ended_by", "_delta"):
         assert not subclass(**{name: getattr(Qwen3Reasoning, name)})._stream_is_ours
     assert subclass(finish=Qwen3Reasoning.finish)._stream_is_ours

@@ -142,6 +142,16 @@ class HoldingReasoning(Qwen3Reasoning):
         delta = super().stream(text, token_ids)
         return hold_trailing_reasoning(delta, self.held, self.held.ended)
 
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``stream`` gives ``text`` as reasoning alone: plain reasoning text
+        (``Qwen3Reasoning.plain``) with no whitespace held before it and none at its end
+        to hold (``hold_trailing_reasoning``)."""
+        return (
+            not self.held.trailing_reasoning
+            and not text[-1:].isspace()
+            and super().plain(text, token_ids)
+        )
+
 
 class EngineReasoningState(HeldReasoningState, tag="engine_reasoning"):
     """Kimi K2's and GLM's reasoning state, tagged for snapshots."""

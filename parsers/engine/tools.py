@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar, get_args
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, get_args
 
 from msgspec import Struct, field
 
@@ -129,13 +129,20 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
     reasoning_format: Format | None = None
     slot_type: type[SlotT]
     state_type: type[StateT]
+    # Whether ``plain`` is ``stream``'s test: False where a subclass reads otherwise.
+    _stream_is_ours: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A format's slot and state types from its parameters; a format with its own
+        ``stream`` or ``_delta`` reads chunks otherwise than ``plain`` tests, unless it
+        gives its own ``plain``."""
         super().__init_subclass__(**kwargs)
         for base in getattr(cls, "__orig_bases__", ()):
             types = get_args(base)
             if len(types) == 2 and all(isinstance(t, type) for t in types):
                 cls.slot_type, cls.state_type = types
+        if "plain" not in vars(cls) and any(name in vars(cls) for name in ("stream", "_delta")):
+            cls._stream_is_ours = False
 
     def __init__(
         self,
@@ -154,6 +161,8 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
             grammar, self.state.engine, skip_reasoning=reasoning_markup_is_text
         )
         self.has_reasoning = grammar.format is self.reasoning_format
+        # The state holds reasoning's trailing whitespace (asked of every plain chunk).
+        self.holds_reasoning = isinstance(self.state, ReasoningToolState)
         # tool_choice "none" with tools: calls are read and dropped.
         self.suppress = options.tool_choice == "none" and bool(options.tools)
         self._properties_by_name: dict[str, dict[str, Any]] = {}
@@ -167,6 +176,30 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         # lets the held whitespace go, even when it brings no reasoning of its own.
         ended = state.reasoning_ended or not self.has_reasoning
         return hold_trailing_reasoning(delta, state, ended)
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``stream`` gives ``text`` as content alone (``ReadsPlain``): plain
+        text (the engine's test) in content, no whitespace or content held for calls that
+        may follow, and text that is not blank unless content was (``_delta``); the held
+        reasoning whitespace goes as ``stream`` lets it go. Never in a subclass that reads
+        a chunk otherwise (``__init_subclass__``)."""
+        state = self.state
+        if (
+            not self._stream_is_ours
+            or state.blank_pieces
+            or state.deferred_content
+            or self.engine.plain_event(text, token_ids) != TEXT
+        ):
+            return False
+        if not state.content_has_nonws:
+            if text.isspace():
+                return False  # held, or dropped beside calls
+            state.content_has_nonws = True
+        if self.holds_reasoning:
+            held = cast(ReasoningToolState[Any], state)
+            if held.trailing_reasoning and (held.reasoning_ended or not self.has_reasoning):
+                held.trailing_reasoning = []
+        return True
 
     def finish(self) -> Delta | None:
         events = self.engine.finish()
