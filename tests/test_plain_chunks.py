@@ -6,6 +6,7 @@ and finish."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ from msgspec import Raw
 from app.streams.chunk_path import carried_state
 from app.streams.parsed_stream import Continued, ParsedStreamDerenderer
 from app.streams.session import SessionBuilder, StreamSession
-from app.tokens.tokenizer import Tokenizer
+from app.tokens.tokenizer import Tokenizer, load_tokenizer
 from app.wire.protocol import (
     ChatRequest,
     ChatStreamDerenderRequest,
@@ -33,7 +34,11 @@ from app.wire.protocol import (
     UsageInput,
     encoder,
 )
+from parsers.families.deepseek import CALL_BEGIN, CALL_FINISH, CALLS_BEGIN, CALLS_END, SEP
 from tests.support.streams import PROMPT, PROPS, TOOLS, factory_for
+from tests.support.synthetic_tokenizers import write_synthetic_tokenizer
+from tests.support.tekken_tokenizers import tekken_tokenizer_dir
+from tests.support.tokenizers import qwen3_with_tokens
 
 T = TypeVar("T")
 _CREATED = re.compile(rb'"created":\d+')
@@ -50,14 +55,64 @@ OUTPUTS = (
     'mid-way. <tool_call>{"name": "noop", "arguments": {}}</tool_call> after it.',
     "An answer without thinking: 1 < 2, <b>bold</b>, <tool_call>"
     '{"name": "count", "arguments": {"n": 3}}</tool_call>',
-    "<think>\nA thought.\n</think>\n\nCalling it: <tool_call>\n<function=count>\n"
-    "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call> and done.",
 )
-# parser configurations: (tool parser, reasoning parser); reasoning without a plain-text
-# check (deepseek_r1), or one that holds text back (glm45), takes the general path.
+CODER_CALL = (
+    "<tool_call>\n<function=count>\n<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>"
+)
+CODER_OUTPUTS = (f"<think>\nA thought.\n</think>\n\nCalling it: {CODER_CALL} and done.",)
+
+# A call in each family's markup.
+DEEPSEEK_CALL = (
+    f'{CALLS_BEGIN}{CALL_BEGIN}get_weather{SEP}{{"city": "Lisbon"}}{CALL_FINISH}{CALLS_END}'
+)
+KIMI_CALL = (
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": "Lisbon"}<|tool_call_end|><|tool_calls_section_end|>'
+)
+GLM_CALL = "<tool_call>count\n<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
+MINIMAX_CALL = (
+    '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Lisbon'
+    "</parameter>\n</invoke>\n</minimax:tool_call>"
+)
+DSML_CALL = (
+    '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="count">\n<｜DSML｜parameter name="n" '
+    'string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>'
+)
+MISTRAL_CALL = '[TOOL_CALLS]get_weather[ARGS]{"city": "Lisbon"}'
+
+
+def in_markup(call: str, think: tuple[str, str] = ("<think>", "</think>")) -> tuple[str, ...]:
+    """Outputs in a family's markup (its reasoning markers and one call): reasoning and
+    content whose plain stretches end in whitespace, whitespace alone, a partial marker."""
+    start, end = think
+    return (
+        f"{start}\nCompare the fares,  \n\n the weather & <b>hotels</b> 你好 🙂 then decide. \n"
+        f"{end}\n\nHere is the plan: “Alfama” at dusk  \n {call} and after it.",
+        f"{start}  \n{end}\n\n  \n Content after blanks, 1 < 2, {call[:6]} {end} mid-way.\n"
+        f"{call}\n\n",
+        f"An answer without thinking: {start[:3]} {call}{call}",
+    )
+
+
+# Parser configurations: (tool parser, reasoning parser).
 Config = tuple[str | None, str | None]
-CONFIGS: list[Config] = [("hermes", "qwen3"), (None, "qwen3"), ("hermes", None), (None, None)]
-CONFIGS += [("qwen3_coder", "qwen3"), (None, "deepseek_r1"), (None, "glm45")]
+# Each with the tokenizer it runs on (a test tokenizer with the family's markers) and
+# outputs in its markup.
+CONFIGS: list[tuple[Config, str, tuple[str, ...]]] = [
+    (("hermes", "qwen3"), "qwen3", OUTPUTS),
+    ((None, "qwen3"), "qwen3", OUTPUTS),
+    (("hermes", None), "qwen3", OUTPUTS),
+    ((None, None), "qwen3", OUTPUTS),
+    (("qwen3_coder", "qwen3"), "qwen3", CODER_OUTPUTS),
+    (("step5", "step5"), "qwen3", CODER_OUTPUTS + OUTPUTS[1:2]),
+    ((None, "deepseek_r1"), "qwen3", OUTPUTS),
+    (("deepseek_v31", "deepseek_v3"), "deepseek", in_markup(DEEPSEEK_CALL)),
+    (("kimi_k2", "kimi_k2"), "kimi_k2", in_markup(KIMI_CALL)),
+    (("glm45", "glm45"), "glm45", in_markup(GLM_CALL)),
+    (("minimax_m2", "minimax_m2"), "minimax_m2", in_markup(MINIMAX_CALL)),
+    (("deepseek_v4", "deepseek_v4"), "dsml", in_markup(DSML_CALL)),
+    (("mistral", "mistral"), "mistral_v13", in_markup(MISTRAL_CALL, ("[THINK]", "[/THINK]"))),
+]
 
 
 def _mostly(common: T, *others: T) -> st.SearchStrategy[T]:
@@ -73,7 +128,9 @@ def _seldom() -> st.SearchStrategy[bool]:
 class Case:
     """One stream: its options, chunks and how each chunk comes."""
 
-    def __init__(self, data: st.DataObject, tokenizer: Tokenizer, config: Config) -> None:
+    def __init__(
+        self, data: st.DataObject, tokenizer: Tokenizer, config: Config, outputs: tuple[str, ...]
+    ) -> None:
         draw = data.draw
         self.tool, self.reasoning = config
         self.chat_request = ChatRequest(
@@ -89,8 +146,6 @@ class Case:
             return_token_ids=draw(_mostly(None, False, True)),
             chat_template_kwargs={"enable_thinking": draw(_mostly(True, False))},
         )
-        # Hermes' calls, or those of qwen3_coder's format in a stream it reads.
-        outputs = OUTPUTS[3:] if self.tool == "qwen3_coder" else OUTPUTS[:3]
         output = tokenizer.encode(draw(st.sampled_from(outputs)))
         output = output[: draw(st.integers(1, len(output)))]
         # Any id besides: the outputs' (markers among them), or any of the vocabulary's.
@@ -152,13 +207,43 @@ def _answers(tokenizer: Tokenizer, case: Case, fast: bool) -> list[bytes]:
     return answers
 
 
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.fixture(scope="module")
+def tokenizers(
+    tokenizer: Tokenizer, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Tokenizer]:
+    """The configurations' tokenizers by name, each loaded once."""
+
+    @functools.cache
+    def load(name: str) -> Tokenizer:
+        if name == "qwen3":
+            return tokenizer
+        if name == "deepseek":
+            return qwen3_with_tokens(CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
+        if name == "dsml":
+            return qwen3_with_tokens("｜DSML｜")
+        if name == "mistral_v13":
+            return load_tokenizer(str(tekken_tokenizer_dir(name)))
+        return load_tokenizer(str(write_synthetic_tokenizer(name, tmp_path_factory.mktemp(name))))
+
+    return load
+
+
+@pytest.mark.parametrize(
+    ("config", "tokenizer_name", "outputs"),
+    CONFIGS,
+    ids=["+".join(map(str, config)) for config, _, _ in CONFIGS],
+)
 @settings(PROPS, max_examples=60)
 @given(data=st.data())
 def test_a_hit_is_answered_as_the_request_built_for_it_is(
-    tokenizer: Tokenizer, config: Config, data: st.DataObject
+    tokenizers: Callable[[str], Tokenizer],
+    config: Config,
+    tokenizer_name: str,
+    outputs: tuple[str, ...],
+    data: st.DataObject,
 ) -> None:
-    case = Case(data, tokenizer, config)
+    tokenizer = tokenizers(tokenizer_name)
+    case = Case(data, tokenizer, config, outputs)
     assert _answers(tokenizer, case, fast=True) == _answers(tokenizer, case, fast=False)
 
 

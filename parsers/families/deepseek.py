@@ -16,6 +16,8 @@ Ours streams what one token per chunk streams, in any chunking: the one-shot mes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from msgspec import Struct, field
 
 from parsers.engine.core import (
@@ -281,6 +283,18 @@ class DeepSeekToolStream:
         self.id_seed = id_seed
         self.fenced = fenced
         self.s = state if state is not None else DeepSeekToolState()
+        # The engine ``plain`` asks, made once over the state's engine state.
+        self._live: MarkerEngine | None = None
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``stream`` gives ``text`` as content alone (``ReadsPlain``): plain
+        text the engine reads as content (outside any call), with no argument text
+        waiting for this chunk."""
+        s = self.s
+        live = self._live
+        if live is None or live.s is not s.engine:
+            live = self._live = MarkerEngine(self.grammar, s.engine)
+        return not s.pending and live.plain_event(text, token_ids) == TEXT
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         carried = self._carried()

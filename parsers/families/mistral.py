@@ -157,6 +157,11 @@ class MistralReasoning(HoldingReasoning):
     def ended_by(self, token_ids: Sequence[int]) -> bool:
         return self.state.ended or not self.thinking
 
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """``HoldingReasoning.plain`` while thinking (``ended_by`` then reads the state
+        that plain text leaves as it was); without thinking every chunk ends reasoning."""
+        return self.thinking and super().plain(text, token_ids)
+
 
 # ---------------------------------------------------------------------------- tool calls
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from msgspec import Struct
 
@@ -62,10 +63,30 @@ class ThinkTagStream:
     """
 
     engine_based = False
+    # Whether ``plain`` is ``stream``'s test: False where a subclass reads otherwise.
+    _stream_is_ours: ClassVar[bool] = True
 
     def __init__(self, parser: ThinkTagReasoning, state: ThinkTagStreamState | None = None):
         self.parser = parser
         self.state = state if state is not None else ThinkTagStreamState()
+
+    def __init_subclass__(cls) -> None:
+        """A subclass with its own ``stream`` or ``ended_by`` reads chunks otherwise than
+        ``plain`` tests, unless it gives its own ``plain``."""
+        super().__init_subclass__()
+        if "plain" not in vars(cls) and ("stream" in vars(cls) or "ended_by" in vars(cls)):
+            cls._stream_is_ours = False
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``stream`` gives ``text`` as reasoning alone (``ReadsPlain``): no
+        think marker among the ids and no end seen before; it changes no state then."""
+        parser = self.parser
+        return (
+            self._stream_is_ours
+            and not self.state.end_seen
+            and parser.end_id not in token_ids
+            and parser.start_id not in token_ids
+        )
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         state = self.state
