@@ -7,8 +7,9 @@ and finish."""
 from __future__ import annotations
 
 import functools
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import msgspec
@@ -62,8 +63,10 @@ CODER_CALL = (
 CODER_OUTPUTS = (f"<think>\nA thought.\n</think>\n\nCalling it: {CODER_CALL} and done.",)
 
 # A call in each family's markup.
+# DeepSeek's second call sends its arguments with the chunk after its name's.
 DEEPSEEK_CALL = (
-    f'{CALLS_BEGIN}{CALL_BEGIN}get_weather{SEP}{{"city": "Lisbon"}}{CALL_FINISH}{CALLS_END}'
+    f'{CALLS_BEGIN}{CALL_BEGIN}get_weather{SEP}{{"city": "Lisbon"}}{CALL_FINISH}\n'
+    f"{CALL_BEGIN}noop{SEP}{{}}{CALL_FINISH}\n{CALLS_END}"
 )
 KIMI_CALL = (
     "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
@@ -87,7 +90,8 @@ def in_markup(call: str, think: tuple[str, str] = ("<think>", "</think>")) -> tu
     start, end = think
     return (
         f"{start}\nCompare the fares,  \n\n the weather & <b>hotels</b> 你好 🙂 then decide. \n"
-        f"{end}\n\nHere is the plan: “Alfama” at dusk  \n {call} and after it.",
+        f"{end}Here is the plan: “Alfama” at dusk  \n {call} and after it, {start}a second "
+        f"thought  {end}then more.",
         f"{start}  \n{end}\n\n  \n Content after blanks, 1 < 2, {call[:6]} {end} mid-way.\n"
         f"{call}\n\n",
         f"An answer without thinking: {start[:3]} {call}{call}",
@@ -115,6 +119,9 @@ CONFIGS: list[tuple[Config, str, tuple[str, ...]]] = [
 ]
 
 
+CHAT_TOOLS = [ChatTool(FunctionDefinition(spec.name, parameters=spec.parameters)) for spec in TOOLS]
+
+
 def _mostly(common: T, *others: T) -> st.SearchStrategy[T]:
     """``common`` four times in five, else one of ``others`` (most streams and chunks
     are the common ones)."""
@@ -126,19 +133,30 @@ def _seldom() -> st.SearchStrategy[bool]:
 
 
 class Case:
-    """One stream: its options, chunks and how each chunk comes."""
+    """One stream: its parsers, options and chunks."""
 
     def __init__(
-        self, data: st.DataObject, tokenizer: Tokenizer, config: Config, outputs: tuple[str, ...]
+        self,
+        config: Config,
+        chat_request: ChatRequest,
+        chunks: list[GenerateChunk],
+        requested: str | None = None,
     ) -> None:
-        draw = data.draw
         self.tool, self.reasoning = config
-        self.chat_request = ChatRequest(
+        self.chat_request = chat_request
+        self.chunks = chunks
+        self.requested = requested
+
+    @classmethod
+    def drawn(
+        cls, data: st.DataObject, tokenizer: Tokenizer, config: Config, outputs: tuple[str, ...]
+    ) -> Case:
+        """A stream of one of ``outputs`` (cut short, ids added), its options, chunking and
+        how each chunk comes drawn."""
+        draw = data.draw
+        chat_request = ChatRequest(
             messages=Raw(b"[]"),
-            tools=[
-                ChatTool(FunctionDefinition(spec.name, parameters=spec.parameters))
-                for spec in TOOLS
-            ],
+            tools=CHAT_TOOLS,
             tool_choice=draw(st.sampled_from(["auto", "none", "required"])),
             include_reasoning=draw(_mostly(True, False)),
             logprobs=draw(st.booleans()),
@@ -152,16 +170,16 @@ class Case:
         any_id = st.sampled_from(output) | st.integers(0, tokenizer.vocab_size - 1)
         output += draw(st.lists(any_id, max_size=6))
         sizes = st.integers(1, 3) | st.just(1) | st.just(1) | st.just(0)
-        self.chunks: list[GenerateChunk] = []
+        chunks: list[GenerateChunk] = []
         at = 0
         while at < len(output):
             size = draw(sizes)
-            self.chunks.append(self._chunk(draw, output[at : at + size]))
+            chunks.append(cls._chunk(draw, output[at : at + size]))
             at += size
-        last = self.chunks[-1].choices[0]
+        last = chunks[-1].choices[0]
         last.finish_reason = draw(st.sampled_from([None, "stop", "length"]))
         last.stop_reason = draw(st.sampled_from([None, 7, "</s>"]))
-        self.requested = draw(st.sampled_from([None, "asked-model"]))
+        return cls(config, chat_request, chunks, draw(st.sampled_from([None, "asked-model"])))
 
     @staticmethod
     def _chunk(draw: Callable[[st.SearchStrategy[Any]], Any], ids: list[int]) -> GenerateChunk:
@@ -175,6 +193,20 @@ class Case:
         choice.logprobs = logprobs
         usage = UsageInput(3, 4) if draw(_seldom()) else None
         return GenerateChunk(choices=[choice], request_id="stream", usage=usage)
+
+
+def _chunkings(ids: list[int]) -> Iterator[list[list[int]]]:
+    """``ids`` cut by each of a few cycles of chunk sizes, from every offset in its cycle."""
+    for sizes in ((1,), (2, 1), (3, 1)):
+        for offset in range(sum(sizes)):
+            cuts = [ids[:offset]] if offset else []
+            at = offset
+            for size in itertools.cycle(sizes):
+                if at >= len(ids):
+                    break
+                cuts.append(ids[at : at + size])
+                at += size
+            yield cuts
 
 
 def _written(reply: object) -> bytes:
@@ -243,8 +275,35 @@ def test_a_hit_is_answered_as_the_request_built_for_it_is(
     data: st.DataObject,
 ) -> None:
     tokenizer = tokenizers(tokenizer_name)
-    case = Case(data, tokenizer, config, outputs)
+    case = Case.drawn(data, tokenizer, config, outputs)
     assert _answers(tokenizer, case, fast=True) == _answers(tokenizer, case, fast=False)
+
+
+@pytest.mark.parametrize(
+    ("config", "tokenizer_name", "outputs"),
+    CONFIGS,
+    ids=["+".join(map(str, config)) for config, _, _ in CONFIGS],
+)
+def test_every_chunking_of_an_output_is_answered_alike(
+    tokenizers: Callable[[str], Tokenizer],
+    config: Config,
+    tokenizer_name: str,
+    outputs: tuple[str, ...],
+) -> None:
+    """Each output whole, in chunks of one id, or chunks of two or three ids each followed
+    by one of one id (the chunks a hit's fast path may answer), from every offset: every
+    place a marker, a blank or held text can meet a chunk's edge (what random chunking
+    reaches only by chance)."""
+    tokenizer = tokenizers(tokenizer_name)
+    request = ChatRequest(messages=Raw(b"[]"), tools=CHAT_TOOLS, tool_choice="auto")
+    for output in outputs:
+        for cuts in _chunkings(tokenizer.encode(output)):
+            chunks = [
+                GenerateChunk([GenerateStreamChoice(0, token_ids=cut)], "stream") for cut in cuts
+            ]
+            chunks[-1].choices[0].finish_reason = "stop"
+            case = Case(config, request, chunks)
+            assert _answers(tokenizer, case, fast=True) == _answers(tokenizer, case, fast=False)
 
 
 def test_a_plain_chunk_builds_no_request_and_writes_its_reply_at_once(
@@ -303,3 +362,25 @@ def test_a_reasoning_parser_that_reads_chunks_otherwise_calls_no_text_plain() ->
     assert subclass(finish=Qwen3Reasoning.finish)._stream_is_ours
     own = subclass(stream=Qwen3Reasoning.stream, plain=Qwen3Reasoning.plain)
     assert own._stream_is_ours
+
+
+def test_a_tool_or_think_tag_parser_that_reads_chunks_otherwise_calls_no_text_plain() -> None:
+    """So are ``EngineTools.plain`` (a format with its own ``stream`` or ``_delta``, as
+    Gemma 4's and PLaMo 3's are, takes the general path) and ``ThinkTagStream.plain``
+    (its own ``stream`` or ``ended_by``), unless the subclass gives its own ``plain``."""
+    from parsers.engine.tools import EngineTools
+    from parsers.families.gemma4 import Gemma4Tools
+    from parsers.families.glm import GlmTools
+    from parsers.families.plamo3 import PlamoTools
+    from parsers.families.think import ThinkTagStream
+
+    assert EngineTools._stream_is_ours and GlmTools._stream_is_ours
+    assert not Gemma4Tools._stream_is_ours and not PlamoTools._stream_is_ours
+    for name in ("stream", "_delta"):
+        assert not type("Sub", (GlmTools,), {name: getattr(GlmTools, name)})._stream_is_ours
+    own = type("Own", (GlmTools,), {"stream": GlmTools.stream, "plain": GlmTools.plain})
+    assert own._stream_is_ours
+    assert ThinkTagStream._stream_is_ours
+    for name in ("stream", "ended_by"):
+        sub = type("Sub", (ThinkTagStream,), {name: getattr(ThinkTagStream, name)})
+        assert not sub._stream_is_ours
