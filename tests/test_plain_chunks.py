@@ -109,6 +109,7 @@ CONFIGS: list[tuple[Config, str, tuple[str, ...]]] = [
     ((None, None), "qwen3", OUTPUTS),
     (("qwen3_coder", "qwen3"), "qwen3", CODER_OUTPUTS),
     (("step5", "step5"), "qwen3", CODER_OUTPUTS + OUTPUTS[1:2]),
+    (("qwen3_coder", "nemotron_v3"), "qwen3", in_markup(CODER_CALL)),
     ((None, "deepseek_r1"), "qwen3", OUTPUTS),
     (("deepseek_v31", "deepseek_v3"), "deepseek", in_markup(DEEPSEEK_CALL)),
     (("kimi_k2", "kimi_k2"), "kimi_k2", in_markup(KIMI_CALL)),
@@ -162,7 +163,11 @@ class Case:
             logprobs=draw(st.booleans()),
             top_logprobs=draw(st.integers(0, 1)),
             return_token_ids=draw(_mostly(None, False, True)),
-            chat_template_kwargs={"enable_thinking": draw(_mostly(True, False))},
+            chat_template_kwargs={
+                "enable_thinking": draw(_mostly(True, False)),
+                # Nemotron 3 keeps what it streams as reasoning for an answer then.
+                "force_nonempty_content": draw(st.booleans()),
+            },
         )
         output = tokenizer.encode(draw(st.sampled_from(outputs)))
         output = output[: draw(st.integers(1, len(output)))]
@@ -295,7 +300,12 @@ def test_every_chunking_of_an_output_is_answered_alike(
     place a marker, a blank or held text can meet a chunk's edge (what random chunking
     reaches only by chance)."""
     tokenizer = tokenizers(tokenizer_name)
-    request = ChatRequest(messages=Raw(b"[]"), tools=CHAT_TOOLS, tool_choice="auto")
+    request = ChatRequest(
+        messages=Raw(b"[]"),
+        tools=CHAT_TOOLS,
+        tool_choice="auto",
+        chat_template_kwargs={"force_nonempty_content": True},
+    )
     for output in outputs:
         for cuts in _chunkings(tokenizer.encode(output)):
             chunks = [

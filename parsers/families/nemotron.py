@@ -73,6 +73,15 @@ class NemotronReasoning(HoldingReasoning):
             self.nemotron.streamed.append(delta.reasoning)
         return hold_trailing_reasoning(delta, self.nemotron, self.nemotron.ended)
 
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """``HoldingReasoning.plain``, the text kept as ``stream`` keeps what it streams
+        for a request that forces content."""
+        if not super().plain(text, token_ids):
+            return False
+        if self.force_content:
+            self.nemotron.streamed.append(text)
+        return True
+
     def finish(self) -> Delta | None:
         """The engine's flush; a stream still reasoning that forces content gets its
         streamed reasoning as content first."""
