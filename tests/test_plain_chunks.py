@@ -82,6 +82,11 @@ DSML_CALL = (
     'string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>'
 )
 MISTRAL_CALL = '[TOOL_CALLS]get_weather[ARGS]{"city": "Lisbon"}'
+M3 = "]<]minimax[>["
+M3_CALL = (
+    f'{M3}<tool_call>\n{M3}<invoke name="count">\n{M3}<n>3{M3}</n>\n{M3}</invoke>\n{M3}</tool_call>'
+)
+GRANITE_CALL = '<|tool_call|>[{"name": "count", "arguments": {"n": 3}}]'
 
 
 def in_markup(call: str, think: tuple[str, str] = ("<think>", "</think>")) -> tuple[str, ...]:
@@ -117,6 +122,8 @@ CONFIGS: list[tuple[Config, str, tuple[str, ...]]] = [
     (("minimax_m2", "minimax_m2"), "minimax_m2", in_markup(MINIMAX_CALL)),
     (("deepseek_v4", "deepseek_v4"), "dsml", in_markup(DSML_CALL)),
     (("mistral", "mistral"), "mistral_v13", in_markup(MISTRAL_CALL, ("[THINK]", "[/THINK]"))),
+    (("minimax_m3", "minimax_m3"), "minimax_m3", in_markup(M3_CALL, ("<mm:think>", "</mm:think>"))),
+    (("granite", None), "granite", in_markup(GRANITE_CALL)),
 ]
 
 
