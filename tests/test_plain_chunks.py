@@ -88,6 +88,13 @@ M3_CALL = (
 )
 GRANITE_CALL = '<|tool_call|>[{"name": "count", "arguments": {"n": 3}}]'
 
+# Outputs that open with calls (pythonic's list, Llama 3's JSON), or with text (never a call).
+CALL_LISTS = (
+    '[get_weather(city="Lisbon"), count(n=3)]',
+    '{"name": "count", "parameters": {"n": 3}}; {"name": "noop", "parameters": {}}',
+    '  \n An answer, not a call: [count(n=3)] and {"name": "noop"} 你好 🙂 \n',
+)
+
 
 def in_markup(call: str, think: tuple[str, str] = ("<think>", "</think>")) -> tuple[str, ...]:
     """Outputs in a family's markup (its reasoning markers and one call): reasoning and
@@ -124,6 +131,8 @@ CONFIGS: list[tuple[Config, str, tuple[str, ...]]] = [
     (("mistral", "mistral"), "mistral_v13", in_markup(MISTRAL_CALL, ("[THINK]", "[/THINK]"))),
     (("minimax_m3", "minimax_m3"), "minimax_m3", in_markup(M3_CALL, ("<mm:think>", "</mm:think>"))),
     (("granite", None), "granite", in_markup(GRANITE_CALL)),
+    (("pythonic", None), "qwen3", CALL_LISTS),
+    (("llama3_json", None), "llama3", CALL_LISTS),
 ]
 
 
@@ -263,6 +272,8 @@ def tokenizers(
             return tokenizer
         if name == "deepseek":
             return qwen3_with_tokens(CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_FINISH, SEP)
+        if name == "llama3":
+            return qwen3_with_tokens("<|python_tag|>")
         if name == "dsml":
             return qwen3_with_tokens("｜DSML｜")
         if name == "mistral_v13":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -472,6 +472,14 @@ class Llama3JsonStream:
         if first == '"':
             return None
         return _rest(sent, r.settled_len, r.unsent, r.volatile)
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``stream`` gives ``text`` as content alone (``ReadsPlain``): the
+        output did not open with a call, so it never reads one."""
+        if not self.s.passthrough:
+            return False
+        self._read_by = _NOT_READ
+        return True
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s

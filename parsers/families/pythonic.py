@@ -12,7 +12,7 @@ import ast
 import json
 import keyword
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from msgspec import Struct, field
@@ -361,6 +361,11 @@ class PythonicStream:
         self.implied_list = int(implied_list)
 
     # ------------------------------------------------------------------ the protocol
+
+    def plain(self, text: str, token_ids: Sequence[int]) -> bool:
+        """Whether ``stream`` gives ``text`` as content alone (``ReadsPlain``): the
+        output did not open a call list, so it never reads one."""
+        return self.s.passthrough
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s
