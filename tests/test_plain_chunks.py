@@ -133,6 +133,7 @@ CONFIGS: list[tuple[Config, str, tuple[str, ...]]] = [
     (("granite", None), "granite", in_markup(GRANITE_CALL)),
     (("pythonic", None), "qwen3", CALL_LISTS),
     (("llama3_json", None), "llama3", CALL_LISTS),
+    (("granite-20b-fc", None), "qwen3", (*CALL_LISTS, f"<function_call> {CALL_LISTS[1]}")),
 ]
 
 
