@@ -151,7 +151,22 @@ def _plain_check(
     step it, which leaves the parser as it stands. Made for what the test needs: a
     character or two are looked for one by one and a chunk's one id alone (``in``
     costs less than a set's ``isdisjoint``)."""
-    ids, chars = looks
+    ids, chars, check = looks
+    if check is not None:
+
+        def plain_checked(text: str, token_ids: list[int]) -> Section | None:
+            if (
+                text
+                and token_ids
+                and ids.isdisjoint(token_ids)
+                and chars.isdisjoint(text)
+                and check(text)
+            ):
+                state.output_tokens += len(token_ids)
+                return section
+            return None
+
+        return plain_checked
     if not ids and not chars:
 
         def plain_any(text: str, token_ids: list[int]) -> Section | None:

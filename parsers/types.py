@@ -106,11 +106,14 @@ class Delta(Struct, gc=False):
 
 class PlainText(NamedTuple):
     """What a parser, as it stands, reads as its section's text alone: a chunk of text
-    with none of ``chars`` whose ids are none of ``ids`` (``ReadsPlain``). Tested per
-    chunk, so sets: a chunk's test costs its length, not the markers' count."""
+    with none of ``chars`` whose ids are none of ``ids`` (``ReadsPlain``), and that
+    ``check`` passes where the parser tests the text further (trailing whitespace it
+    would hold back) or keeps what it reads. Tested per chunk, so sets: a chunk's test
+    costs its length, not the markers' count."""
 
     ids: frozenset[int]
     chars: frozenset[str]
+    check: Callable[[str], bool] | None = None
 
 
 # Any text: content that passes through as it is.

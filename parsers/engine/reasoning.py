@@ -25,7 +25,7 @@ from parsers.engine.core import (
     Grammar,
 )
 from parsers.families.qwen3 import Qwen3Reasoning, Qwen3ReasoningState, ThinkGrammar
-from parsers.types import Delta, ParseOptions, Vocabulary
+from parsers.types import Delta, ParseOptions, PlainText, Vocabulary
 
 
 def thinking_from_kwargs(kwargs: dict[str, Any]) -> bool:
@@ -141,6 +141,19 @@ class HoldingReasoning(Qwen3Reasoning):
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         delta = super().stream(text, token_ids)
         return hold_trailing_reasoning(delta, self.held, self.held.ended)
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """Plain reasoning text (``Qwen3Reasoning.plain_text``) with no whitespace held
+        before it and none at its end to hold (``hold_trailing_reasoning``)."""
+        looks = super().plain_text(token_ids)
+        if looks is None or self.held.trailing_reasoning:
+            return None
+        return looks._replace(check=ends_unspaced)
+
+
+def ends_unspaced(text: str) -> bool:
+    """Whether ``text`` ends in no whitespace (none ``hold_trailing_reasoning`` holds)."""
+    return not text[-1:].isspace()
 
 
 class EngineReasoningState(HeldReasoningState, tag="engine_reasoning"):

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar, get_args
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, get_args
 
 from msgspec import Struct, field
 
@@ -39,7 +39,14 @@ from parsers.family import Request, reuse
 from parsers.growing_text import GrowingText
 from parsers.ids import chat_tool_call_id
 from parsers.readers.schema import coerce_arguments, coerce_string, schema_types
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, ParseOptions
+from parsers.types import (
+    Delta,
+    DeltaToolCall,
+    ExtractedToolCalls,
+    FunctionCall,
+    ParseOptions,
+    PlainText,
+)
 
 _NAME_KEY = "name"
 
@@ -129,13 +136,21 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
     reasoning_format: Format | None = None
     slot_type: type[SlotT]
     state_type: type[StateT]
+    # Whether ``plain_text`` is ``stream``'s test: False where a subclass reads otherwise.
+    _stream_is_ours: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A format's slot and state types from its parameters; a format with its own
+        ``stream`` or ``_delta`` reads chunks otherwise than ``plain_text`` tells, unless
+        it gives its own ``plain_text``."""
         super().__init_subclass__(**kwargs)
         for base in getattr(cls, "__orig_bases__", ()):
             types = get_args(base)
             if len(types) == 2 and all(isinstance(t, type) for t in types):
                 cls.slot_type, cls.state_type = types
+        own = vars(cls)
+        if "plain_text" not in own and ("stream" in own or "_delta" in own):
+            cls._stream_is_ours = False
 
     def __init__(
         self,
@@ -154,6 +169,8 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
             grammar, self.state.engine, skip_reasoning=reasoning_markup_is_text
         )
         self.has_reasoning = grammar.format is self.reasoning_format
+        # The state holds reasoning's trailing whitespace (``plain_text`` asks).
+        self.holds_reasoning = isinstance(self.state, ReasoningToolState)
         # tool_choice "none" with tools: calls are read and dropped.
         self.suppress = options.tool_choice == "none" and bool(options.tools)
         self._properties_by_name: dict[str, dict[str, Any]] = {}
@@ -167,6 +184,25 @@ class EngineTools(ABC, Generic[SlotT, StateT]):
         # lets the held whitespace go, even when it brings no reasoning of its own.
         ended = state.reasoning_ended or not self.has_reasoning
         return hold_trailing_reasoning(delta, state, ended)
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """Content alone (``ReadsPlain``): the engine's plain text in content, once the
+        content has shown more than whitespace (blank content is held, or dropped beside
+        calls: ``_delta``), with no content held for calls that may follow and no
+        reasoning whitespace held for ``stream`` to let go; the first chunks past those
+        are read by ``stream``. None in a subclass that reads a chunk otherwise
+        (``__init_subclass__``)."""
+        state = self.state
+        if (
+            not self._stream_is_ours
+            or not state.content_has_nonws
+            or state.blank_pieces
+            or state.deferred_content
+            or (self.holds_reasoning and cast(ReasoningToolState[Any], state).trailing_reasoning)
+            or self.engine.plain_kind() != TEXT
+        ):
+            return None
+        return self.engine.plain_text(token_ids)
 
     def finish(self) -> Delta | None:
         events = self.engine.finish()

@@ -16,6 +16,8 @@ Ours streams what one token per chunk streams, in any chunking: the one-shot mes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from msgspec import Struct, field
 
 from parsers.engine.core import (
@@ -52,6 +54,7 @@ from parsers.types import (
     ExtractedToolCalls,
     FunctionCall,
     ParseOptions,
+    PlainText,
     Vocabulary,
 )
 
@@ -281,6 +284,19 @@ class DeepSeekToolStream:
         self.id_seed = id_seed
         self.fenced = fenced
         self.s = state if state is not None else DeepSeekToolState()
+        # The engine ``plain_text`` asks, made once over the state's engine state.
+        self._live: MarkerEngine | None = None
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """Content alone (``ReadsPlain``): the engine's plain text as content (outside
+        any call), with no argument text waiting for a chunk."""
+        s = self.s
+        if s.pending:
+            return None
+        live = self._live
+        if live is None or live.s is not s.engine:
+            live = self._live = MarkerEngine(self.grammar, s.engine)
+        return live.plain_text(token_ids) if live.plain_kind() == TEXT else None
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         carried = self._carried()

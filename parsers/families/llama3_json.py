@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,14 @@ from parsers.readers.partialjson import (
     dump_content,
     string_units,
 )
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall
+from parsers.types import (
+    ANY_TEXT,
+    Delta,
+    DeltaToolCall,
+    ExtractedToolCalls,
+    FunctionCall,
+    PlainText,
+)
 
 BOT_TOKEN = "<|python_tag|>"
 # What partial_json_parser and json raise on text that does not parse (the parser's own
@@ -472,6 +479,14 @@ class Llama3JsonStream:
         if first == '"':
             return None
         return _rest(sent, r.settled_len, r.unsent, r.volatile)
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """Any text is content alone (``ReadsPlain``) once the output did not open with a
+        call: it never reads one then."""
+        if not self.s.passthrough:
+            return None
+        self._read_by = _NOT_READ  # as ``stream`` sets it
+        return ANY_TEXT
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s

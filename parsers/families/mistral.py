@@ -50,7 +50,7 @@ from parsers.families.kimi_k2 import JsonHold
 from parsers.family import ParserUnavailable
 from parsers.ids import mistral_tool_call_id
 from parsers.readers.schema import coerce_arguments
-from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, Vocabulary
+from parsers.types import DeltaToolCall, FunctionCall, ParseOptions, PlainText, Vocabulary
 
 TOOL_CALLS_TOKEN = "[TOOL_CALLS]"
 ARGS_TOKEN = "[ARGS]"
@@ -156,6 +156,12 @@ class MistralReasoning(HoldingReasoning):
 
     def ended_by(self, token_ids: Sequence[int]) -> bool:
         return self.state.ended or not self.thinking
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """``HoldingReasoning.plain_text`` while thinking (``ended_by`` then reads the
+        state that plain text leaves as it was); without thinking every chunk ends
+        reasoning."""
+        return super().plain_text(token_ids) if self.thinking else None
 
 
 # ---------------------------------------------------------------------------- tool calls

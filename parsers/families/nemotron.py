@@ -19,11 +19,12 @@ from parsers.engine.core import CONTENT, REASONING
 from parsers.engine.reasoning import (
     HeldReasoningState,
     HoldingReasoning,
+    ends_unspaced,
     hold_trailing_reasoning,
 )
 from parsers.families.qwen3 import Qwen3Grammar, Qwen3Reasoning
 from parsers.family import Family, Reasoning, Request, reuse
-from parsers.types import Delta, ParseOptions
+from parsers.types import Delta, ParseOptions, PlainText
 
 
 def forces_content(options: ParseOptions) -> bool:
@@ -72,6 +73,20 @@ class NemotronReasoning(HoldingReasoning):
         if self.force_content and delta is not None and delta.reasoning:
             self.nemotron.streamed.append(delta.reasoning)
         return hold_trailing_reasoning(delta, self.nemotron, self.nemotron.ended)
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """``HoldingReasoning.plain_text``, each plain chunk's text kept as ``stream``
+        keeps what it streams for a request that forces content."""
+        looks = super().plain_text(token_ids)
+        if looks is None or not self.force_content:
+            return looks
+        return looks._replace(check=self._kept)
+
+    def _kept(self, text: str) -> bool:
+        if not ends_unspaced(text):
+            return False
+        self.nemotron.streamed.append(text)
+        return True
 
     def finish(self) -> Delta | None:
         """The engine's flush; a stream still reasoning that forces content gets its

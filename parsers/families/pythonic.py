@@ -12,14 +12,22 @@ import ast
 import json
 import keyword
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from msgspec import Struct, field
 
 from parsers.family import Family, Request, Tools, reuse
 from parsers.ids import opening_call_delta
-from parsers.types import Delta, DeltaToolCall, ExtractedToolCalls, FunctionCall, Vocabulary
+from parsers.types import (
+    ANY_TEXT,
+    Delta,
+    DeltaToolCall,
+    ExtractedToolCalls,
+    FunctionCall,
+    PlainText,
+    Vocabulary,
+)
 
 _JSON_NAMES: dict[str, Any] = {"null": None, "true": True, "false": False}
 # What ``ast.parse`` can raise on hostile text, besides SyntaxError (a ValueError).
@@ -361,6 +369,11 @@ class PythonicStream:
         self.implied_list = int(implied_list)
 
     # ------------------------------------------------------------------ the protocol
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """Any text is content alone (``ReadsPlain``) once the output did not open a call
+        list: it never reads one then."""
+        return ANY_TEXT if self.s.passthrough else None
 
     def stream(self, text: str, token_ids: list[int] | None = None) -> Delta | None:
         s = self.s

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from msgspec import Struct
 
 from parsers.family import ParserUnavailable
-from parsers.types import Delta, Vocabulary
+from parsers.types import Delta, PlainText, Vocabulary
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -62,10 +63,28 @@ class ThinkTagStream:
     """
 
     engine_based = False
+    # Whether ``plain_text`` is ``stream``'s test: False where a subclass reads otherwise.
+    _stream_is_ours: ClassVar[bool] = True
 
     def __init__(self, parser: ThinkTagReasoning, state: ThinkTagStreamState | None = None):
         self.parser = parser
         self.state = state if state is not None else ThinkTagStreamState()
+        # Reasoning text alone: no think marker among a chunk's ids.
+        self._plain = PlainText(frozenset((parser.start_id, parser.end_id)), frozenset())
+
+    def __init_subclass__(cls) -> None:
+        """A subclass with its own ``stream`` or ``ended_by`` reads chunks otherwise than
+        ``plain_text`` tells, unless it gives its own ``plain_text``."""
+        super().__init_subclass__()
+        if "plain_text" not in vars(cls) and ("stream" in vars(cls) or "ended_by" in vars(cls)):
+            cls._stream_is_ours = False
+
+    def plain_text(self, token_ids: Sequence[int]) -> PlainText | None:
+        """Reasoning text alone (``ReadsPlain``): a chunk with no think marker among its
+        ids, before any end was seen; it changes no state then."""
+        if not self._stream_is_ours or self.state.end_seen:
+            return None
+        return self._plain
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         state = self.state
