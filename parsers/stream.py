@@ -65,6 +65,8 @@ class ReadsPlain(Protocol):
 
 # Where a plain chunk's text goes: the delta field it is alone in (``ChatStream.plain``).
 Section = Literal["reasoning", "content"]
+# ``ChatStream.plain``: a chunk's text and ids to the section it is plain text of, if any.
+PlainCheck = Callable[[str, list[int]], "Section | None"]
 
 
 class ToolStream(Protocol):
@@ -143,9 +145,7 @@ def _never_plain(text: str, token_ids: list[int]) -> None:
     return None
 
 
-def _plain_check(
-    state: ChatStreamState, section: Section, looks: PlainText
-) -> Callable[[str, list[int]], Section | None]:
+def _plain_check(state: ChatStreamState, section: Section, looks: PlainText) -> PlainCheck:
     """``ChatStream.plain`` while the section's parser stands as it did when it told
     what ``looks`` plain: a chunk of such text is stepped (counted) as ``step`` would
     step it, which leaves the parser as it stands. Made for what the test needs: a
@@ -153,38 +153,63 @@ def _plain_check(
     costs less than a set's ``isdisjoint``)."""
     ids, chars, check = looks
     if check is not None:
-
-        def plain_checked(text: str, token_ids: list[int]) -> Section | None:
-            if (
-                text
-                and token_ids
-                and ids.isdisjoint(token_ids)
-                and chars.isdisjoint(text)
-                and check(text)
-            ):
-                state.output_tokens += len(token_ids)
-                return section
-            return None
-
-        return plain_checked
+        return _checked(state, section, looks)
     if not ids and not chars:
-
-        def plain_any(text: str, token_ids: list[int]) -> Section | None:
-            if text and token_ids:
-                state.output_tokens += len(token_ids)
-                return section
-            return None
-
-        return plain_any
+        return _any(state, section)
     if not chars or len(chars) > 2:
+        return _disjoint(state, section, looks)
+    return _chars_and_ids(state, section, looks)
 
-        def plain_sets(text: str, token_ids: list[int]) -> Section | None:
-            if text and token_ids and ids.isdisjoint(token_ids) and chars.isdisjoint(text):
-                state.output_tokens += len(token_ids)
-                return section
-            return None
 
-        return plain_sets
+def _checked(state: ChatStreamState, section: Section, looks: PlainText) -> PlainCheck:
+    """Text none of whose ids or characters ``looks`` names, that its check passes."""
+    ids, chars, check = looks
+    assert check is not None
+
+    def plain_checked(text: str, token_ids: list[int]) -> Section | None:
+        if (
+            text
+            and token_ids
+            and ids.isdisjoint(token_ids)
+            and chars.isdisjoint(text)
+            and check(text)
+        ):
+            state.output_tokens += len(token_ids)
+            return section
+        return None
+
+    return plain_checked
+
+
+def _any(state: ChatStreamState, section: Section) -> PlainCheck:
+    """Any text."""
+
+    def plain_any(text: str, token_ids: list[int]) -> Section | None:
+        if text and token_ids:
+            state.output_tokens += len(token_ids)
+            return section
+        return None
+
+    return plain_any
+
+
+def _disjoint(state: ChatStreamState, section: Section, looks: PlainText) -> PlainCheck:
+    """Text none of whose ids or characters ``looks`` names, tested as sets."""
+    ids, chars, _ = looks
+
+    def plain_sets(text: str, token_ids: list[int]) -> Section | None:
+        if text and token_ids and ids.isdisjoint(token_ids) and chars.isdisjoint(text):
+            state.output_tokens += len(token_ids)
+            return section
+        return None
+
+    return plain_sets
+
+
+def _chars_and_ids(state: ChatStreamState, section: Section, looks: PlainText) -> PlainCheck:
+    """Text without one or two characters (looked for one by one) and, where ``looks``
+    names ids, none of them (a chunk's one id alone)."""
+    ids, chars, _ = looks
     first, second = min(chars), max(chars)  # the same character where there is one
     if not ids:  # the parser reads no marker by id
 
@@ -260,16 +285,14 @@ class ChatStream:
         )
         self.plain_tools = self._plain_tools() if self.lean else None
         # ``plain`` once a chunk was read otherwise: the parsers are asked anew.
-        self.plain_anew: Callable[[str, list[int]], Section | None] = (
-            self._plain_anew if self.lean else _never_plain
-        )
+        self.plain_anew: PlainCheck = self._plain_anew if self.lean else _never_plain
         # The section a mid-stream chunk without a finish is plain text of, its delta
         # that text alone in that field (most chunks): the chunk is then stepped as
         # ``step`` steps it, and no delta is built. None: it is not such a chunk, or its
         # section cannot tell; nothing is stepped (``step`` reads it). A check made for
         # the section's parser as it stands (``_plain_check``) until ``step`` reads a
         # chunk, not a method: a chunk's one call.
-        self.plain: Callable[[str, list[int]], Section | None] = self.plain_anew
+        self.plain: PlainCheck = self.plain_anew
 
     def snapshot(self) -> bytes:
         return msgspec.msgpack.encode(self.state)
