@@ -57,9 +57,10 @@ class ReadsPlain(Protocol):
         chunk it reads next (by this answer or by ``stream``); None: no text is plain
         now. ``stream`` gives a chunk of such text exactly that text as its section's
         (reasoning for a reasoning parser, content for a tool parser) and nothing else,
-        and leaves the parser as it stands (a reasoning parser's reasoning still open),
-        so the answer holds until the parser reads a chunk otherwise. Asking changes
-        only what reading that chunk would set as well."""
+        and leaves the parser as it stands (a reasoning parser's reasoning still open;
+        its ``check``, if any, keeps of each such chunk what ``stream`` would), so the
+        answer holds until the parser reads a chunk otherwise. Asking changes only what
+        reading that chunk would set as well."""
         ...
 
 
