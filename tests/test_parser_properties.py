@@ -690,29 +690,6 @@ def test_jamba_snapshots_go_on_and_one_token_chunks_name_every_call(
 
 @PROPS
 @given(
-    text=st.text(alphabet="<>/thinkol_cab \n", max_size=12),
-    held=st.sampled_from(["", "<", "</thi"]),
-    marker=st.booleans(),
-    section=st.sampled_from(["reasoning", "content", "tool_args", "message_header"]),
-    had_ids=st.booleans(),
-)
-def test_the_engines_plain_event_is_its_plain_test_and_plain_kind(
-    tokenizer: Tokenizer, text: str, held: str, marker: bool, section: str, had_ids: bool
-) -> None:
-    """Qwen3 reasoning's fast path asks ``plain_event`` of every chunk: it answers what
-    ``plain`` and ``plain_kind`` answer together, and leaves the engine as they do."""
-    grammar = Qwen3Grammar(tokenizer.vocabulary).grammar
-    ids = [next(iter(grammar.marker_ids))] if marker else tokenizer.encode("ab")
-    two = [MarkerEngine(grammar, EngineState(section, held=held)) for _ in range(2)]
-    for engine in two:
-        engine.s.ever_had_token_ids = had_ids
-    expected = two[0].plain_kind() if two[0].plain(text, ids) else None
-    assert two[1].plain_event(text, ids) == expected
-    assert two[0].s == two[1].s
-
-
-@PROPS
-@given(
     texts=st.lists(st.text(alphabet="<>/thinkol_cab \n", max_size=12), min_size=1, max_size=4),
     held=st.sampled_from(["", "<", "</thi"]),
     marker=st.booleans(),

@@ -68,6 +68,7 @@ class ParsedStreamDerenderer:
         state = session.carried
         frame = session.frame
         choices = chunk.choices
+        text = None
         if (
             ((frame is not None and frame.state is state) or _plain_ready(session))
             and len(choices) == 1
@@ -99,9 +100,8 @@ class ParsedStreamDerenderer:
                         session, chunk.request_id, choice.index, model, section, text
                     )
                     return reply, state
-                request = session.request_for(chunk, hit.model, hit.prompt_tokens)
-                return self.chunk(request, model, session, text)
-        return self.chunk(session.request_for(chunk, hit.model, hit.prompt_tokens), model, session)
+        request = session.request_for(chunk, hit.model, hit.prompt_tokens)
+        return self.chunk(request, model, session, text)
 
     def chunk(
         self,

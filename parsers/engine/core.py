@@ -335,23 +335,6 @@ class MarkerEngine:
         """The event kind plain text is in the current state (None: none, it is dropped)."""
         return self.grammar.format.state_events.get(self.s.state)
 
-    def plain_event(self, text: str, token_ids: Sequence[int]) -> str | None:
-        """``plain_kind`` when the delta is ``plain`` (the same test), else None: a
-        family's fast path asks both of every chunk, so in one call."""
-        s = self.s
-        if token_ids and not s.ever_had_token_ids:
-            s.ever_had_token_ids = True
-        grammar = self.grammar
-        if (
-            not text
-            or s.held
-            or s.deferred
-            or not grammar.marker_ids.isdisjoint(token_ids)
-            or not grammar.first_chars.isdisjoint(text)
-        ):
-            return None
-        return grammar.format.state_events.get(s.state)
-
     def feed(self, text: str, token_ids: Sequence[int]) -> list[Event]:
         if self.plain(text, token_ids):
             return self._text(text)

@@ -176,7 +176,11 @@ class Qwen3Reasoning:
 
     def stream(self, text: str, token_ids: Sequence[int]) -> Delta | None:
         live = self._live_engine()
-        if not self.state.blank_content and live.plain_event(text, token_ids) == REASONING_TEXT:
+        if (
+            not self.state.blank_content
+            and live.plain(text, token_ids)
+            and live.plain_kind() == REASONING_TEXT
+        ):
             return Delta(reasoning=text)  # what the lone event's delta would be
         return self._delta(live.feed(text, token_ids), finished=False)
 
